@@ -1,0 +1,230 @@
+"""ACP v1 wire types the bridge reads or writes, as attrs classes.
+
+Field names are snake_case here and camelCase on the wire (``acp/codec.py``
+does the renaming); ``meta`` is ``_meta``. Only fields whose default is None
+are omitted when unset, so discriminators are always written. Names follow
+the official schema's ``$defs`` (``../shared/acp/schema/v1/schema.json``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+Meta = dict[str, Any]
+
+# --- content ---------------------------------------------------------------
+
+
+@attrs.frozen
+class TextContent:
+    TAG: ClassVar[str] = "text"
+    text: str
+    annotations: dict[str, Any] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class ImageContent:
+    TAG: ClassVar[str] = "image"
+    data: str
+    mime_type: str
+    uri: str | None = None
+    annotations: dict[str, Any] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class AudioContent:
+    TAG: ClassVar[str] = "audio"
+    data: str
+    mime_type: str
+    annotations: dict[str, Any] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class ResourceLink:
+    TAG: ClassVar[str] = "resource_link"
+    uri: str
+    name: str
+    mime_type: str | None = None
+    title: str | None = None
+    description: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class EmbeddedResource:
+    TAG: ClassVar[str] = "resource"
+    #: ``{uri, text, mimeType?}`` or ``{uri, blob, mimeType?}``, kept raw.
+    resource: dict[str, Any]
+    annotations: dict[str, Any] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class UnknownContent:
+    """A content block type this bridge does not know (kept raw)."""
+
+    raw: dict[str, Any]
+
+
+ContentBlock = (
+    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource | UnknownContent
+)
+
+# --- initialize ------------------------------------------------------------
+
+
+@attrs.frozen
+class FileSystemCapabilities:
+    read_text_file: bool = False
+    write_text_file: bool = False
+
+
+@attrs.frozen
+class ClientCapabilities:
+    fs: FileSystemCapabilities = attrs.Factory(FileSystemCapabilities)
+    terminal: bool = False
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class Implementation:
+    name: str
+    version: str
+    title: str | None = None
+
+
+@attrs.frozen
+class InitializeRequest:
+    protocol_version: int
+    client_capabilities: ClientCapabilities = attrs.Factory(ClientCapabilities)
+    client_info: Implementation | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class PromptCapabilities:
+    image: bool = False
+    audio: bool = False
+    embedded_context: bool = False
+
+
+@attrs.frozen
+class McpCapabilities:
+    http: bool = False
+    sse: bool = False
+
+
+@attrs.frozen
+class SessionCapabilities:
+    """Each capability is an object: ``{}`` = supported, absent = not."""
+
+    close: dict[str, Any] | None = None
+    list: dict[str, Any] | None = None
+    resume: dict[str, Any] | None = None
+    delete: dict[str, Any] | None = None
+    additional_directories: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class AgentCapabilities:
+    load_session: bool = False
+    prompt_capabilities: PromptCapabilities = attrs.Factory(PromptCapabilities)
+    mcp_capabilities: McpCapabilities = attrs.Factory(McpCapabilities)
+    session_capabilities: SessionCapabilities = attrs.Factory(SessionCapabilities)
+
+
+@attrs.frozen
+class InitializeResponse:
+    protocol_version: int
+    agent_capabilities: AgentCapabilities
+    agent_info: Implementation
+    auth_methods: list[dict[str, Any]] = attrs.Factory(list)
+
+
+# --- sessions --------------------------------------------------------------
+
+
+@attrs.frozen
+class NewSessionRequest:
+    cwd: str
+    #: Accepted and validated as objects; agy runs no MCP servers headless
+    #: (contract.md §8.9), so they are not yet passed on.
+    mcp_servers: list[dict[str, Any]]
+    additional_directories: list[str] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class NewSessionResponse:
+    session_id: str
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class PromptRequest:
+    session_id: str
+    prompt: list[ContentBlock]
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class PromptResponse:
+    stop_reason: str
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class SessionIdParams:
+    """``session/cancel`` and ``session/close`` carry just the session id."""
+
+    session_id: str
+    meta: Meta | None = None
+
+
+# --- session/update --------------------------------------------------------
+
+
+@attrs.frozen
+class AgentMessageChunk:
+    TAG: ClassVar[str] = "agent_message_chunk"
+    content: ContentBlock
+    message_id: str | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class UserMessageChunk:
+    TAG: ClassVar[str] = "user_message_chunk"
+    content: ContentBlock
+    message_id: str | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class AgentThoughtChunk:
+    TAG: ClassVar[str] = "agent_thought_chunk"
+    content: ContentBlock
+    message_id: str | None = None
+    meta: Meta | None = None
+
+
+SessionUpdate = AgentMessageChunk | UserMessageChunk | AgentThoughtChunk
+
+
+@attrs.frozen
+class SessionNotification:
+    session_id: str
+    update: SessionUpdate
+    meta: Meta | None = None
+
+
+STOP_END_TURN = "end_turn"
+STOP_CANCELLED = "cancelled"
+STOP_REFUSAL = "refusal"

@@ -1,0 +1,216 @@
+"""The ACP agent: JSON-RPC methods -> sessions, and errors -> JSON-RPC codes.
+
+This is the top of the stack: it is the JSON-RPC handler, validates every
+request with the ACP codec (a bad field is ``-32602`` with the field's path in
+``data``), and translates session errors once, here (style.md §7).
+
+Capabilities advertised are exactly what works: text and ``resource_link``
+prompts, ``session/close``. Nothing else is claimed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from . import __version__
+from .acp import codec, models
+from .acp.content import PromptContentError, prompt_to_text
+from .agy import LaunchSpec
+from .jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
+from .session import (
+    AgyExitedError,
+    AgyStartError,
+    AuthRequiredError,
+    InvalidModelError,
+    Session,
+    SessionError,
+    SessionManager,
+)
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+T = TypeVar("T")
+
+
+def _parse(params: Any, cls: type[T]) -> T:
+    try:
+        return codec.structure(params if params is not None else {}, cls)
+    except Exception as exc:
+        problems = codec.describe_error(exc)
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {problems[0]}" if problems else "Invalid params",
+            {"problems": problems},
+        ) from None
+
+
+@contextmanager
+def _translate_session_errors() -> Iterator[None]:
+    """Session failures -> JSON-RPC errors, in one place."""
+    try:
+        yield
+    except AuthRequiredError as exc:
+        raise RpcError(ErrorCode.AUTH_REQUIRED, exc.message, exc.data) from None
+    except InvalidModelError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, exc.message, exc.data) from None
+    except (AgyStartError, AgyExitedError, SessionError) as exc:
+        raise RpcError(
+            ErrorCode.INTERNAL_ERROR, exc.message, {"details": exc.message, **exc.data}
+        ) from None
+
+
+class AcpAgent:
+    """Serves ACP v1 requests (implements the jsonrpc ``Handler`` protocol)."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self._manager = manager
+        self._initialized = False
+        self.client_capabilities = models.ClientCapabilities()
+        self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
+            "initialize": self._initialize,
+            "session/new": self._new_session,
+            "session/prompt": self._prompt,
+            "session/close": self._close_session,
+        }
+
+    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        handler = self._methods.get(method)
+        if handler is None:
+            raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+        if not self._initialized and method != "initialize":
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST,
+                "the first ACP request must be initialize",
+                {"method": method},
+            )
+        return await handler(params, ctx)
+
+    async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
+        if method == "session/cancel" and self._initialized:
+            try:
+                cancel = codec.structure(params, models.SessionIdParams)
+            except Exception:
+                logger.warning("ignoring malformed session/cancel: %r", params)
+                return
+            session = self._manager.get(cancel.session_id)
+            if session is None:
+                logger.info("session/cancel for unknown session %r", cancel.session_id)
+                return
+            session.cancel(ctx.seq)
+        else:
+            logger.debug("ignoring notification %r", method)
+
+    # --- methods -----------------------------------------------------------
+
+    async def _initialize(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.InitializeRequest)
+        self.client_capabilities = request.client_capabilities
+        self._initialized = True
+        if request.protocol_version != PROTOCOL_VERSION:
+            logger.info(
+                "client asked for protocol version %s; answering %s",
+                request.protocol_version,
+                PROTOCOL_VERSION,
+            )
+        response = models.InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=models.AgentCapabilities(
+                load_session=False,
+                prompt_capabilities=models.PromptCapabilities(),
+                mcp_capabilities=models.McpCapabilities(),
+                session_capabilities=models.SessionCapabilities(close={}),
+            ),
+            agent_info=models.Implementation(
+                name="agybridge", title="Antigravity (agybridge)", version=__version__
+            ),
+            auth_methods=[],
+        )
+        return codec.unstructure(response)
+
+    async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.NewSessionRequest)
+        cwd = _check_directory(request.cwd, "cwd")
+        if request.additional_directories:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "additionalDirectories is not supported by this agent "
+                "(sessionCapabilities.additionalDirectories is not advertised)",
+                {"path": "$.additionalDirectories"},
+            )
+        if request.mcp_servers:
+            # agy starts no MCP servers in headless mode (contract.md §8.9).
+            logger.warning(
+                "session/new: %d MCP server(s) accepted but not passed to agy",
+                len(request.mcp_servers),
+            )
+        with _translate_session_errors():
+            session = await self._manager.create(LaunchSpec(cwd=cwd))
+        return codec.unstructure(models.NewSessionResponse(session_id=session.session_id))
+
+    async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.PromptRequest)
+        session = self._session(request.session_id)
+        try:
+            text = prompt_to_text(request.prompt)
+        except PromptContentError as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
+        # $/cancel_request for a prompt means "cancel this turn", answered with
+        # the normal cancelled result (ACP cancellation.mdx).
+        ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
+        with _translate_session_errors():
+            result = await session.prompt(text, ctx.seq)
+        meta = None
+        if result.unrecognised:
+            meta = {"agybridge": {"unrecognisedAgyOutput": dict(result.unrecognised)}}
+        return codec.unstructure(models.PromptResponse(stop_reason=result.stop_reason, meta=meta))
+
+    async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.SessionIdParams)
+        if not await self._manager.close(request.session_id):
+            raise _unknown_session(request.session_id)
+        return {}
+
+    def _session(self, session_id: str) -> Session:
+        session = self._manager.get(session_id)
+        if session is None:
+            raise _unknown_session(session_id)
+        return session
+
+
+def _unknown_session(session_id: str) -> RpcError:
+    return RpcError(
+        ErrorCode.RESOURCE_NOT_FOUND,
+        f"Resource not found: no live session {session_id!r}",
+        {"sessionId": session_id},
+    )
+
+
+def _check_directory(path: str, field: str) -> str:
+    if not os.path.isabs(path):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"{field} must be an absolute path, not {path!r}",
+            {"path": f"$.{field}", "value": path},
+        )
+    if not os.path.isdir(path):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"{field} {path!r} does not exist or is not a directory",
+            {"path": f"$.{field}", "value": path},
+        )
+    return os.path.normpath(path)
+
+
+async def send_update_via(
+    notify: Callable[[str, Any], Any], session_id: str, update: models.SessionUpdate
+) -> None:
+    """Write one ``session/update`` through the peer's single writer."""
+    await notify(
+        "session/update",
+        codec.unstructure(models.SessionNotification(session_id=session_id, update=update)),
+    )

@@ -1,0 +1,413 @@
+"""One agy process incarnation: spawn, read, write, and kill it for certain.
+
+Theory of operation. :meth:`AgyChild.run` owns the process through
+``trio.run_process`` (``start_new_session=True``, so the child leads its own
+process group) and three tasks: a stdout reader (bounded line framer ->
+:func:`parse_event`), a stderr reader (:func:`classify_stderr`, keeps a tail)
+and a stdin writer (the only writer of agy's stdin, fed by a channel). Every
+output reaches the owner as a :data:`ChildMessage` on one channel, in order,
+ending with exactly one :class:`ChildExited`.
+
+Killing (:meth:`AgyChild.kill`) cancels the scope around ``run_process``, whose
+``deliver_cancel`` escalates over the process group: SIGINT (agy answers with
+an ERROR result "interrupted" and exits 1, contract.md §5), then SIGTERM, then
+SIGKILL. The readers are outside that scope, so they keep draining: the
+"interrupted" result and the last stderr lines still arrive. Whenever the
+leader is gone, for whatever reason, the group and every descendant seen
+while it ran are swept with SIGKILL: agy puts ``run_command`` children in
+process groups of their own, and a grandchild holding the stdout pipe would
+otherwise keep EOF from ever arriving (architecture.md, measured rules).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import cast
+
+import attrs
+import trio
+
+from ..lines import LineBuffer, LineTooLongError
+from .events import AgyEvent, MalformedLine, StepUpdateEvent, parse_event
+from .stderr import StderrLine, classify_stderr
+
+logger = logging.getLogger(__name__)
+
+STDERR_TAIL_LINES = 20
+MAX_STDERR_LINE_BYTES = 1 * 2**20  # 1 MiB: stderr is human text
+#: After the leader exited and the group was swept, how long the readers may
+#: still drain. Only a process that escaped every sweep (double-forked out of
+#: the tree before we saw it) can hold the pipes open beyond this.
+DRAIN_AFTER_EXIT_S = 2.0
+#: stdin lines waiting for the writer; prompts are queued by the session, so
+#: more than a couple here means agy is not reading.
+STDIN_QUEUE_LINES = 4
+
+
+class AgySpawnError(Exception):
+    """agy could not be started at all (missing binary, bad cwd, ...)."""
+
+
+@attrs.frozen
+class EscalationPolicy:
+    sigint_grace_s: float = 2.0
+    sigterm_grace_s: float = 1.0
+
+
+@attrs.frozen
+class ChildEvent:
+    incarnation: int
+    event: AgyEvent | MalformedLine
+
+
+@attrs.frozen
+class ChildStderr:
+    incarnation: int
+    line: StderrLine
+
+
+@attrs.frozen
+class ChildExited:
+    incarnation: int
+    returncode: int | None
+    #: True when the bridge killed it (cancel, close, respawn).
+    killed: bool
+    stderr_tail: tuple[str, ...]
+
+
+ChildMessage = ChildEvent | ChildStderr | ChildExited
+
+
+@attrs.frozen
+class _ProcRef:
+    """A pid plus its start time, so a recycled pid is never signalled."""
+
+    pid: int
+    start_ticks: int
+
+    @classmethod
+    def from_pid(cls, pid: int) -> _ProcRef | None:
+        ticks = _start_ticks(pid)
+        return None if ticks is None else cls(pid, ticks)
+
+    def kill(self) -> None:
+        if _start_ticks(self.pid) != self.start_ticks:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime); the command name in field 2 may contain spaces.
+    fields = stat.rsplit(")", 1)[-1].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def descendants(pid: int) -> list[_ProcRef]:
+    """Every live descendant of ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    found: list[_ProcRef] = []
+    queue = [pid]
+    seen = {pid}
+    while queue:
+        parent = queue.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                children = Path(f"/proc/{parent}/task/{tid}/children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child in seen:
+                    continue
+                seen.add(child)
+                ref = _ProcRef.from_pid(child)
+                if ref is not None:
+                    found.append(ref)
+                    queue.append(child)
+    return found
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+class AgyChild:
+    """One agy process; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str] | None,
+        incarnation: int,
+        policy: EscalationPolicy,
+        max_line_bytes: int,
+        messages: trio.MemorySendChannel[ChildMessage],
+    ) -> None:
+        self.argv = list(argv)
+        self.cwd = cwd
+        self.env = dict(env) if env is not None else None
+        self.incarnation = incarnation
+        self.policy = policy
+        self.max_line_bytes = max_line_bytes
+        self._messages = messages
+        self._kill_scope = trio.CancelScope()
+        # One per reader (a CancelScope serves one `with` block).
+        self._stdout_drain = trio.CancelScope()
+        self._stderr_drain = trio.CancelScope()
+        self._stdin_send, self._stdin_receive = trio.open_memory_channel[bytes](STDIN_QUEUE_LINES)
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._known_descendants: dict[int, _ProcRef] = {}
+        self._killed = False
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.exited = trio.Event()
+
+    @property
+    def alive(self) -> bool:
+        return self.pid is not None and not self.exited.is_set()
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[AgyChild] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Spawn agy and serve it until it exited and its pipes are drained.
+
+        ``task_status.started(self)`` is called once the process exists. Ends
+        with a :class:`ChildExited` message. Cancelling this task kills the
+        process with the full escalation (shielded, bounded by the grace
+        periods) before the cancellation propagates.
+
+        Raises:
+            AgySpawnError: the process could not be started.
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                try:
+                    proc: trio.Process = await nursery.start(self._process_task)
+                except OSError as exc:
+                    reason = exc.strerror or str(exc)
+                    raise AgySpawnError(
+                        f"could not start agy ({self.argv[0]!r}) in {self.cwd!r}: {reason}"
+                    ) from exc
+                assert proc.stdout is not None and proc.stderr is not None
+                assert proc.stdin is not None
+                nursery.start_soon(self._stdout_task, proc.stdout)
+                nursery.start_soon(self._stderr_task, proc.stderr)
+                nursery.start_soon(self._stdin_task, proc.stdin)
+                task_status.started(self)
+        finally:
+            self.exited.set()
+        await self._messages.send(
+            ChildExited(
+                incarnation=self.incarnation,
+                returncode=self.returncode,
+                killed=self._killed,
+                stderr_tail=tuple(self._stderr_tail),
+            )
+        )
+
+    async def send_user(self, text: str) -> None:
+        """Queue one user turn for agy's stdin (contract.md §2.1).
+
+        Raises:
+            trio.ClosedResourceError: the child's stdin is already closed.
+        """
+        line = json.dumps({"event": "user", "message": {"content": text}}, ensure_ascii=False)
+        await self._stdin_send.send(line.encode() + b"\n")
+
+    def close_stdin(self) -> None:
+        """Ask agy to exit after the current turn (EOF, contract.md §2.4)."""
+        self._stdin_send.close()
+
+    def kill(self, reason: str) -> None:
+        """Start the SIGINT -> SIGTERM -> SIGKILL escalation; idempotent, sync."""
+        if not self._killed:
+            logger.info("agy[%s] pid=%s: killing (%s)", self.incarnation, self.pid, reason)
+        self._killed = True
+        self._kill_scope.cancel(reason=reason)
+
+    async def _process_task(self, *, task_status: trio.TaskStatus[trio.Process]) -> None:
+        proc: trio.Process | None = None
+
+        def started(value: trio.Process) -> None:
+            nonlocal proc
+            proc = value
+            self.pid = value.pid
+            logger.info("agy[%s] started pid=%s argv=%s", self.incarnation, value.pid, self.argv)
+            task_status.started(value)
+
+        status = cast("trio.TaskStatus[trio.Process]", _StartedHook(started))
+        try:
+            with self._kill_scope:
+                await trio.run_process(
+                    self.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=self.cwd,
+                    env=self.env,
+                    start_new_session=True,
+                    check=False,
+                    deliver_cancel=self._deliver_cancel,
+                    task_status=status,
+                )
+        finally:
+            # Nobody can write to a dead agy: end the stdin writer.
+            self._stdin_send.close()
+            if proc is not None:
+                self.returncode = proc.returncode
+                self._sweep(proc.pid)
+                logger.info(
+                    "agy[%s] pid=%s exited with %s", self.incarnation, proc.pid, proc.returncode
+                )
+                # Readers get a bounded drain once nothing of ours can hold the pipes.
+                deadline = trio.current_time() + DRAIN_AFTER_EXIT_S
+                self._stdout_drain.deadline = self._stderr_drain.deadline = deadline
+
+    async def _deliver_cancel(self, proc: trio.Process) -> None:
+        self._remember_descendants(proc.pid)
+        ladder = (
+            (signal.SIGINT, self.policy.sigint_grace_s),
+            (signal.SIGTERM, self.policy.sigterm_grace_s),
+        )
+        for sig, grace in ladder:
+            if not _signal_group(proc.pid, sig):
+                return
+            with trio.move_on_after(grace):
+                await proc.wait()
+                return
+            logger.warning(
+                "agy[%s] pid=%s ignored %s for %.1f s; escalating",
+                self.incarnation,
+                proc.pid,
+                sig.name,
+                grace,
+            )
+            self._remember_descendants(proc.pid)
+        _signal_group(proc.pid, signal.SIGKILL)
+
+    def _remember_descendants(self, pid: int) -> None:
+        for ref in descendants(pid):
+            self._known_descendants[ref.pid] = ref
+
+    def _sweep(self, pgid: int) -> None:
+        """SIGKILL what is left of the group and every descendant seen (sync)."""
+        _signal_group(pgid, signal.SIGKILL)
+        for ref in self._known_descendants.values():
+            ref.kill()
+            _signal_group(ref.pid, signal.SIGKILL)  # it may lead a group of its own
+
+    async def _stdout_task(self, stream: trio.abc.ReceiveStream) -> None:
+        framer = LineBuffer(self.max_line_bytes)
+        with self._stdout_drain:
+            async with stream:
+                while True:
+                    try:
+                        chunk = await stream.receive_some()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        chunk = b""
+                    if chunk:
+                        framer.feed(chunk)
+                    else:
+                        framer.feed_eof()
+                    await self._emit_lines(framer)
+                    if not chunk:
+                        return
+
+    async def _emit_lines(self, framer: LineBuffer) -> None:
+        while True:
+            try:
+                line = framer.next_line()
+            except LineTooLongError as exc:
+                logger.error("agy[%s] stdout: %s", self.incarnation, exc)
+                await self._messages.send(
+                    ChildEvent(self.incarnation, MalformedLine(line="", reason=str(exc)))
+                )
+                continue
+            if line is None:
+                return
+            if not line.strip():
+                continue
+            event = parse_event(line)
+            # Tool steps are when agy grows children in groups of their own.
+            is_tool = isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool"
+            if is_tool and self.pid is not None and not self.exited.is_set():
+                self._remember_descendants(self.pid)
+            await self._messages.send(ChildEvent(self.incarnation, event))
+
+    async def _stderr_task(self, stream: trio.abc.ReceiveStream) -> None:
+        framer = LineBuffer(MAX_STDERR_LINE_BYTES)
+        with self._stderr_drain:
+            async with stream:
+                while True:
+                    try:
+                        chunk = await stream.receive_some()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        chunk = b""
+                    if chunk:
+                        framer.feed(chunk)
+                    else:
+                        framer.feed_eof()
+                    while True:
+                        try:
+                            raw = framer.next_line()
+                        except LineTooLongError:
+                            logger.warning(
+                                "agy[%s] stderr: over-long line dropped", self.incarnation
+                            )
+                            continue
+                        if raw is None:
+                            break
+                        text = raw.decode("utf-8", "replace")
+                        if not text.strip():
+                            continue
+                        self._stderr_tail.append(text)
+                        logger.info("agy[%s] stderr: %s", self.incarnation, text)
+                        await self._messages.send(
+                            ChildStderr(self.incarnation, classify_stderr(text))
+                        )
+                    if not chunk:
+                        return
+
+    async def _stdin_task(self, stream: trio.abc.SendStream) -> None:
+        async with stream, self._stdin_receive:
+            async for line in self._stdin_receive:
+                try:
+                    await stream.send_all(line)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    logger.info("agy[%s] stdin closed by agy", self.incarnation)
+                    return
+        # Leaving closes agy's stdin: EOF means "finish the turn, then exit".
+
+
+class _StartedHook:
+    """A TaskStatus that runs a callback, so the pid is noted the moment it exists."""
+
+    def __init__(self, callback: Callable[[trio.Process], None]) -> None:
+        self._callback = callback
+
+    def started(self, value: trio.Process) -> None:
+        self._callback(value)

@@ -1,0 +1,112 @@
+"""Settings: every environment variable the bridge reads, validated in one place.
+
+A bad value is a start-up error that names the variable, the value and what
+would be accepted; nothing else in the package reads ``os.environ`` for
+configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+import platformdirs
+
+from .lines import DEFAULT_MAX_LINE_BYTES
+
+APP_NAME = "agybridge"
+
+
+class ConfigError(Exception):
+    """An environment variable holds a value the bridge cannot use."""
+
+
+@attrs.frozen
+class Settings:
+    """Bridge settings, built from the environment by :meth:`from_env`."""
+
+    #: The agy binary: ``AGY_BIN`` or ``agy`` on PATH (resolved at spawn time).
+    agy_bin: str = "agy"
+    #: Grace after SIGINT before SIGTERM, and after SIGTERM before SIGKILL.
+    sigint_grace_s: float = 2.0
+    sigterm_grace_s: float = 1.0
+    #: Longest NDJSON line accepted from the client or from agy.
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: How long shutdown (stdin EOF, SIGTERM, SIGHUP) lets turns finish as
+    #: cancelled before everything is torn down.
+    shutdown_grace_s: float = 3.0
+    log_file: Path | None = None
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read settings from ``env`` (default ``os.environ``).
+
+        Raises:
+            ConfigError: a variable is set to a value that cannot be used.
+        """
+        env = os.environ if env is None else env
+        log_file_raw = env.get("AGYBRIDGE_LOG_FILE")
+        if log_file_raw is None:
+            log_file: Path | None = Path(platformdirs.user_log_dir(APP_NAME)) / f"{APP_NAME}.log"
+        elif log_file_raw in ("", "-"):
+            log_file = None  # explicitly disabled
+        else:
+            log_file = Path(log_file_raw).expanduser()
+        level = env.get("AGYBRIDGE_LOG_LEVEL", "INFO").upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ConfigError(
+                f"AGYBRIDGE_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}"
+            )
+        return cls(
+            agy_bin=env.get("AGY_BIN") or "agy",
+            sigint_grace_s=_seconds(env, "AGYBRIDGE_SIGINT_GRACE_S", 2.0),
+            sigterm_grace_s=_seconds(env, "AGYBRIDGE_SIGTERM_GRACE_S", 1.0),
+            max_line_bytes=_positive_int(env, "AGYBRIDGE_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES),
+            shutdown_grace_s=_seconds(env, "AGYBRIDGE_SHUTDOWN_GRACE_S", 3.0),
+            log_file=log_file,
+            log_level=level,
+        )
+
+    def resolve_agy_bin(self) -> str | None:
+        """The absolute path of the agy binary, or None when it cannot be found.
+
+        agy is always spawned by absolute path, never through a shell: users
+        alias ``agy`` to add flags such as ``--dangerously-skip-permissions``
+        (contract.md §1.1).
+        """
+        if os.sep in self.agy_bin:
+            path = Path(self.agy_bin).expanduser()
+            if path.is_file() and os.access(path, os.X_OK):
+                return str(path.resolve())
+            return None
+        return shutil.which(self.agy_bin)
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not 0 <= value <= 3600:
+        raise ConfigError(f"{name} must be between 0 and 3600 seconds, not {raw!r}")
+    return value
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, not {raw!r}")
+    return value

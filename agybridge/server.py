@@ -1,0 +1,135 @@
+"""The running bridge: stdio ownership, the main nursery and shutdown.
+
+Main nursery (architecture.md "The shape of a running bridge"): the JSON-RPC
+peer (reader, the only stdout writer, one task per request), the session
+manager (one nursery per session), and a watcher that turns stdin EOF,
+SIGTERM or SIGHUP into an orderly shutdown: every prompt is cancelled (and
+answered, while the client still listens), every agy child is killed with
+the escalation and reaped, then everything else is cancelled. Exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+
+import trio
+
+from .acp import models
+from .agent import AcpAgent, send_update_via
+from .agy import EscalationPolicy
+from .config import Settings
+from .jsonrpc import Peer
+from .session import SessionManager
+
+logger = logging.getLogger(__name__)
+
+#: After the sessions are closed, how long their last responses may take to
+#: reach the client before the writer is torn down.
+RESPONSE_FLUSH_S = 1.0
+
+
+def claim_stdio() -> tuple[int, int]:
+    """Take fds 0/1 for the protocol; leave /dev/null and stderr in their place.
+
+    A stray ``print()`` (ours or a library's) then lands on stderr, and no
+    child can inherit the protocol pipes (architecture.md: a naive dup lost
+    94% of a 1 MB print). Returns (protocol_in, protocol_out), both
+    close-on-exec.
+    """
+    sys.stdout.flush()
+    protocol_in = os.dup(0)
+    protocol_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return protocol_in, protocol_out
+
+
+async def serve_stdio(settings: Settings) -> None:
+    """Serve ACP on this process's stdin/stdout until shutdown."""
+    protocol_in, protocol_out = claim_stdio()
+    receive = trio.lowlevel.FdStream(protocol_in)
+    send = trio.lowlevel.FdStream(protocol_out)
+    async with receive, send:
+        await serve(receive, send, settings)
+
+
+async def serve(
+    receive_stream: trio.abc.ReceiveStream,
+    send_stream: trio.abc.SendStream,
+    settings: Settings,
+    *,
+    handle_signals: bool = True,
+) -> None:
+    """Serve ACP over the given streams until EOF or a shutdown signal.
+
+    Cancelling this kills every agy child (escalation is shielded and bounded)
+    before the cancellation propagates.
+    """
+    agy_bin = settings.resolve_agy_bin() or settings.agy_bin
+    peer: Peer | None = None
+
+    async def send_update(session_id: str, update: models.SessionUpdate) -> None:
+        assert peer is not None
+        await send_update_via(peer.notify, session_id, update)
+
+    manager = SessionManager(
+        agy_bin=agy_bin,
+        policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
+        max_line_bytes=settings.max_line_bytes,
+        send_update=send_update,
+    )
+    agent = AcpAgent(manager)
+    peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)
+    shutdown = trio.Event()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        peer_done = trio.Event()
+
+        async def run_peer() -> None:
+            try:
+                assert peer is not None
+                await peer.run()
+            finally:
+                peer_done.set()
+                shutdown.set()
+
+        async def watch_eof() -> None:
+            assert peer is not None
+            await peer.wait_receive_closed()
+            logger.info("stdin closed: shutting down")
+            shutdown.set()
+
+        nursery.start_soon(run_peer)
+        nursery.start_soon(watch_eof)
+        if handle_signals:
+            nursery.start_soon(_watch_signals, shutdown)
+
+        await shutdown.wait()
+        # Bounded by agy's escalation: every child is signalled at once.
+        budget = settings.sigint_grace_s + settings.sigterm_grace_s + settings.shutdown_grace_s
+        with trio.move_on_after(budget) as scope:
+            await manager.close_all()
+        if scope.cancelled_caught:
+            logger.warning("sessions did not close within %.1f s; cancelling", budget)
+        with trio.move_on_after(RESPONSE_FLUSH_S):
+            await peer_done.wait()
+        nursery.cancel_scope.cancel(reason="shutdown")
+
+
+async def _watch_signals(shutdown: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
+        async for signum in signals:
+            logger.info("received %s: shutting down", signal.Signals(signum).name)
+            shutdown.set()
+
+
+def run(settings: Settings) -> int:
+    """Run the bridge on stdio; returns the process exit status."""
+    trio.run(serve_stdio, settings)
+    return 0

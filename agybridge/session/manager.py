@@ -1,0 +1,103 @@
+"""The live sessions of one bridge process, each supervised in one nursery."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+
+import trio
+
+from ..agy import EscalationPolicy, LaunchSpec
+from .session import Session, UpdateSink
+
+logger = logging.getLogger(__name__)
+
+
+class SessionManager:
+    """Creates, finds and closes sessions; :meth:`run` is their nursery."""
+
+    def __init__(
+        self,
+        *,
+        agy_bin: str,
+        policy: EscalationPolicy,
+        max_line_bytes: int,
+        send_update: UpdateSink,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._agy_bin = agy_bin
+        self._policy = policy
+        self._max_line_bytes = max_line_bytes
+        self._send_update = send_update
+        self._env = env
+        self._sessions: dict[str, Session] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own every session until cancelled (cancel kills all agy children)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def get(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    async def create(self, launch: LaunchSpec) -> Session:
+        """Start a session and its agy child; returns once agy is spawned.
+
+        Raises:
+            AgyStartError: agy could not be started.
+        """
+        assert self._nursery is not None, "SessionManager.run is not running"
+        session = Session(
+            session_id=f"sess_{uuid.uuid4().hex}",
+            launch=launch,
+            agy_bin=self._agy_bin,
+            policy=self._policy,
+            max_line_bytes=self._max_line_bytes,
+            send_update=self._send_update,
+            env=self._env,
+        )
+        await self._nursery.start(self._session_task, session)
+        return session
+
+    async def _session_task(
+        self, session: Session, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        ready = False
+
+        class _Ready:
+            def started(self, value: None = None) -> None:
+                nonlocal ready
+                ready = True
+                task_status.started()
+
+        self._sessions[session.session_id] = session
+        try:
+            await session.run(task_status=_Ready())
+        except Exception:
+            if not ready:
+                raise
+            # One broken session must not take the others down.
+            logger.exception("session %s failed", session.session_id)
+        finally:
+            self._sessions.pop(session.session_id, None)
+
+    async def close(self, session_id: str) -> bool:
+        """Close one session; False if it is not live. Waits for agy to be gone."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return False
+        await session.close()
+        return True
+
+    async def close_all(self) -> None:
+        """Close every session concurrently (bounded by agy's escalation)."""
+        async with trio.open_nursery() as nursery:
+            for session in list(self._sessions.values()):
+                nursery.start_soon(session.close)

@@ -1,0 +1,455 @@
+"""One ACP session: one nursery supervising one long-lived agy child.
+
+Theory of operation.
+
+* ``run()`` is the session's nursery. It spawns agy at once (agy takes seconds
+  to start, so the first prompt should not wait for it) and runs the events
+  task, the only consumer of the child's messages. Each child incarnation is an
+  :class:`~agybridge.agy.AgyChild` started into this nursery.
+* Prompts are served strictly one at a time, first come first served
+  (``trio.Lock`` is fair). Each incoming message carries its wire sequence
+  number; ``session/cancel`` cancels every prompt that arrived before it: the
+  running turn (the child is killed with the SIGINT -> SIGTERM -> SIGKILL
+  escalation) and every queued one (they answer ``cancelled`` without running).
+* A turn ends on agy's ``result`` (never on a timer), or, when it was
+  cancelled, once the child is gone and swept, so a ``cancelled`` answer
+  means nothing of that turn is still running. If agy dies mid-turn without a
+  result the turn fails with :class:`AgyExitedError` (never a hang).
+* The events task sends every update of a turn (awaiting each) before it marks
+  the turn done, so all of a turn's updates precede its prompt response.
+* After a kill the child is respawned at once with ``--conversation <id>``
+  (warm for the next prompt); after an unplanned exit it is respawned lazily
+  by the next prompt, so a binary that dies at start-up cannot loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+
+import attrs
+import trio
+
+from ..acp import models
+from ..agy import (
+    AgyChild,
+    AgySpawnError,
+    ChildEvent,
+    ChildExited,
+    ChildMessage,
+    ChildStderr,
+    EscalationPolicy,
+    InitEvent,
+    LaunchSpec,
+    ResultEvent,
+    StderrKind,
+    build_argv,
+)
+from .mapper import OutcomeKind, TurnMapper, TurnOutcome
+
+logger = logging.getLogger(__name__)
+
+UpdateSink = Callable[[str, models.SessionUpdate], Awaitable[None]]
+
+#: Messages from the child waiting for the events task; small, so a slow
+#: client pushes back on agy instead of buffering without bound.
+CHILD_MESSAGE_BUFFER = 16
+ALL_PROMPTS = math.inf
+
+
+class SessionError(Exception):
+    """A turn or session operation failed in a way the client must hear about."""
+
+    def __init__(self, message: str, *, data: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data or {}
+
+
+class AgyStartError(SessionError):
+    """agy could not be started."""
+
+
+class AgyExitedError(SessionError):
+    """agy exited during a turn without finishing it."""
+
+
+class AuthRequiredError(SessionError):
+    """agy is not signed in."""
+
+
+class InvalidModelError(SessionError):
+    """agy rejected the configured model."""
+
+
+@attrs.define(eq=False)
+class _Turn:
+    seq: float
+    mapper: TurnMapper
+    child: AgyChild | None = None
+    done: trio.Event = attrs.Factory(trio.Event)
+    outcome: TurnOutcome | None = None
+    error: SessionError | None = None
+    auth_failed: bool = False
+
+    def finish(self, outcome: TurnOutcome | None = None, error: SessionError | None = None) -> None:
+        if self.done.is_set():
+            return
+        self.outcome, self.error = outcome, error
+        self.done.set()
+
+
+@attrs.frozen
+class PromptResult:
+    stop_reason: str
+    #: Counts of agy output this bridge could not map (forward compatibility).
+    unrecognised: Mapping[str, int] = attrs.Factory(dict)
+
+
+class Session:
+    """One ACP session; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        launch: LaunchSpec,
+        agy_bin: str,
+        policy: EscalationPolicy,
+        max_line_bytes: int,
+        send_update: UpdateSink,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.launch = launch
+        self.agy_bin = agy_bin
+        self.policy = policy
+        self.max_line_bytes = max_line_bytes
+        self._send_update = send_update
+        self._env = env
+        self._messages_send, self._messages_receive = trio.open_memory_channel[ChildMessage](
+            CHILD_MESSAGE_BUFFER
+        )
+        self._nursery: trio.Nursery | None = None
+        self._turn_lock = trio.Lock()
+        self._spawn_lock = trio.Lock()
+        self._child: AgyChild | None = None
+        self._incarnations = 0
+        self._cancelled_before: float = -1
+        self._cancelled_seqs: set[float] = set()
+        self._turn: _Turn | None = None
+        self._closing = False
+        self._close_requested = trio.Event()
+        self.closed = trio.Event()
+        #: agy's conversation id, learned from ``init`` / ``result``.
+        self.conversation_id: str | None = launch.conversation_id
+        #: A failure agy reported before any turn (e.g. an unknown model).
+        self._startup_failure: SessionError | None = None
+        self.unrecognised: Counter[str] = Counter()
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the session until :meth:`close`; ready once agy is spawned.
+
+        Raises:
+            AgyStartError: agy could not be started (before ``started``).
+        Cancelling this task kills agy with the full escalation first.
+        """
+        started = False
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._events_task)
+                await self._spawn()
+                started = True
+                task_status.started()
+                await self._close_requested.wait()
+                await self._shut_down_child()
+                nursery.cancel_scope.cancel(reason="session closed")
+        except BaseExceptionGroup as group:
+            # The nursery wraps even its own body's errors: a start-up failure
+            # reaches session/new as itself, not as a group.
+            start_errors, _ = group.split(AgyStartError)
+            if start_errors is not None and not started:
+                raise _first_leaf(start_errors) from None
+            raise
+        finally:
+            self._closing = True
+            if self._turn is not None:
+                # Closing cancels every prompt: the running one answers cancelled.
+                self._turn.finish(TurnOutcome(OutcomeKind.CANCELLED, "CANCELLED"))
+            self.closed.set()
+            logger.info(
+                "session %s ended; unrecognised agy output: %s",
+                self.session_id,
+                dict(self.unrecognised) or "none",
+            )
+
+    async def close(self) -> None:
+        """Cancel every prompt, stop agy (escalating), and end :meth:`run`.
+
+        Waits until the session has fully ended, bounded by the escalation.
+        """
+        self._closing = True
+        self.cancel(ALL_PROMPTS)
+        self._close_requested.set()
+        await self.closed.wait()
+
+    async def _shut_down_child(self) -> None:
+        child = self._child
+        if child is not None and child.alive:
+            child.kill("session closed")
+            await child.exited.wait()
+
+    # --- prompts -----------------------------------------------------------
+
+    async def prompt(self, text: str, seq: int) -> PromptResult:
+        """Run one turn for ``text`` after every earlier prompt has finished.
+
+        ``seq`` is the wire position of the request (for ordering against
+        ``session/cancel``). Returns ``cancelled`` if a cancel arrived after
+        the request; the caller being cancelled cancels the turn too.
+
+        Raises:
+            SessionError: agy could not run the turn.
+        """
+        async with self._turn_lock:
+            turn = _Turn(seq=seq, mapper=TurnMapper(message_id=f"msg_{uuid.uuid4().hex}"))
+            self._turn = turn
+            try:
+                return await self._run_turn(turn, text)
+            finally:
+                self._turn = None
+                self._cancelled_seqs.discard(seq)
+                if turn.mapper.unrecognised:
+                    self.unrecognised.update(turn.mapper.unrecognised)
+
+    async def _run_turn(self, turn: _Turn, text: str) -> PromptResult:
+        if self._is_cancelled(turn):
+            return PromptResult(models.STOP_CANCELLED)
+        if self._startup_failure is not None:
+            failure, self._startup_failure = self._startup_failure, None
+            raise failure
+        child = await self._ensure_child()
+        if self._is_cancelled(turn):
+            return PromptResult(models.STOP_CANCELLED)
+        turn.child = child
+        # If agy is already going away, its ChildExited finishes the turn.
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+            await child.send_user(text)
+        try:
+            await turn.done.wait()
+        except trio.Cancelled:
+            # The request itself was cancelled ($/cancel_request or shutdown):
+            # do not leave agy working on a turn nobody waits for.
+            self._cancel_turn(turn, "prompt request cancelled")
+            raise
+        if turn.error is not None:
+            raise turn.error
+        assert turn.outcome is not None
+        if turn.outcome.kind is OutcomeKind.CANCELLED:
+            stop = models.STOP_CANCELLED
+        else:
+            stop = models.STOP_END_TURN
+        return PromptResult(stop, dict(turn.mapper.unrecognised))
+
+    def cancel(self, before_seq: float) -> None:
+        """Cancel every prompt that arrived before wire position ``before_seq``.
+
+        Synchronous: the running turn's child starts its escalation now; the
+        prompts answer ``cancelled`` as they finish.
+        """
+        self._cancelled_before = max(self._cancelled_before, before_seq)
+        turn = self._turn
+        if turn is not None and self._is_cancelled(turn):
+            self._cancel_turn(turn, "session/cancel")
+
+    def cancel_prompt(self, seq: float) -> None:
+        """Cancel just the prompt that arrived at wire position ``seq``
+        (``$/cancel_request``); it answers ``cancelled``."""
+        self._cancelled_seqs.add(seq)
+        turn = self._turn
+        if turn is not None and turn.seq == seq:
+            self._cancel_turn(turn, "$/cancel_request")
+
+    def _is_cancelled(self, turn: _Turn) -> bool:
+        return (
+            turn.seq < self._cancelled_before or turn.seq in self._cancelled_seqs or self._closing
+        )
+
+    def _cancel_turn(self, turn: _Turn, reason: str) -> None:
+        turn.mapper.cancel_requested = True
+        child = turn.child
+        if child is None:
+            return  # not sent yet: _run_turn checks again before sending
+        if child.alive:
+            child.kill(reason)
+        else:
+            turn.finish(TurnOutcome(OutcomeKind.CANCELLED, "CANCELLED"))
+
+    # --- the child ---------------------------------------------------------
+
+    async def _ensure_child(self) -> AgyChild:
+        async with self._spawn_lock:
+            if self._child is None or not self._child.alive:
+                await self._spawn_locked()
+            assert self._child is not None
+            return self._child
+
+    async def _spawn(self) -> None:
+        async with self._spawn_lock:
+            await self._spawn_locked()
+
+    async def _spawn_locked(self) -> None:
+        assert self._nursery is not None
+        self._incarnations += 1
+        launch = attrs.evolve(self.launch, conversation_id=self.conversation_id)
+        child = AgyChild(
+            argv=build_argv(self.agy_bin, launch),
+            cwd=launch.cwd,
+            env=self._env,
+            incarnation=self._incarnations,
+            policy=self.policy,
+            max_line_bytes=self.max_line_bytes,
+            messages=self._messages_send.clone(),
+        )
+        try:
+            await self._nursery.start(child.run)
+        except AgySpawnError as exc:
+            raise AgyStartError(str(exc), data={"argv": child.argv}) from exc
+        self._child = child
+
+    async def _respawn_after_kill(self) -> None:
+        try:
+            await self._spawn()
+        except AgyStartError as exc:
+            logger.warning("session %s: warm respawn failed: %s", self.session_id, exc)
+
+    # --- events ------------------------------------------------------------
+
+    async def _events_task(self) -> None:
+        async with self._messages_receive:
+            async for message in self._messages_receive:
+                if isinstance(message, ChildEvent):
+                    await self._on_event(message)
+                elif isinstance(message, ChildStderr):
+                    self._on_stderr(message)
+                else:
+                    self._on_exit(message)
+
+    def _turn_for(self, incarnation: int) -> _Turn | None:
+        turn = self._turn
+        if turn is None or turn.child is None or turn.child.incarnation != incarnation:
+            return None
+        return turn if not turn.done.is_set() else None
+
+    async def _on_event(self, message: ChildEvent) -> None:
+        event = message.event
+        if isinstance(event, InitEvent):
+            self._learn_conversation(event.conversation_id, "init")
+        elif isinstance(event, ResultEvent) and event.result.conversation_id:
+            self._learn_conversation(event.result.conversation_id, "result")
+        turn = self._turn_for(message.incarnation)
+        if turn is None:
+            self._between_turns(event)
+            return
+        for update in turn.mapper.feed(event):
+            await self._send_update(self.session_id, update)
+        outcome = turn.mapper.outcome
+        if outcome is None:
+            return
+        if turn.mapper.cancel_requested:
+            return  # finished when the child is gone (see _on_exit)
+        if outcome.kind is OutcomeKind.AGY_ERROR:
+            error = self._classify_error(outcome.error or "", turn)
+            if error is not None:
+                turn.finish(error=error)
+                return
+        turn.finish(outcome)
+
+    def _between_turns(self, event: object) -> None:
+        if isinstance(event, ResultEvent) and event.result.status != "SUCCESS":
+            # A pre-turn failure (e.g. unknown model: no init, one ERROR
+            # result, exit 1; contract.md §3.1): reported to the next prompt.
+            text = event.result.error or f"agy failed with status {event.result.status}"
+            self._startup_failure = self._classify_error(text, None) or SessionError(
+                f"agy failed before the turn started: {text}"
+            )
+        elif not isinstance(event, InitEvent):
+            logger.debug("session %s: event outside a turn: %r", self.session_id, event)
+
+    def _classify_error(self, text: str, turn: _Turn | None) -> SessionError | None:
+        if text.startswith("invalid model selection"):
+            return InvalidModelError(text.split("\n", 1)[0], data={"details": text})
+        if (turn is not None and turn.auth_failed) or "not logged into antigravity" in text.lower():
+            return AuthRequiredError(
+                "agy is not signed in: run `agy` once in a terminal to log in, then retry",
+                data={"details": text},
+            )
+        return None
+
+    def _on_stderr(self, message: ChildStderr) -> None:
+        turn = self._turn_for(message.incarnation)
+        if message.line.kind is StderrKind.AUTH:
+            logger.warning(
+                "session %s: agy reports an auth problem: %s", self.session_id, message.line.text
+            )
+            if turn is not None:
+                turn.auth_failed = True
+
+    def _on_exit(self, message: ChildExited) -> None:
+        if self._child is not None and self._child.incarnation == message.incarnation:
+            self._child = None
+        turn = self._turn_for(message.incarnation)
+        if turn is not None:
+            if turn.mapper.cancel_requested:
+                turn.finish(TurnOutcome(OutcomeKind.CANCELLED, "CANCELLED"))
+            else:
+                tail = "\n".join(message.stderr_tail[-5:])
+                turn.finish(
+                    error=AgyExitedError(
+                        f"agy exited unexpectedly (exit code {message.returncode}) "
+                        "before finishing the turn" + (f": {tail}" if tail else ""),
+                        data={
+                            "exitCode": message.returncode,
+                            "stderrTail": list(message.stderr_tail),
+                        },
+                    )
+                )
+        elif self._startup_failure is None and not message.killed and message.returncode:
+            tail = "\n".join(message.stderr_tail[-5:])
+            self._startup_failure = AgyExitedError(
+                f"agy exited with code {message.returncode} before the prompt"
+                + (f": {tail}" if tail else ""),
+                data={"exitCode": message.returncode, "stderrTail": list(message.stderr_tail)},
+            )
+        if message.killed and not self._closing and self._nursery is not None:
+            # Warm again right away: the next prompt should not wait for start-up.
+            self._nursery.start_soon(self._respawn_after_kill)
+
+    def _learn_conversation(self, conversation_id: str, source: str) -> None:
+        if not conversation_id or conversation_id == self.conversation_id:
+            return
+        if self.conversation_id is not None:
+            logger.warning(
+                "session %s: agy reported conversation %s (%s) instead of %s; "
+                "agy started a new conversation",
+                self.session_id,
+                conversation_id,
+                source,
+                self.conversation_id,
+            )
+        self.conversation_id = conversation_id
+
+
+def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, AgyStartError)
+    return error
