@@ -28,9 +28,8 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import cast
 
 import attrs
 import trio
@@ -203,17 +202,29 @@ class AgyChild:
         Raises:
             AgySpawnError: the process could not be started.
         """
+        # Opened outside the nursery (as trio's run_process does) so a spawn
+        # failure reaches the caller as itself, not inside an exception group.
+        try:
+            proc = await trio.lowlevel.open_process(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.cwd,
+                env=self.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise AgySpawnError(
+                f"could not start agy ({self.argv[0]!r}) in {self.cwd!r}: {reason}"
+            ) from exc
+        self.pid = proc.pid
+        logger.info("agy[%s] started pid=%s argv=%s", self.incarnation, proc.pid, self.argv)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         try:
             async with trio.open_nursery() as nursery:
-                try:
-                    proc: trio.Process = await nursery.start(self._process_task)
-                except OSError as exc:
-                    reason = exc.strerror or str(exc)
-                    raise AgySpawnError(
-                        f"could not start agy ({self.argv[0]!r}) in {self.cwd!r}: {reason}"
-                    ) from exc
-                assert proc.stdout is not None and proc.stderr is not None
-                assert proc.stdin is not None
+                nursery.start_soon(self._supervise_task, proc)
                 nursery.start_soon(self._stdout_task, proc.stdout)
                 nursery.start_soon(self._stderr_task, proc.stderr)
                 nursery.start_soon(self._stdin_task, proc.stdin)
@@ -249,53 +260,35 @@ class AgyChild:
         self._killed = True
         self._kill_scope.cancel(reason=reason)
 
-    async def _process_task(self, *, task_status: trio.TaskStatus[trio.Process]) -> None:
-        proc: trio.Process | None = None
-
-        def started(value: trio.Process) -> None:
-            nonlocal proc
-            proc = value
-            self.pid = value.pid
-            logger.info("agy[%s] started pid=%s argv=%s", self.incarnation, value.pid, self.argv)
-            task_status.started(value)
-
-        status = cast("trio.TaskStatus[trio.Process]", _StartedHook(started))
+    async def _supervise_task(self, proc: trio.Process) -> None:
         try:
             with self._kill_scope:
-                await trio.run_process(
-                    self.argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=self.cwd,
-                    env=self.env,
-                    start_new_session=True,
-                    check=False,
-                    deliver_cancel=self._deliver_cancel,
-                    task_status=status,
-                )
+                await proc.wait()
         finally:
+            if proc.returncode is None:
+                # Killed by us, or our owner was cancelled: escalate either way.
+                with trio.CancelScope(shield=True):
+                    await self._escalate(proc)
             # Nobody can write to a dead agy: end the stdin writer.
             self._stdin_send.close()
-            if proc is not None:
-                self.returncode = proc.returncode
-                self._sweep(proc.pid)
-                logger.info(
-                    "agy[%s] pid=%s exited with %s", self.incarnation, proc.pid, proc.returncode
-                )
-                # Readers get a bounded drain once nothing of ours can hold the pipes.
-                deadline = trio.current_time() + DRAIN_AFTER_EXIT_S
-                self._stdout_drain.deadline = self._stderr_drain.deadline = deadline
+            self.returncode = proc.returncode
+            self._sweep(proc.pid)
+            logger.info(
+                "agy[%s] pid=%s exited with %s", self.incarnation, proc.pid, proc.returncode
+            )
+            # Readers get a bounded drain once nothing of ours can hold the pipes.
+            deadline = trio.current_time() + DRAIN_AFTER_EXIT_S
+            self._stdout_drain.deadline = self._stderr_drain.deadline = deadline
 
-    async def _deliver_cancel(self, proc: trio.Process) -> None:
+    async def _escalate(self, proc: trio.Process) -> None:
+        """SIGINT, SIGTERM, SIGKILL to the group, each after the previous grace."""
         self._remember_descendants(proc.pid)
         ladder = (
             (signal.SIGINT, self.policy.sigint_grace_s),
             (signal.SIGTERM, self.policy.sigterm_grace_s),
         )
         for sig, grace in ladder:
-            if not _signal_group(proc.pid, sig):
-                return
+            _signal_group(proc.pid, sig)
             with trio.move_on_after(grace):
                 await proc.wait()
                 return
@@ -308,6 +301,7 @@ class AgyChild:
             )
             self._remember_descendants(proc.pid)
         _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
 
     def _remember_descendants(self, pid: int) -> None:
         for ref in descendants(pid):
@@ -401,13 +395,3 @@ class AgyChild:
                     logger.info("agy[%s] stdin closed by agy", self.incarnation)
                     return
         # Leaving closes agy's stdin: EOF means "finish the turn, then exit".
-
-
-class _StartedHook:
-    """A TaskStatus that runs a callback, so the pid is noted the moment it exists."""
-
-    def __init__(self, callback: Callable[[trio.Process], None]) -> None:
-        self._callback = callback
-
-    def started(self, value: trio.Process) -> None:
-        self._callback(value)
