@@ -89,14 +89,12 @@ async def serve(
 
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)
-        peer_done = trio.Event()
 
         async def run_peer() -> None:
             try:
                 assert peer is not None
                 await peer.run()
             finally:
-                peer_done.set()
                 shutdown.set()
 
         async def watch_eof() -> None:
@@ -117,8 +115,11 @@ async def serve(
             await manager.close_all()
         if scope.cancelled_caught:
             logger.warning("sessions did not close within %.1f s; cancelling", budget)
+        # The cancelled prompts' answers are queued now; let the writer send
+        # them while the client may still be listening.
         with trio.move_on_after(RESPONSE_FLUSH_S):
-            await peer_done.wait()
+            await peer.wait_requests_done()
+            await peer.flush()
         nursery.cancel_scope.cancel(reason="shutdown")
 
 

@@ -1,0 +1,65 @@
+"""What a `Peer` hands its handler: the `Handler` protocol and the message contexts.
+
+The peer knows no method names: a higher layer (acp/) implements `Handler`. ``seq``
+numbers every incoming message in wire order, so that layer can tell "this cancel
+arrived after that prompt" even when the prompt's task has not started yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from .messages import RequestId
+
+
+@attrs.frozen
+class MessageContext:
+    """Where an incoming notification sits in the stream."""
+
+    seq: int
+    """Wire-order index among all incoming messages (requests, notifications, responses)."""
+
+
+@attrs.define
+class RequestContext:
+    """An incoming request in flight; handlers may set ``on_cancel``."""
+
+    request_id: RequestId
+    method: str
+    seq: int
+    """Wire-order index, comparable with `MessageContext.seq`."""
+    on_cancel: Callable[[], None] | None = None
+    """Set by a handler to take over ``$/cancel_request`` (and answer normally)."""
+    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False, repr=False)
+
+    def cancel(self) -> None:
+        """Handle ``$/cancel_request``: call ``on_cancel`` if set, else cancel the request.
+
+        Cancelling the request's scope makes the peer answer -32800. This works before the
+        request's task has started: the scope is entered already cancelled.
+        """
+        if self.on_cancel is not None:
+            self.on_cancel()
+        else:
+            self._scope.cancel(reason=f"$/cancel_request for request {self.request_id!r}")
+
+
+class Handler(Protocol):
+    """What a `Peer` dispatches incoming messages to (the peer knows no method names)."""
+
+    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        """Return the (JSON-serialisable) result, or raise `RpcError` to answer an error.
+
+        Runs in its own task. Any other exception is answered with -32603. On
+        ``$/cancel_request`` the task is cancelled (answered -32800) unless the handler
+        set ``ctx.on_cancel``.
+        """
+        ...
+
+    async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
+        """Runs inline in the reader task: return quickly, never await the peer's replies."""
+        ...

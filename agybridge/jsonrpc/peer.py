@@ -1,0 +1,420 @@
+"""A JSON-RPC 2.0 peer over a pair of trio byte streams, one message per line.
+
+Theory of operation. `Peer.run` owns a nursery with two tasks:
+
+* the reader: ``receive_some`` -> `LineBuffer` -> `parse_message` -> dispatch. Each
+  incoming request runs in its own task (in a nursery the reader owns) inside its own
+  `trio.CancelScope`, so ``$/cancel_request`` can end it. Notifications are awaited
+  inline, so their effects are ordered with respect to every later message (handlers
+  must be quick). Responses complete our pending outgoing requests.
+* the writer: the only caller of ``send_stream.send_all``. Everyone else hands it complete
+  lines through a memory channel, because a cancelled ``send_all`` can leave half a line
+  on the wire (architecture.md, "Rules that came from measurements").
+
+Shutdown on EOF: mark the receive side closed, fail every pending outgoing request with
+`PeerClosedError`, wait for the in-flight incoming requests (the caller decides how they
+end, e.g. by cancelling its sessions), let the writer drain, return. A client that stops
+reading (broken send stream) is logged once; later output is discarded, never raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import attrs
+import trio
+
+from ..lines import DEFAULT_MAX_LINE_BYTES, LineBuffer, LineTooLongError
+from .errors import PeerClosedError, RpcError
+from .handler import Handler, MessageContext, RequestContext
+from .messages import (
+    Invalid,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    encode_message,
+    error_message,
+    notification_message,
+    parse_message,
+    request_message,
+    result_message,
+)
+
+logger = logging.getLogger(__name__)
+
+# One Linux pipe buffer: a single read empties a full pipe.
+_RECEIVE_CHUNK_BYTES = 2**16
+# The protocol-level cancellation notification (ACP cancellation.mdx); other "$/..."
+# notifications may be ignored (acp/brief.md §1).
+_CANCEL_REQUEST = "$/cancel_request"
+
+
+@attrs.frozen
+class PeerStatistics:
+    pending_outgoing: int
+    """Our requests still waiting for their response."""
+    requests_in_flight: int
+    """Incoming requests whose response has not been handed to the writer yet."""
+    messages_received: int
+    """Incoming lines that parsed as messages."""
+    messages_sent: int
+    """Lines written to the send stream."""
+    parse_errors: int
+    """Incoming lines answered with -32700 or -32600 (including oversized lines)."""
+
+
+@attrs.define
+class _Pending:
+    done: trio.Event = attrs.Factory(trio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+    def finish(self, result: Any, error: BaseException | None) -> None:
+        self.result, self.error = result, error
+        self.done.set()
+
+
+class Peer:
+    """One end of a JSON-RPC 2.0 connection over NDJSON byte streams.
+
+    Args:
+      receive_stream, send_stream: the transport; the caller owns (and closes) them.
+      handler: receives incoming requests and notifications.
+      max_line_bytes: longer incoming lines are answered with -32600 and skipped.
+    """
+
+    def __init__(
+        self,
+        receive_stream: trio.abc.ReceiveStream,
+        send_stream: trio.abc.SendStream,
+        handler: Handler,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self._receive_stream = receive_stream
+        self._send_stream = send_stream
+        self._handler = handler
+        self._max_line_bytes = max_line_bytes
+        # Buffer 0 ("if in doubt, use 0", trio's channel docs): a sender resumes once the
+        # writer holds its line, so a client that stops reading slows our producers down
+        # instead of growing a queue; blocked senders are served FIFO, which keeps each
+        # task's messages in order (a turn's updates before its response).
+        self._out_send, self._out_receive = trio.open_memory_channel[bytes](0)
+        self._pending: dict[RequestId, _Pending] = {}
+        self._in_flight: dict[RequestId, RequestContext] = {}
+        self._requests_running = 0
+        self._requests_done = trio.Event()  # replaced whenever a request starts
+        self._requests_done.set()
+        self._next_id = 0
+        self._seq = 0
+        self._receive_closed = trio.Event()
+        self._writer_broken = False
+        self._nursery: trio.Nursery | None = None
+        self._started = False
+        self._messages_received = 0
+        self._messages_sent = 0
+        self._parse_errors = 0
+
+    # ---- public API
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the connection until the receive stream ends; then drain and return.
+
+        Reports ``started`` once the reader and the writer run. After EOF it waits for the
+        in-flight incoming requests (it does not cancel them) and for queued output.
+        Cancellation stops everything at once: in-flight requests get no response and
+        the line being written may be cut short.
+        """
+        if self._started:
+            raise RuntimeError("Peer.run() can only be called once")
+        self._started = True
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self._writer_task)
+            await nursery.start(self._reader_task)
+            task_status.started()
+
+    async def request(self, method: str, params: Any) -> Any:
+        """Send a request and return the peer's result (None for ``"result": null``).
+
+        Raises:
+          RpcError: the peer answered with an error.
+          PeerClosedError: the peer is gone, before or while we wait.
+          TypeError, ValueError: ``params`` are not JSON-serialisable.
+
+        If cancelled after the request went out, a ``$/cancel_request`` is queued without
+        waiting for the writer, and `trio.Cancelled` propagates.
+        """
+        if self._receive_closed.is_set() or self._writer_broken:
+            raise PeerClosedError(f"cannot send {method!r}: the peer is gone")
+        request_id = self._next_id
+        self._next_id += 1
+        line = encode_message(request_message(request_id, method, params))
+        pending = self._pending[request_id] = _Pending()
+        sent = False
+        try:
+            await self._send_line(line)
+            sent = True
+            await pending.done.wait()
+        except trio.Cancelled:
+            if sent and not pending.done.is_set():
+                self._send_cancel_request(request_id)
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification; returns once the writer has taken it.
+
+        Never raises because the peer is gone: the line is then dropped. If cancelled,
+        the notification was not sent. Raises TypeError/ValueError for unserialisable
+        ``params``.
+        """
+        await self._send_line(encode_message(notification_message(method, params)))
+
+    async def wait_receive_closed(self) -> None:
+        """Return once the receive stream has ended or broken, or run() stopped.
+
+        A plain wait: cancelling it has no effect on the peer.
+        """
+        await self._receive_closed.wait()
+
+    async def flush(self) -> None:
+        """Return once everything queued before this call has been written.
+
+        The writer channel has no buffer, so handing it an empty marker line
+        completes only after the writer finished the previous ``send_all``.
+        """
+        await self._send_line(b"")
+
+    async def wait_requests_done(self) -> None:
+        """Return once no incoming request is in flight (each has handed its
+        response to the writer); returns at once if none is."""
+        while self._requests_running:
+            await self._requests_done.wait()
+
+    @property
+    def receive_closed(self) -> bool:
+        return self._receive_closed.is_set()
+
+    def statistics(self) -> PeerStatistics:
+        return PeerStatistics(
+            pending_outgoing=len(self._pending),
+            requests_in_flight=self._requests_running,
+            messages_received=self._messages_received,
+            messages_sent=self._messages_sent,
+            parse_errors=self._parse_errors,
+        )
+
+    # ---- writer
+
+    async def _writer_task(self, *, task_status: trio.TaskStatus[None]) -> None:
+        async with self._out_receive:
+            task_status.started()
+            async for line in self._out_receive:
+                if not line:
+                    continue  # a flush() marker: everything before it is written
+                if self._writer_broken:
+                    continue  # keep draining so that no sender ever blocks on a dead client
+                try:
+                    await self._send_stream.send_all(line)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    logger.warning("JSON-RPC output stream broke (%s); discarding output", exc)
+                    self._writer_broken = True
+                    self._fail_pending("the stream to the peer broke")
+                else:
+                    self._messages_sent += 1
+
+    async def _send_line(self, line: bytes) -> None:
+        if self._writer_broken:
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            await self._out_send.send(line)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            logger.debug("dropped a message: the JSON-RPC writer has stopped")
+
+    def _send_cancel_request(self, request_id: RequestId) -> None:
+        """Queue ``$/cancel_request`` without blocking (we are in a cancelled task)."""
+        line = encode_message(notification_message(_CANCEL_REQUEST, {"requestId": request_id}))
+        try:
+            self._out_send.send_nowait(line)
+        except trio.WouldBlock:
+            # The writer is busy: a task of the peer's waits for it instead of the caller.
+            if self._nursery is not None:
+                # RuntimeError: the nursery is closed, the peer has stopped anyway.
+                with contextlib.suppress(RuntimeError):
+                    self._nursery.start_soon(self._send_line, line)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    # ---- reader
+
+    async def _reader_task(self, *, task_status: trio.TaskStatus[None]) -> None:
+        try:
+            async with trio.open_nursery() as requests:
+                task_status.started()
+                try:
+                    await self._read_until_eof(requests)
+                finally:
+                    self._close_receive()
+            # Leaving the nursery waited for every in-flight request: they have all
+            # handed their responses to the writer, which drains them and stops.
+        finally:
+            self._out_send.close()
+
+    async def _read_until_eof(self, requests: trio.Nursery) -> None:
+        lines = LineBuffer(self._max_line_bytes)
+        while True:
+            try:
+                line = lines.next_line()
+            except LineTooLongError as exc:
+                self._parse_errors += 1
+                logger.warning("incoming JSON-RPC message skipped: %s", exc)
+                error = RpcError.invalid_request(str(exc), {"limitBytes": exc.limit})
+                await self._send_line(encode_message(error_message(None, error)))
+                continue
+            if line is not None:
+                await self._dispatch(parse_message(line), requests)
+            elif lines.at_eof:
+                return
+            else:
+                try:
+                    data = await self._receive_stream.receive_some(_RECEIVE_CHUNK_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    logger.warning("JSON-RPC input stream broke: %s", exc)
+                    return
+                if data:
+                    lines.feed(data)
+                else:
+                    lines.feed_eof()
+
+    def _close_receive(self) -> None:
+        self._receive_closed.set()
+        self._fail_pending("the peer closed the connection")
+
+    def _fail_pending(self, reason: str) -> None:
+        pending, self._pending = self._pending, {}
+        for entry in pending.values():
+            entry.finish(None, PeerClosedError(reason))
+
+    async def _dispatch(self, message: Message | None, requests: trio.Nursery) -> None:
+        if message is None:
+            return
+        if isinstance(message, Invalid):
+            self._parse_errors += 1
+            logger.warning("invalid incoming JSON-RPC message: %s", message.error)
+            await self._send_line(encode_message(error_message(message.id, message.error)))
+            return
+        seq = self._seq
+        self._seq += 1
+        self._messages_received += 1
+        if isinstance(message, Request):
+            await self._start_request(message, seq, requests)
+        elif isinstance(message, Notification):
+            await self._handle_notification(message, seq)
+        else:
+            self._handle_response(message)
+
+    async def _start_request(self, message: Request, seq: int, requests: trio.Nursery) -> None:
+        ctx = RequestContext(message.id, message.method, seq)
+        if message.id is not None:  # a null id cannot be targeted by $/cancel_request
+            if message.id in self._in_flight:
+                # Answering both would give the client two responses it cannot tell apart.
+                error = RpcError.invalid_request(f"request id {message.id!r} is already in use")
+                await self._send_line(encode_message(error_message(message.id, error)))
+                return
+            self._in_flight[message.id] = ctx
+        self._requests_running += 1
+        if self._requests_done.is_set():
+            self._requests_done = trio.Event()
+        requests.start_soon(self._request_task, ctx, message.params, name=message.method)
+
+    async def _request_task(self, ctx: RequestContext, params: Any) -> None:
+        try:
+            result: Any = None
+            error: RpcError | None = None
+            with ctx._scope:
+                try:
+                    result = await self._handler.handle_request(ctx.method, params, ctx)
+                except RpcError as exc:
+                    error = exc
+                except Exception as exc:
+                    logger.exception("request %r (id %r) failed", ctx.method, ctx.request_id)
+                    error = _internal_error(exc)
+            # Only our own scope's cancellation ($/cancel_request) lands here; when the
+            # whole peer is cancelled, Cancelled propagates and nobody answers.
+            if ctx._scope.cancelled_caught:
+                error = RpcError.request_cancelled()
+            # Forget the id before answering: a late $/cancel_request must not reach a
+            # handler that has already finished.
+            self._forget(ctx)
+            await self._send_line(self._encode_response(ctx, result, error))
+        finally:
+            self._forget(ctx)
+            self._requests_running -= 1
+            if self._requests_running == 0:
+                self._requests_done.set()
+
+    def _forget(self, ctx: RequestContext) -> None:
+        if self._in_flight.get(ctx.request_id) is ctx:
+            del self._in_flight[ctx.request_id]
+
+    def _encode_response(self, ctx: RequestContext, result: Any, error: RpcError | None) -> bytes:
+        if error is None:
+            message = result_message(ctx.request_id, result)
+        else:
+            message = error_message(ctx.request_id, error)
+        try:
+            return encode_message(message)
+        except (TypeError, ValueError) as exc:
+            logger.exception("response to %r (id %r) is not JSON", ctx.method, ctx.request_id)
+            return encode_message(error_message(ctx.request_id, _internal_error(exc)))
+
+    async def _handle_notification(self, message: Notification, seq: int) -> None:
+        if message.method == _CANCEL_REQUEST:
+            self._cancel_incoming(message.params)
+        elif message.method.startswith("$/"):
+            logger.debug("ignoring protocol notification %r", message.method)
+        else:
+            try:
+                await self._handler.handle_notification(
+                    message.method, message.params, MessageContext(seq)
+                )
+            except RpcError as exc:  # nobody to tell but the log
+                logger.warning("notification %r rejected: %s", message.method, exc)
+            except Exception:
+                logger.exception("notification %r failed", message.method)
+
+    def _cancel_incoming(self, params: Any) -> None:
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            logger.debug("ignoring %s with params %r", _CANCEL_REQUEST, params)
+            return
+        ctx = self._in_flight.get(request_id)
+        if ctx is None:
+            return  # already answered, or never existed: nothing to do
+        try:
+            ctx.cancel()
+        except Exception:
+            logger.exception("on_cancel of request %r (id %r) failed", ctx.method, request_id)
+
+    def _handle_response(self, message: Response) -> None:
+        pending = self._pending.pop(message.id, None)
+        if pending is not None:
+            pending.finish(message.result, message.error)
+        elif message.id is None and message.error is not None:
+            logger.warning("the peer could not read one of our messages: %s", message.error)
+        else:
+            logger.warning("ignoring a response with unknown id %r", message.id)
+
+
+def _internal_error(exc: BaseException) -> RpcError:
+    return RpcError.internal_error(data={"details": f"{type(exc).__name__}: {exc}"})
