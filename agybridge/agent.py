@@ -90,6 +90,23 @@ class AcpAgent:
             )
         return await handler(params, ctx)
 
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        """Called in wire order before the request's task starts: reserve a
+        prompt's place in its session's queue (FIFO per session)."""
+        if method == "session/prompt" and self._initialized:
+            session = self._queued_session(params)
+            if session is not None:
+                session.enqueue_prompt(ctx.seq)
+
+    def _queued_session(self, params: Any) -> Session | None:
+        """The live session a prompt's params name, if any (else the handler
+        answers with the error)."""
+        try:
+            request = codec.structure(params, models.SessionIdParams)
+        except Exception:
+            return None
+        return self._manager.get(request.session_id)
+
     async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
         if method == "session/cancel" and self._initialized:
             try:
@@ -149,24 +166,30 @@ class AcpAgent:
                 len(request.mcp_servers),
             )
         with _translate_session_errors():
-            session = await self._manager.create(LaunchSpec(cwd=cwd))
+            session = await self._manager.create(
+                LaunchSpec(cwd=cwd), terminals=self._client_wants_terminals()
+            )
         return codec.unstructure(models.NewSessionResponse(session_id=session.session_id))
 
     async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
-        request = _parse(params, models.PromptRequest)
-        session = self._session(request.session_id)
+        queued_in = self._queued_session(params)
         try:
-            text = prompt_to_text(request.prompt)
-        except PromptContentError as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
-        # $/cancel_request for a prompt means "cancel this turn", answered with
-        # the normal cancelled result (ACP cancellation.mdx).
-        ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
-        with _translate_session_errors():
-            result = await session.prompt(text, ctx.seq)
-        meta = None
-        if result.unrecognised:
-            meta = {"agybridge": {"unrecognisedAgyOutput": dict(result.unrecognised)}}
+            request = _parse(params, models.PromptRequest)
+            session = self._session(request.session_id)
+            try:
+                text = prompt_to_text(request.prompt)
+            except PromptContentError as exc:
+                raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
+            # $/cancel_request for a prompt means "cancel this turn", answered with
+            # the normal cancelled result (ACP cancellation.mdx).
+            ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
+            with _translate_session_errors():
+                result = await session.prompt(text, ctx.seq)
+        finally:
+            # A rejected prompt must not hold its place in the queue.
+            if queued_in is not None:
+                queued_in.withdraw_prompt(ctx.seq)
+        meta = dict(result.meta) or None
         return codec.unstructure(models.PromptResponse(stop_reason=result.stop_reason, meta=meta))
 
     async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
@@ -174,6 +197,11 @@ class AcpAgent:
         if not await self._manager.close(request.session_id):
             raise _unknown_session(request.session_id)
         return {}
+
+    def _client_wants_terminals(self) -> bool:
+        """Zed's display-only terminal extension (acp/brief.md §8)."""
+        meta = self.client_capabilities.meta or {}
+        return meta.get("terminal_output") is True
 
     def _session(self, session_id: str) -> Session:
         session = self._manager.get(session_id)

@@ -74,6 +74,7 @@ def converter() -> cattrs.Converter:
         tag_name="type",
         default=models.UnknownContent,
     )
+    configure_tagged_union(models.ToolCallContent, conv, tag_generator=_tag, tag_name="type")
     configure_tagged_union(models.SessionUpdate, conv, tag_generator=_tag, tag_name="sessionUpdate")
     return conv
 

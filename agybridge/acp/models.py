@@ -215,7 +215,120 @@ class AgentThoughtChunk:
     meta: Meta | None = None
 
 
-SessionUpdate = AgentMessageChunk | UserMessageChunk | AgentThoughtChunk
+@attrs.frozen
+class ToolCallLocation:
+    path: str
+    line: int | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class ContentToolCallContent:
+    TAG: ClassVar[str] = "content"
+    content: ContentBlock
+
+
+@attrs.frozen
+class DiffContent:
+    """A file change; ``old_text`` None means a new file."""
+
+    TAG: ClassVar[str] = "diff"
+    path: str
+    new_text: str
+    old_text: str | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class TerminalContent:
+    TAG: ClassVar[str] = "terminal"
+    terminal_id: str
+    meta: Meta | None = None
+
+
+ToolCallContent = ContentToolCallContent | DiffContent | TerminalContent
+
+
+@attrs.frozen
+class ToolCall:
+    TAG: ClassVar[str] = "tool_call"
+    tool_call_id: str
+    title: str
+    kind: str = "other"
+    status: str = "pending"
+    content: list[ToolCallContent] | None = None
+    locations: list[ToolCallLocation] | None = None
+    raw_input: Any = None
+    raw_output: Any = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class ToolCallUpdate:
+    """Only the fields that changed; a present field replaces the old value."""
+
+    TAG: ClassVar[str] = "tool_call_update"
+    tool_call_id: str
+    title: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    content: list[ToolCallContent] | None = None
+    locations: list[ToolCallLocation] | None = None
+    raw_input: Any = None
+    raw_output: Any = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class PlanEntry:
+    content: str
+    priority: str = "medium"
+    status: str = "pending"
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class Plan:
+    """Always the complete plan: the client replaces what it had."""
+
+    TAG: ClassVar[str] = "plan"
+    entries: list[PlanEntry]
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class Cost:
+    amount: float
+    currency: str
+
+
+@attrs.frozen
+class UsageUpdate:
+    TAG: ClassVar[str] = "usage_update"
+    used: int
+    size: int
+    cost: Cost | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class SessionInfoUpdate:
+    TAG: ClassVar[str] = "session_info_update"
+    title: str | None = None
+    updated_at: str | None = None
+    meta: Meta | None = None
+
+
+SessionUpdate = (
+    AgentMessageChunk
+    | UserMessageChunk
+    | AgentThoughtChunk
+    | ToolCall
+    | ToolCallUpdate
+    | Plan
+    | UsageUpdate
+    | SessionInfoUpdate
+)
 
 
 @attrs.frozen

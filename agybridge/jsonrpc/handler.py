@@ -49,7 +49,13 @@ class RequestContext:
 
 
 class Handler(Protocol):
-    """What a `Peer` dispatches incoming messages to (the peer knows no method names)."""
+    """What a `Peer` dispatches incoming messages to (the peer knows no method names).
+
+    A handler may also define ``request_received(method, params, ctx) -> None``
+    (synchronous): the peer then calls it in the reader, in wire order, before the
+    request's task starts. Tasks start in no guaranteed order, so this is where a
+    handler can queue requests that must be served in the order they arrived.
+    """
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         """Return the (JSON-serialisable) result, or raise `RpcError` to answer an error.

@@ -47,7 +47,7 @@ class SessionManager:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    async def create(self, launch: LaunchSpec) -> Session:
+    async def create(self, launch: LaunchSpec, *, terminals: bool = False) -> Session:
         """Start a session and its agy child; returns once agy is spawned.
 
         Raises:
@@ -62,6 +62,7 @@ class SessionManager:
             max_line_bytes=self._max_line_bytes,
             send_update=self._send_update,
             env=self._env,
+            terminals=terminals,
         )
         await self._nursery.start(self._session_task, session)
         return session

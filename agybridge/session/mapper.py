@@ -1,31 +1,48 @@
 """Map one turn of agy stream-json events to ACP session updates (pure).
 
 Theory of operation. A :class:`TurnMapper` lives for one turn, h11-style:
-``feed(event) -> list[update]``; state is in named fields. A turn is RUNNING
-until agy's ``result`` (exactly one per turn, contract.md §3.5) moves it to
-FINISHED, which fixes :attr:`TurnMapper.outcome`; feeding anything after that
-raises :class:`MapperError`.
+``feed(event, seen) -> list[update]`` and ``feed_stderr(line)``; state is in
+named fields. A turn is RUNNING until agy's ``result`` (exactly one per turn,
+contract.md §3.5) moves it to FINISHED, which fixes :attr:`TurnMapper.outcome`;
+feeding an event after that raises :class:`MapperError`. The mapper does no
+I/O: what it needs from disk (edit targets, images named in output) the
+session reads first and passes in as an :class:`Observation`, asking
+:meth:`TurnMapper.paths_to_read` which paths matter.
 
 Text: every ``text_delta`` is an incremental fragment, and ACTIVE and DONE of
 one step carry different fragments, so all are forwarded (never deduplicated
 by step index). ``result.response`` restates the whole turn's text: only the
 part not already streamed is forwarded (contract.md §3.6), so text arrives
-exactly once whatever mix of deltas and response agy sends.
+exactly once whatever mix of deltas and response agy sends. With
+``--json-schema`` the response is the serialised JSON: the structured output
+is shown once, fenced, instead.
 
-Unknown events, step types and states are skipped and counted: agy's
-vocabulary grows (contract.md §3.3).
+Tool steps go to :class:`ToolCallTracker`; plan/background-work tools and
+stderr notices feed a complete ``plan``; usage becomes ``usage_update``s;
+denials, quota and timeouts become messages a user can act on. Unknown
+events, step types and states are skipped and counted: agy's vocabulary
+grows (contract.md §3.3).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
+import json
 import logging
+import re
 from collections import Counter
+from typing import Any
 
 import attrs
 
 from ..acp import models
 from ..agy import events
+from ..agy.stderr import StderrKind, StderrLine
+from . import notices, usage
+from .images import image_candidates
+from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker, fenced
+from .tools import PLAN_TOOLS, edit_target
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +79,12 @@ _KNOWN_STEP_TYPES = frozenset(
         "system_message",
         "error_message",
         "unknown",
+        "subagent",
+        "finish",
     }
 )
+_KNOWN_STATES = frozenset({events.STATE_ACTIVE, events.STATE_DONE, events.STATE_ERROR})
+_BACKGROUND = re.compile(r"(waiting up to \S+ for|terminating) (?P<n>\d+) background task")
 
 
 @attrs.define
@@ -71,26 +92,84 @@ class TurnMapper:
     """Maps one turn; see the module docstring."""
 
     message_id: str
+    cwd: str = "/"
+    #: Zed's display-only terminal extension (client ``_meta.terminal_output``).
+    terminals: bool = False
+    context_size: int = usage.DEFAULT_CONTEXT_WINDOW
+    #: The previous ``result.usage`` of the same agy process, if any.
+    previous_result_usage: events.Usage | None = None
+    #: The process started a new conversation (no ``--conversation``): its
+    #: first ``result.usage`` is then exactly this turn's.
+    fresh_process: bool = True
     #: Set when the user cancelled: an ERROR result is then the interruption
     #: agy reports for SIGINT, not something to show as an error.
     cancel_requested: bool = False
+    now: dt.datetime = attrs.Factory(lambda: dt.datetime.now(dt.UTC))
     state: TurnState = TurnState.RUNNING
     streamed: list[str] = attrs.Factory(list)
     outcome: TurnOutcome | None = None
     #: Events this bridge could not interpret, by kind (logged once each).
     unrecognised: Counter[str] = attrs.Factory(Counter)
+    tools: ToolCallTracker = attrs.field(init=False)
+    step_usage: events.Usage = attrs.Factory(events.Usage)
+    context_used: int | None = None
+    turn_usage: events.Usage | None = None
+    plan: dict[str, models.PlanEntry] = attrs.Factory(dict)
+    denied: list[str] = attrs.Factory(list)
+    agy_error_details: dict[str, Any] | None = None
+    print_timeout: bool = False
+    structured_output: Any = None
+    quota: notices.QuotaError | None = None
+    _step_text: dict[int, list[str]] = attrs.Factory(dict)
+    _usage_sent: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.tools = ToolCallTracker(
+            call_prefix=f"{self.message_id}-tool", cwd=self.cwd, terminals=self.terminals
+        )
 
     @property
     def streamed_text(self) -> str:
         return "".join(self.streamed)
 
-    def feed(self, event: events.AgyEvent | events.MalformedLine) -> list[models.SessionUpdate]:
+    # --- what the session must read first ----------------------------------
+
+    def paths_to_read(
+        self, event: events.AgyEvent | events.MalformedLine
+    ) -> tuple[list[str], list[str]]:
+        """(files to read as text, image candidates) for ``event``."""
+        if not isinstance(event, events.StepUpdateEvent):
+            return [], []
+        step = event.step_update
+        if step.step_type == "tool":
+            info = step.tool_info
+            name = step.tool_name or (info.name if info else "") or ""
+            target = edit_target(name, info.parameters if info else None)
+            files = [target] if target else []
+            images: list[str] = []
+            if step.state == events.STATE_DONE and info and info.output:
+                images = image_candidates(info.output, self.cwd)
+            if step.state == events.STATE_DONE and name == "generate_image" and info:
+                images += image_candidates(json.dumps(info.parameters or {}), self.cwd)
+            return files, images
+        if step.step_type == "agent_response" and step.state == events.STATE_DONE:
+            text = "".join(self._step_text.get(step.step_index, [])) + (step.text_delta or "")
+            return [], image_candidates(text, self.cwd)
+        return [], []
+
+    # --- events ------------------------------------------------------------
+
+    def feed(
+        self,
+        event: events.AgyEvent | events.MalformedLine,
+        seen: Observation = NO_OBSERVATION,
+    ) -> list[models.SessionUpdate]:
         if self.state is TurnState.FINISHED:
             raise MapperError(
                 f"can't handle {type(event).__name__} when the turn state is {self.state.value}"
             )
         if isinstance(event, events.StepUpdateEvent):
-            return self._step(event.step_update)
+            return self._step(event.step_update, seen)
         if isinstance(event, events.ResultEvent):
             return self._result(event.result)
         if isinstance(event, events.InitEvent):
@@ -101,20 +180,55 @@ class TurnMapper:
             self._note(f"malformed:{event.reason.split(':')[0]}")
         return []
 
+    def feed_stderr(self, line: StderrLine) -> list[models.SessionUpdate]:
+        """Notices from agy's stderr during this turn."""
+        if self.state is TurnState.FINISHED:
+            return []
+        if line.kind is StderrKind.SOFT_DENY:
+            permission = notices.soft_denied_permission(line.text)
+            self.denied.append(permission or "a tool")
+        elif line.kind is StderrKind.AGY_ERROR:
+            self.agy_error_details = dict(line.details or {})
+        elif line.kind is StderrKind.PRINT_TIMEOUT:
+            self.print_timeout = True
+        match = _BACKGROUND.search(line.text)
+        if match:
+            count = int(match.group("n"))
+            status = "completed" if line.text.startswith("terminating") else "in_progress"
+            return self._plan_set("background", f"Background work: {count} task(s)", status)
+        return []
+
     def _note(self, kind: str) -> None:
         if kind not in self.unrecognised:
             logger.warning("agy sent something this bridge does not map: %s", kind)
         self.unrecognised[kind] += 1
 
-    def _step(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
+    def _step(self, step: events.StepUpdate, seen: Observation) -> list[models.SessionUpdate]:
         if step.step_type not in _KNOWN_STEP_TYPES:
             self._note(f"step_type:{step.step_type}")
             return []
-        if step.state not in (events.STATE_ACTIVE, events.STATE_DONE, events.STATE_ERROR):
+        if step.state not in _KNOWN_STATES:
             self._note(f"state:{step.state}")
-        if step.step_type == "agent_response" and step.text_delta:
-            return [self._text(step.text_delta)]
-        return []
+        updates: list[models.SessionUpdate] = []
+        if step.step_type == "agent_response":
+            if step.text_delta:
+                self._step_text.setdefault(step.step_index, []).append(step.text_delta)
+                updates.append(self._text(step.text_delta))
+            for image in seen.images.values():
+                updates.append(
+                    models.AgentMessageChunk(
+                        content=models.ImageContent(data=image.data, mime_type=image.mime_type),
+                        message_id=self.message_id,
+                    )
+                )
+        elif step.step_type == "tool":
+            updates += self.tools.feed(step, seen)
+            updates += self._plan_from_tool(step)
+        elif step.step_type == "subagent" and step.subagent_info:
+            updates += self._plan_from_subagents(step)
+        if step.usage is not None:
+            updates += self._usage(step)
+        return updates
 
     def _text(self, text: str) -> models.AgentMessageChunk:
         self.streamed.append(text)
@@ -122,39 +236,164 @@ class TurnMapper:
             content=models.TextContent(text=text), message_id=self.message_id
         )
 
+    def _message(self, text: str) -> models.AgentMessageChunk:
+        """A bridge-authored paragraph after whatever agy said."""
+        separator = "\n\n" if self.streamed_text.strip() else ""
+        return self._text(separator + text)
+
+    def _usage(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
+        assert step.usage is not None
+        self.step_usage = usage.add(self.step_usage, step.usage)
+        if step.step_type == "agent_response":
+            self.context_used = usage.context_used(step.usage)
+        return self._usage_update()
+
+    def _usage_update(self) -> list[models.SessionUpdate]:
+        if self.context_used is None or self.context_used == self._usage_sent:
+            return []
+        self._usage_sent = self.context_used
+        return [models.UsageUpdate(used=self.context_used, size=self.context_size)]
+
+    # --- plans -------------------------------------------------------------
+
+    def _plan_set(self, key: str, content: str, status: str) -> list[models.SessionUpdate]:
+        entry = models.PlanEntry(content=content, priority="medium", status=status)
+        if self.plan.get(key) == entry:
+            return []
+        self.plan[key] = entry
+        return [models.Plan(entries=list(self.plan.values()))]
+
+    def _plan_from_tool(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
+        info = step.tool_info
+        name = step.tool_name or (info.name if info else None)
+        if name not in PLAN_TOOLS:
+            return []
+        params = (info.parameters if info else None) or {}
+        status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
+        if name == "invoke_subagent":
+            updates: list[models.SessionUpdate] = []
+            subagents = params.get("Subagents")
+            for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
+                if isinstance(sub, dict):
+                    role = sub.get("Role") or sub.get("TypeName") or "subagent"
+                    prompt = str(sub.get("Prompt") or "").strip().splitlines()
+                    text = f"Subagent {role}" + (f": {prompt[0][:120]}" if prompt else "")
+                    updates += self._plan_set(f"{step.step_index}.{i}", text, status)
+            return updates or self._plan_set(str(step.step_index), "Run subagent", status)
+        if name == "task_boundary":
+            text = str(params.get("TaskName") or params.get("TaskSummary") or "Task")
+            task_status = str(params.get("TaskStatus") or "")
+            return self._plan_set(
+                f"task:{text}", text + (f" — {task_status}" if task_status else ""), status
+            )
+        if name == "manage_task":
+            action = str(params.get("Action") or "manage")
+            task = str(params.get("TaskId") or "")
+            return self._plan_set(
+                f"bg:{task or step.step_index}",
+                f"Background task {task}: {action}".replace("  ", " "),
+                status,
+            )
+        if name == "schedule":
+            scheduled = str(params.get("Prompt") or "scheduled work").strip()
+            return self._plan_set(str(step.step_index), f"Scheduled: {scheduled[:120]}", "pending")
+        return self._plan_set(str(step.step_index), name.replace("_", " ").capitalize(), status)
+
+    def _plan_from_subagents(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
+        info = step.subagent_info or {}
+        updates: list[models.SessionUpdate] = []
+        status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
+        for i, sub in enumerate(info.get("subagents") or []):
+            if isinstance(sub, dict):
+                role = sub.get("role") or sub.get("type_name") or "subagent"
+                updates += self._plan_set(f"{step.step_index}.{i}", f"Subagent {role}", status)
+        return updates
+
+    # --- the end of the turn -----------------------------------------------
+
     def _result(self, result: events.Result) -> list[models.SessionUpdate]:
         self.state = TurnState.FINISHED
         updates: list[models.SessionUpdate] = []
-        response = result.response or ""
+        previous = self.previous_result_usage
+        if previous is None and self.fresh_process:
+            previous = events.Usage()
+        self.turn_usage = usage.turn_usage(result.usage, previous, self.step_usage)
+        if result.structured_output is not None:
+            self.structured_output = result.structured_output
+            rendered = json.dumps(result.structured_output, indent=2, ensure_ascii=False)
+            updates.append(self._message(fenced(rendered, "json")))
+        else:
+            updates += self._remaining_response(result.response or "")
+        updates += self.tools.fail_unfinished("the turn ended before this tool finished")
+        if self.plan:
+            done = [
+                attrs.evolve(e, status="completed") if e.status == "in_progress" else e
+                for e in self.plan.values()
+            ]
+            if done != list(self.plan.values()):
+                self.plan = dict(zip(self.plan, done, strict=True))
+                updates.append(models.Plan(entries=done))
+        self.denied += notices.denied_permissions(result.denied_actions)
+        if self.denied:
+            updates.append(
+                self._message(
+                    "⚠️ " + notices.soft_deny_message(p for p in self.denied if p != "a tool")
+                )
+            )
+        if self.print_timeout:
+            updates.append(self._message("⚠️ " + notices.PRINT_TIMEOUT_MESSAGE))
+        updates += self._status(result)
+        # The meter's final value for the turn (unless it was just sent).
+        updates += self._usage_update()
+        return updates
+
+    def _remaining_response(self, response: str) -> list[models.SessionUpdate]:
         streamed = self.streamed_text
         if response.startswith(streamed):
-            if response[len(streamed) :]:
-                updates.append(self._text(response[len(streamed) :]))
-        else:
-            # The streamed deltas are what the user saw; a response that does
-            # not extend them is a restatement we must not show twice.
-            logger.warning(
-                "result.response does not extend the streamed text (%d vs %d chars); "
-                "keeping the streamed text",
-                len(response),
-                len(streamed),
-            )
+            rest = response[len(streamed) :]
+            return [self._text(rest)] if rest else []
+        # The streamed deltas are what the user saw; a response that does not
+        # extend them is a restatement we must not show twice.
+        logger.warning(
+            "result.response does not extend the streamed text (%d vs %d chars); "
+            "keeping the streamed text",
+            len(response),
+            len(streamed),
+        )
+        return []
+
+    def _status(self, result: events.Result) -> list[models.SessionUpdate]:
         status = result.status
         if status == events.STATUS_SUCCESS:
             self.outcome = TurnOutcome(OutcomeKind.END_TURN, status)
-        elif self.cancel_requested or status in ("CANCELED", "CANCELLED", "INTERRUPTED"):
+            return []
+        if self.cancel_requested or status in ("CANCELED", "CANCELLED", "INTERRUPTED"):
             self.outcome = TurnOutcome(OutcomeKind.CANCELLED, status, result.error)
-        else:
-            error = result.error or f"agy ended the turn with status {status}"
-            if status != events.STATUS_ERROR:
-                self._note(f"status:{status}")
-            self.outcome = TurnOutcome(OutcomeKind.AGY_ERROR, status, error)
-            updates.append(
-                models.AgentMessageChunk(
-                    content=models.TextContent(
-                        text=("\n\n" if self.streamed_text else "") + f"⚠️ agy error: {error}"
-                    ),
-                    message_id=self.message_id,
-                )
-            )
-        return updates
+            return []
+        error = result.error or f"agy ended the turn with status {status}"
+        if status != events.STATUS_ERROR:
+            self._note(f"status:{status}")
+        self.outcome = TurnOutcome(OutcomeKind.AGY_ERROR, status, error)
+        self.quota = notices.quota_error(error, self.agy_error_details, self.now)
+        if self.quota is not None:
+            return [self._message("⚠️ " + self.quota.message())]
+        return [self._message(f"⚠️ agy error: {error}")]
+
+    def response_meta(self) -> dict[str, Any]:
+        """The prompt response's ``_meta`` for this turn (token figures, errors...)."""
+        meta: dict[str, Any] = {}
+        if self.structured_output is not None:
+            meta["structuredOutput"] = self.structured_output
+        if self.turn_usage is not None:
+            meta["usage"] = usage.to_meta(self.turn_usage)
+        if self.context_used is not None:
+            meta["context"] = {"used": self.context_used, "size": self.context_size}
+        if self.quota is not None:
+            meta["agyError"] = self.quota.meta()
+        elif self.agy_error_details:
+            meta["agyError"] = notices.camel_keys(self.agy_error_details)
+        if self.denied:
+            meta["deniedPermissions"] = sorted(set(self.denied))
+        if self.unrecognised:
+            meta["unrecognisedAgyOutput"] = dict(self.unrecognised)
+        return meta

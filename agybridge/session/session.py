@@ -24,12 +24,15 @@ Theory of operation.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import datetime as dt
 import logging
 import math
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import attrs
 import trio
@@ -47,9 +50,14 @@ from ..agy import (
     LaunchSpec,
     ResultEvent,
     StderrKind,
+    Usage,
     build_argv,
 )
+from .images import observe
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
+from .notices import available_models
+from .tool_calls import NO_OBSERVATION
+from .usage import context_window
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +114,9 @@ class _Turn:
 @attrs.frozen
 class PromptResult:
     stop_reason: str
-    #: Counts of agy output this bridge could not map (forward compatibility).
-    unrecognised: Mapping[str, int] = attrs.Factory(dict)
+    #: The prompt response's ``_meta``: token figures, structured output,
+    #: parsed agy errors, counts of output the bridge could not map.
+    meta: Mapping[str, Any] = attrs.Factory(dict)
 
 
 class Session:
@@ -123,6 +132,7 @@ class Session:
         max_line_bytes: int,
         send_update: UpdateSink,
         env: Mapping[str, str] | None = None,
+        terminals: bool = False,
     ) -> None:
         self.session_id = session_id
         self.launch = launch
@@ -131,11 +141,19 @@ class Session:
         self.max_line_bytes = max_line_bytes
         self._send_update = send_update
         self._env = env
+        self._terminals = terminals
+        self.title: str | None = None
+        #: The model agy reports (init) or was asked for, for the context size.
+        self.model: str | None = launch.model
+        #: ``result.usage`` of the current process's last turn (cumulative).
+        self._last_result_usage: tuple[int, Usage] | None = None
         self._messages_send, self._messages_receive = trio.open_memory_channel[ChildMessage](
             CHILD_MESSAGE_BUFFER
         )
         self._nursery: trio.Nursery | None = None
-        self._turn_lock = trio.Lock()
+        #: Wire positions of the prompts waiting or running, in wire order.
+        self._queue: list[float] = []
+        self._queue_changed = trio.Event()
         self._spawn_lock = trio.Lock()
         self._child: AgyChild | None = None
         self._incarnations = 0
@@ -218,16 +236,44 @@ class Session:
         Raises:
             SessionError: agy could not run the turn.
         """
-        async with self._turn_lock:
-            turn = _Turn(seq=seq, mapper=TurnMapper(message_id=f"msg_{uuid.uuid4().hex}"))
+        self.enqueue_prompt(seq)
+        try:
+            # Request tasks start in no particular order: the queue, filled in
+            # wire order by enqueue_prompt, decides whose turn it is.
+            while self._queue[0] != seq or self._turn is not None:
+                if self._is_cancelled_seq(seq):
+                    return PromptResult(models.STOP_CANCELLED)
+                await self._queue_changed.wait()
+            turn = _Turn(seq=seq, mapper=self._new_mapper())
             self._turn = turn
             try:
                 return await self._run_turn(turn, text)
             finally:
                 self._turn = None
-                self._cancelled_seqs.discard(seq)
                 if turn.mapper.unrecognised:
                     self.unrecognised.update(turn.mapper.unrecognised)
+        finally:
+            self.withdraw_prompt(seq)
+            self._cancelled_seqs.discard(seq)
+
+    def enqueue_prompt(self, seq: float) -> None:
+        """Reserve a place for the prompt at wire position ``seq`` (idempotent).
+
+        Call it in wire order, before the prompt's task runs (the JSON-RPC
+        reader does, through the agent), so prompts run in the order sent.
+        """
+        if seq not in self._queue:
+            bisect.insort(self._queue, seq)
+
+    def withdraw_prompt(self, seq: float) -> None:
+        """Give up a place reserved by :meth:`enqueue_prompt` (idempotent)."""
+        if seq in self._queue:
+            self._queue.remove(seq)
+            self._wake_queue()
+
+    def _wake_queue(self) -> None:
+        self._queue_changed.set()
+        self._queue_changed = trio.Event()
 
     async def _run_turn(self, turn: _Turn, text: str) -> PromptResult:
         if self._is_cancelled(turn):
@@ -239,6 +285,10 @@ class Session:
         if self._is_cancelled(turn):
             return PromptResult(models.STOP_CANCELLED)
         turn.child = child
+        if self._last_result_usage and self._last_result_usage[0] == child.incarnation:
+            turn.mapper.previous_result_usage = self._last_result_usage[1]
+        turn.mapper.fresh_process = "--conversation" not in child.argv
+        await self._announce_turn(text)
         # If agy is already going away, its ChildExited finishes the turn.
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
             await child.send_user(text)
@@ -256,7 +306,24 @@ class Session:
             stop = models.STOP_CANCELLED
         else:
             stop = models.STOP_END_TURN
-        return PromptResult(stop, dict(turn.mapper.unrecognised))
+        return PromptResult(stop, turn.mapper.response_meta())
+
+    def _new_mapper(self) -> TurnMapper:
+        return TurnMapper(
+            message_id=f"msg_{uuid.uuid4().hex}",
+            cwd=self.launch.cwd,
+            terminals=self._terminals,
+            context_size=context_window(self.model),
+        )
+
+    async def _announce_turn(self, text: str) -> None:
+        """Title (first turn) and ``updatedAt`` (every turn) for session lists."""
+        updated_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        update = models.SessionInfoUpdate(updated_at=updated_at)
+        if self.title is None:
+            self.title = make_title(text)
+            update = attrs.evolve(update, title=self.title)
+        await self._send_update(self.session_id, update)
 
     def cancel(self, before_seq: float) -> None:
         """Cancel every prompt that arrived before wire position ``before_seq``.
@@ -268,6 +335,7 @@ class Session:
         turn = self._turn
         if turn is not None and self._is_cancelled(turn):
             self._cancel_turn(turn, "session/cancel")
+        self._wake_queue()  # queued prompts answer cancelled at once
 
     def cancel_prompt(self, seq: float) -> None:
         """Cancel just the prompt that arrived at wire position ``seq``
@@ -276,11 +344,13 @@ class Session:
         turn = self._turn
         if turn is not None and turn.seq == seq:
             self._cancel_turn(turn, "$/cancel_request")
+        self._wake_queue()
 
     def _is_cancelled(self, turn: _Turn) -> bool:
-        return (
-            turn.seq < self._cancelled_before or turn.seq in self._cancelled_seqs or self._closing
-        )
+        return self._is_cancelled_seq(turn.seq)
+
+    def _is_cancelled_seq(self, seq: float) -> bool:
+        return seq < self._cancelled_before or seq in self._cancelled_seqs or self._closing
 
     def _cancel_turn(self, turn: _Turn, reason: str) -> None:
         turn.mapper.cancel_requested = True
@@ -338,7 +408,7 @@ class Session:
                 if isinstance(message, ChildEvent):
                     await self._on_event(message)
                 elif isinstance(message, ChildStderr):
-                    self._on_stderr(message)
+                    await self._on_stderr(message)
                 else:
                     self._on_exit(message)
 
@@ -352,20 +422,30 @@ class Session:
         event = message.event
         if isinstance(event, InitEvent):
             self._learn_conversation(event.conversation_id, "init")
-        elif isinstance(event, ResultEvent) and event.result.conversation_id:
-            self._learn_conversation(event.result.conversation_id, "result")
+            if event.init.model:
+                self.model = event.init.model
+        elif isinstance(event, ResultEvent):
+            if event.result.conversation_id:
+                self._learn_conversation(event.result.conversation_id, "result")
+            if event.result.usage is not None:
+                self._last_result_usage = (message.incarnation, event.result.usage)
         turn = self._turn_for(message.incarnation)
         if turn is None:
             self._between_turns(event)
             return
-        for update in turn.mapper.feed(event):
+        files, images = turn.mapper.paths_to_read(event)
+        seen = NO_OBSERVATION
+        if files or images:
+            roots = [self.launch.cwd, *self.launch.additional_dirs]
+            seen = await trio.to_thread.run_sync(observe, files, images, roots)
+        for update in turn.mapper.feed(event, seen):
             await self._send_update(self.session_id, update)
         outcome = turn.mapper.outcome
         if outcome is None:
             return
         if turn.mapper.cancel_requested:
             return  # finished when the child is gone (see _on_exit)
-        if outcome.kind is OutcomeKind.AGY_ERROR:
+        if outcome.kind is OutcomeKind.AGY_ERROR and not turn.mapper.quota:
             error = self._classify_error(outcome.error or "", turn)
             if error is not None:
                 turn.finish(error=error)
@@ -385,7 +465,13 @@ class Session:
 
     def _classify_error(self, text: str, turn: _Turn | None) -> SessionError | None:
         if text.startswith("invalid model selection"):
-            return InvalidModelError(text.split("\n", 1)[0], data={"details": text})
+            models_known = available_models(text)
+            message = text.split("\n", 1)[0]
+            if models_known:
+                message += "; available models: " + ", ".join(models_known)
+            return InvalidModelError(
+                message, data={"details": text, "availableModels": models_known}
+            )
         if (turn is not None and turn.auth_failed) or "not logged into antigravity" in text.lower():
             return AuthRequiredError(
                 "agy is not signed in: run `agy` once in a terminal to log in, then retry",
@@ -393,8 +479,11 @@ class Session:
             )
         return None
 
-    def _on_stderr(self, message: ChildStderr) -> None:
+    async def _on_stderr(self, message: ChildStderr) -> None:
         turn = self._turn_for(message.incarnation)
+        if turn is not None:
+            for update in turn.mapper.feed_stderr(message.line):
+                await self._send_update(self.session_id, update)
         if message.line.kind is StderrKind.AUTH:
             logger.warning(
                 "session %s: agy reports an auth problem: %s", self.session_id, message.line.text
@@ -453,3 +542,15 @@ def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:
         error = error.exceptions[0]
     assert isinstance(error, AgyStartError)
     return error
+
+
+TITLE_MAX_CHARS = 80
+
+
+def make_title(prompt: str) -> str:
+    """A one-line session title from the first prompt."""
+    line = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
+    line = " ".join(line.split())
+    if len(line) > TITLE_MAX_CHARS:
+        line = line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+    return line or "New session"

@@ -1,0 +1,127 @@
+"""Images named in agy's output, inlined when they are safe to show.
+
+``image_candidates`` (pure) finds png/jpg/gif/webp paths in text;
+``read_image`` (blocking, run in a worker thread) resolves one and returns it
+only if its real path lies inside the session's roots, it is at most 2 MiB
+and its bytes are really an image of a known type (magic numbers decide, not
+the extension). Paths with ``..`` segments and symlinks leading out of the
+roots are refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from collections.abc import Sequence
+
+from .tool_calls import ImageData, Observation
+
+MAX_INLINE_IMAGE_BYTES = 2 * 2**20  # 2 MiB
+MAX_CANDIDATES = 8  # per event: output listing hundreds of files is not a gallery
+
+_EXT = r"\.(?:png|jpe?g|gif|webp)"
+#: A quoted path (may hold spaces) or a bare one (no spaces); never a URL.
+_PATH = re.compile(
+    rf"""(?:[`'"](?P<quoted>[^`'"\n]+?{_EXT})[`'"])"""
+    rf"""|(?<![\w:/.])(?P<bare>(?:/|\./|[\w\-~])[^\s`'"<>()\[\]{{}}|,;*?]*?{_EXT})(?![\w/])""",
+    re.IGNORECASE,
+)
+
+
+def image_candidates(text: str, cwd: str) -> list[str]:
+    """Absolute paths of image files named in ``text`` (not yet checked)."""
+    found: list[str] = []
+    for match in _PATH.finditer(text):
+        raw = (match.group("quoted") or match.group("bare") or "").strip()
+        if "://" in raw:
+            continue
+        if raw.startswith("~"):
+            continue
+        if ".." in raw.replace("\\", "/").split("/"):
+            continue  # refused outright, whatever it resolves to
+        path = raw if os.path.isabs(raw) else os.path.join(cwd, raw)
+        path = os.path.normpath(path)
+        if path not in found:
+            found.append(path)
+        if len(found) >= MAX_CANDIDATES:
+            break
+    return found
+
+
+def sniff_image_type(data: bytes) -> str | None:
+    """The MIME type the bytes prove (PNG, JPEG, GIF, WebP), or None."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(data) >= 12 and data.startswith(b"RIFF") and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _inside(path: str, roots: Sequence[str]) -> bool:
+    for root in roots:
+        real_root = os.path.realpath(root)
+        if path == real_root or path.startswith(real_root.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def read_image(path: str, roots: Sequence[str]) -> ImageData | None:
+    """The image at ``path`` if it is safe to inline (blocking I/O)."""
+    real = os.path.realpath(path)
+    if not _inside(real, roots):
+        return None
+    try:
+        with open(real, "rb") as file:
+            if os.fstat(file.fileno()).st_size > MAX_INLINE_IMAGE_BYTES:
+                return None
+            data = file.read(MAX_INLINE_IMAGE_BYTES + 1)
+    except OSError:
+        return None
+    if not data or len(data) > MAX_INLINE_IMAGE_BYTES:
+        return None
+    mime = sniff_image_type(data)
+    if mime is None:
+        return None
+    return ImageData(mime_type=mime, data=base64.b64encode(data).decode("ascii"))
+
+
+MAX_DIFF_FILE_BYTES = 1 * 2**20  # 1 MiB: larger files get no diff
+
+
+def read_text_file(path: str) -> str | None:
+    """The file's text; None if it does not exist. Raises ValueError when it
+    exists but cannot be shown as a diff (binary, huge, unreadable)."""
+    try:
+        with open(path, "rb") as file:
+            if os.fstat(file.fileno()).st_size > MAX_DIFF_FILE_BYTES:
+                raise ValueError("too large for a diff")
+            data = file.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(str(exc)) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+
+
+def observe(files: Sequence[str], images: Sequence[str], roots: Sequence[str]) -> Observation:
+    """Read what the mapper asked for (blocking: run in a worker thread)."""
+    texts: dict[str, str | None] = {}
+    for path in files:
+        try:
+            texts[path] = read_text_file(path)
+        except ValueError:
+            continue  # unknown content: no diff rather than a wrong one
+    found = {}
+    for path in images:
+        image = read_image(path, roots)
+        if image is not None:
+            found[path] = image
+    return Observation(files=texts, images=found)

@@ -1,0 +1,152 @@
+"""Messages users can act on, built from agy's errors and notices (pure).
+
+Sources of each text form: contract.md §4 (stderr) and §3.5 (``result``);
+samples in ``shared/agy/samples/stderr-lines-observed.txt``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+SETTINGS_PATH = "~/.gemini/antigravity-cli/settings.json"
+
+_SOFT_DENY = re.compile(r'required the "(?P<permission>[^"]+)" permission')
+_RESETS_IN = re.compile(r"Resets in (?P<duration>(?:\d+h)?(?:\d+m)?(?:\d+(?:\.\d+)?s)?)\.?")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
+_QUOTA_MARKERS = (
+    "quota",
+    "RESOURCE_EXHAUSTED",
+    "code 429",
+    "credits balance",
+    "UNAVAILABLE",
+    "overloaded",
+)
+
+#: What to allow for each permission agy names (contract.md §4: allow rules
+#: look like ``command(git)``, ``write_file(src/)``).
+_ALLOW_RULE_EXAMPLES = {
+    "command": "command(<program>)",
+    "write_file": "write_file(<path>)",
+    "read_file": "read_file(<path>)",
+    "url": "url(<domain>)",
+    "read_url": "read_url(<domain>)",
+    "mcp": "mcp(<server>)",
+}
+
+
+def soft_denied_permission(stderr_line: str) -> str | None:
+    """The permission a ``jetski: … auto-denied`` line names, if any."""
+    match = _SOFT_DENY.search(stderr_line)
+    return match.group("permission") if match else None
+
+
+def soft_deny_message(permissions: Iterable[str]) -> str:
+    """One message naming every denied permission and how to allow it."""
+    names = sorted(set(permissions))
+    if not names:
+        names = ["a tool"]
+    rules = ", ".join(f"`{_ALLOW_RULE_EXAMPLES.get(n, f'{n}(<target>)')}`" for n in names)
+    quoted = ", ".join(f'"{n}"' for n in names)
+    return (
+        f"agy auto-denied an action that needs the {quoted} permission: headless agy "
+        "cannot ask for approval. To allow it, add an allow rule such as "
+        f"{rules} under `permissions.allow` in {SETTINGS_PATH}, or run this session in "
+        "an autonomous mode (agy's --dangerously-skip-permissions)."
+    )
+
+
+def denied_permissions(denied_actions: Iterable[Mapping[str, Any]] | None) -> list[str]:
+    """Permission names from ``result.denied_actions`` (1.1.27+)."""
+    names = []
+    for action in denied_actions or ():
+        name = action.get("action") or action.get("display_name")
+        if isinstance(name, str) and name:
+            names.append(name)
+    return names
+
+
+def parse_duration(text: str) -> dt.timedelta | None:
+    """Go durations such as ``100h23m59s`` or ``0s``."""
+    parts = _DURATION_PART.findall(text)
+    if not parts:
+        return None
+    seconds = 0.0
+    for value, unit in parts:
+        seconds += float(value) * {"h": 3600, "m": 60, "s": 1}[unit]
+    return dt.timedelta(seconds=seconds)
+
+
+@attrs.frozen
+class QuotaError:
+    """A quota or capacity failure, parsed from ``result.error`` / ``AGY_ERROR``."""
+
+    text: str
+    resets_in: str | None = None
+    resets_at: str | None = None
+    details: Mapping[str, Any] | None = None
+
+    def message(self) -> str:
+        text = f"agy could not run this turn: {self.text}"
+        if self.resets_at:
+            text += f" (quota resets at {self.resets_at})"
+        return text
+
+    def meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"error": self.text}
+        if self.resets_in:
+            meta["resetsIn"] = self.resets_in
+        if self.resets_at:
+            meta["resetsAt"] = self.resets_at
+        if self.details:
+            meta.update(camel_keys(self.details))
+        return meta
+
+
+def camel_keys(details: Mapping[str, Any]) -> dict[str, Any]:
+    """``AGY_ERROR`` fields (snake_case) as ``_meta`` keys (camelCase)."""
+    return {_camel(key): value for key, value in details.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def quota_error(
+    text: str, details: Mapping[str, Any] | None, now: dt.datetime
+) -> QuotaError | None:
+    """A :class:`QuotaError` if ``text`` (or the AGY_ERROR details) is one."""
+    haystack = text + " " + str((details or {}).get("short_error", ""))
+    if not any(marker.lower() in haystack.lower() for marker in _QUOTA_MARKERS) and not (
+        details and details.get("error_code") in (429, 503)
+    ):
+        return None
+    match = _RESETS_IN.search(haystack)
+    resets_in = match.group("duration") if match and match.group("duration") else None
+    resets_at = None
+    if resets_in:
+        delta = parse_duration(resets_in)
+        if delta is not None:
+            at = (now + delta).replace(microsecond=0)
+            resets_at = at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    return QuotaError(text=text.strip(), resets_in=resets_in, resets_at=resets_at, details=details)
+
+
+PRINT_TIMEOUT_MESSAGE = (
+    "agy's print timeout cut this turn short; the answer above may be incomplete. "
+    "(The bridge runs agy with --print-timeout 0; an agy older than 1.2.6 or a "
+    "settings override may still impose one.)"
+)
+
+
+def available_models(error_text: str) -> list[str]:
+    """The model names listed after ``Available models:`` in agy's error."""
+    _, found, tail = error_text.partition("Available models:")
+    if not found:
+        return []
+    return [line.strip() for line in tail.splitlines() if line.strip() and line.strip() != "..."]

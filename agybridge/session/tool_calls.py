@@ -1,0 +1,270 @@
+"""agy tool steps -> ACP ``tool_call`` / ``tool_call_update`` (pure).
+
+Each tool step is keyed by its ``step_index`` (ACTIVE 0..n times, then one
+DONE or ERROR; contract.md §3.2). First sight announces the call (Zed drops
+updates for calls it never saw), later sights send only what changed. Edits
+get a diff from what the session read from disk when the step was first seen
+and when it finished; commands render as Zed display-only terminals when the
+client asked for them (acp/brief.md §8), else as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..acp import models
+from ..agy import StepUpdate
+from .tools import HIDDEN_TOOLS, describe_tool, edit_target
+
+#: Tool output shown as card content is capped (the full text stays in
+#: rawOutput): editors render huge blocks badly, and one line of the wire
+#: should stay far below the clients' line limits.
+MAX_CONTENT_CHARS = 256 * 1024
+
+_UNREAD = object()  # the session did not read the file: no diff
+
+
+@attrs.frozen
+class ImageData:
+    mime_type: str
+    data: str  # base64
+
+
+@attrs.frozen
+class Observation:
+    """What the session read from disk for one event (the mapper does no I/O).
+
+    ``files`` maps an absolute path to its text (None: the file does not
+    exist); ``images`` maps a path named in the output to a verified image.
+    """
+
+    files: Mapping[str, str | None] = attrs.Factory(dict)
+    images: Mapping[str, ImageData] = attrs.Factory(dict)
+
+
+NO_OBSERVATION = Observation()
+
+
+@attrs.define
+class _Call:
+    call_id: str
+    name: str
+    title: str
+    params: dict[str, Any] | None
+    terminal_id: str | None
+    before: object = _UNREAD
+    output_sent: int = 0
+    finished: bool = False
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_CONTENT_CHARS:
+        return text
+    dropped = len(text) - MAX_CONTENT_CHARS
+    return text[:MAX_CONTENT_CHARS] + f"\n… ({dropped} more characters in rawOutput)"
+
+
+def fenced(text: str, info: str = "") -> str:
+    """``text`` in a Markdown code fence longer than any backtick run inside it."""
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def _text_content(text: str) -> models.ContentToolCallContent:
+    return models.ContentToolCallContent(models.TextContent(text=text))
+
+
+@attrs.define
+class ToolCallTracker:
+    """Tool calls of one turn; see the module docstring."""
+
+    call_prefix: str
+    cwd: str
+    #: The client sent ``_meta.terminal_output: true`` (Zed's terminal extension).
+    terminals: bool = False
+    calls: dict[int, _Call] = attrs.Factory(dict)
+
+    def feed(self, step: StepUpdate, seen: Observation) -> list[models.SessionUpdate]:
+        info = step.tool_info
+        name = step.tool_name or (info.name if info else None) or "unknown_tool"
+        if name in HIDDEN_TOOLS:
+            return []
+        params = info.parameters if info and info.parameters is not None else None
+        call = self.calls.get(step.step_index)
+        updates: list[models.SessionUpdate] = []
+        if call is None:
+            call = self._announce(step, name, params, seen, updates)
+        elif params is not None and params != call.params:
+            call.params = params
+            desc = describe_tool(name, params, self.cwd)
+            call.title = desc.title
+            updates.append(
+                models.ToolCallUpdate(
+                    tool_call_id=call.call_id,
+                    title=desc.title,
+                    kind=desc.kind,
+                    locations=list(desc.locations) or None,
+                    raw_input=params,
+                )
+            )
+            self._note_before(call, seen)
+        if call.finished:
+            return updates
+        output = info.output if info else None
+        if step.state == "ERROR" or (info and info.error):
+            updates.append(self._failed(call, step))
+        elif step.state == "DONE":
+            updates.append(self._completed(call, output, seen))
+        elif output and call.terminal_id and len(output) > call.output_sent:
+            # A long-running command streaming output on ACTIVE updates.
+            updates.append(
+                models.ToolCallUpdate(
+                    tool_call_id=call.call_id,
+                    meta={
+                        "terminal_output": {
+                            "terminal_id": call.terminal_id,
+                            "data": output[call.output_sent :],
+                        }
+                    },
+                )
+            )
+            call.output_sent = len(output)
+        return updates
+
+    def _announce(
+        self,
+        step: StepUpdate,
+        name: str,
+        params: dict[str, Any] | None,
+        seen: Observation,
+        updates: list[models.SessionUpdate],
+    ) -> _Call:
+        desc = describe_tool(name, params, self.cwd)
+        call_id = f"{self.call_prefix}-{step.step_index}"
+        terminal_id = call_id if self.terminals and desc.kind == "execute" else None
+        call = _Call(call_id, name, desc.title, params, terminal_id)
+        self.calls[step.step_index] = call
+        self._note_before(call, seen)
+        meta = None
+        content: list[models.ToolCallContent] | None = None
+        if terminal_id is not None:
+            meta = {"terminal_info": {"terminal_id": terminal_id, "cwd": self.cwd}}
+            content = [models.TerminalContent(terminal_id=terminal_id)]
+        updates.append(
+            models.ToolCall(
+                tool_call_id=call_id,
+                title=desc.title,
+                kind=desc.kind,
+                status="in_progress",
+                content=content,
+                locations=list(desc.locations) or None,
+                raw_input=params if params is not None else {},
+                meta=meta,
+            )
+        )
+        return call
+
+    def _note_before(self, call: _Call, seen: Observation) -> None:
+        target = edit_target(call.name, call.params)
+        if call.before is _UNREAD and target is not None and target in seen.files:
+            call.before = seen.files[target]
+
+    def _completed(
+        self, call: _Call, output: str | None, seen: Observation
+    ) -> models.ToolCallUpdate:
+        call.finished = True
+        content: list[models.ToolCallContent] = []
+        meta: dict[str, Any] | None = None
+        target = edit_target(call.name, call.params)
+        diff = self._diff(call, target, seen)
+        if diff is not None:
+            content.append(diff)
+        if call.terminal_id is not None:
+            content.insert(0, models.TerminalContent(terminal_id=call.terminal_id))
+            meta = {
+                "terminal_output": {
+                    "terminal_id": call.terminal_id,
+                    "data": (output or "")[call.output_sent :],
+                },
+                # agy reports no exit code for commands (hooks-and-tools.md §B2).
+                "terminal_exit": {
+                    "terminal_id": call.terminal_id,
+                    "exit_code": None,
+                    "signal": None,
+                },
+            }
+            if not output:
+                del meta["terminal_output"]
+        elif output and diff is None:
+            content.append(_text_content(fenced(_capped(output))))
+        for image in seen.images.values():
+            content.append(
+                models.ContentToolCallContent(
+                    models.ImageContent(data=image.data, mime_type=image.mime_type)
+                )
+            )
+        return models.ToolCallUpdate(
+            tool_call_id=call.call_id,
+            status="completed",
+            content=content or None,
+            raw_output={"output": output} if output is not None else None,
+            meta=meta,
+        )
+
+    def _diff(
+        self, call: _Call, target: str | None, seen: Observation
+    ) -> models.DiffContent | None:
+        if target is None or call.before is _UNREAD or target not in seen.files:
+            return None
+        after = seen.files[target]
+        before = call.before
+        if after is None or before == after:
+            return None
+        assert before is None or isinstance(before, str)
+        return models.DiffContent(path=target, old_text=before, new_text=after)
+
+    def _failed(self, call: _Call, step: StepUpdate) -> models.ToolCallUpdate:
+        call.finished = True
+        info = step.tool_info
+        error = info.error.message if info and info.error and info.error.message else None
+        message = error or "the tool failed"
+        meta = None
+        if call.terminal_id is not None:
+            meta = {
+                "terminal_exit": {
+                    "terminal_id": call.terminal_id,
+                    "exit_code": None,
+                    "signal": None,
+                }
+            }
+        return models.ToolCallUpdate(
+            tool_call_id=call.call_id,
+            status="failed",
+            content=[_text_content(message)],
+            raw_output={"error": {"type": info.error.type, "message": error}}
+            if info and info.error
+            else None,
+            meta=meta,
+        )
+
+    def fail_unfinished(self, reason: str) -> list[models.SessionUpdate]:
+        """Mark calls still running as failed (the turn ended under them)."""
+        updates: list[models.SessionUpdate] = []
+        for call in self.calls.values():
+            if not call.finished:
+                call.finished = True
+                updates.append(
+                    models.ToolCallUpdate(
+                        tool_call_id=call.call_id,
+                        status="failed",
+                        content=[_text_content(reason)],
+                    )
+                )
+        return updates

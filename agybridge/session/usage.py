@@ -1,0 +1,101 @@
+"""Token accounting (pure): context in use, per-turn figures, context windows.
+
+agy reports ``usage`` per finished model step and a running sum on every
+``result`` (cumulative per process; contract.md §3.5, §8.5). So:
+
+* context in use now = the latest model step's ``input + cache_read + output``
+  (``cache_read_tokens`` is reported separately from ``input_tokens``;
+  checkpoint steps are agy's own side calls and do not change the context);
+* a turn's figures = this result minus the previous result of the same
+  process (zero for a fresh process); for the first turn of a resumed process
+  (``--conversation``, where some agy versions carry older turns in the sum)
+  the sum of the turn's own step usages is used instead, so nothing is ever
+  counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+from ..agy import Usage
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+#: Context windows by model family (slug or display name, matched by prefix
+#: after normalising). Overridable with AGYBRIDGE_CONTEXT_WINDOW.
+CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gemini", 1_048_576),
+    ("claude", 200_000),
+    ("gpt-oss", 131_072),
+)
+
+
+def context_window(model: str | None, env: Mapping[str, str] | None = None) -> int:
+    """The context window for ``model``; unknown models get 200k tokens."""
+    env = os.environ if env is None else env
+    override = env.get("AGYBRIDGE_CONTEXT_WINDOW", "")
+    if override.isdigit() and int(override) > 0:
+        return int(override)
+    if model:
+        normalised = re.sub(r"[\s_]+", "-", model.strip().lower())
+        for family, size in CONTEXT_WINDOWS:
+            if normalised.startswith(family):
+                return size
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def context_used(usage: Usage) -> int:
+    return usage.input_tokens + usage.cache_read_tokens + usage.output_tokens
+
+
+def add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        thinking_tokens=a.thinking_tokens + b.thinking_tokens,
+        cache_read_tokens=a.cache_read_tokens + b.cache_read_tokens,
+        total_tokens=a.total_tokens + b.total_tokens,
+    )
+
+
+def subtract(a: Usage, b: Usage) -> Usage | None:
+    """``a - b``, or None when ``b`` is not a prefix of ``a`` (counters reset)."""
+    fields = (
+        "input_tokens",
+        "output_tokens",
+        "thinking_tokens",
+        "cache_read_tokens",
+        "total_tokens",
+    )
+    values = {f: getattr(a, f) - getattr(b, f) for f in fields}
+    if any(v < 0 for v in values.values()):
+        return None
+    return Usage(**values)
+
+
+def total(usages: Iterable[Usage]) -> Usage:
+    result = Usage()
+    for usage in usages:
+        result = add(result, usage)
+    return result
+
+
+def turn_usage(result: Usage | None, previous: Usage | None, steps: Usage) -> Usage:
+    """This turn's figures (see the module docstring)."""
+    if result is not None and previous is not None:
+        difference = subtract(result, previous)
+        if difference is not None:
+            return difference
+    return steps
+
+
+def to_meta(usage: Usage) -> dict[str, int]:
+    return {
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "thinkingTokens": usage.thinking_tokens,
+        "cacheReadTokens": usage.cache_read_tokens,
+        "totalTokens": usage.total_tokens,
+    }
