@@ -186,6 +186,11 @@ class AgyChild:
         self.exited = trio.Event()
 
     @property
+    def killed(self) -> bool:
+        """The bridge asked this child to stop (cancel, close, respawn)."""
+        return self._killed
+
+    @property
     def alive(self) -> bool:
         return self.pid is not None and not self.exited.is_set()
 

@@ -431,7 +431,7 @@ class Session:
                 self._last_result_usage = (message.incarnation, event.result.usage)
         turn = self._turn_for(message.incarnation)
         if turn is None:
-            self._between_turns(event)
+            self._between_turns(message)
             return
         files, images = turn.mapper.paths_to_read(event)
         seen = NO_OBSERVATION
@@ -452,8 +452,22 @@ class Session:
                 return
         turn.finish(outcome)
 
-    def _between_turns(self, event: object) -> None:
-        if isinstance(event, ResultEvent) and event.result.status != "SUCCESS":
+    def _between_turns(self, message: ChildEvent) -> None:
+        event = message.event
+        child = self._child
+        from_live_child = (
+            child is not None and child.incarnation == message.incarnation and not child.killed
+        )
+        if not from_live_child:
+            # e.g. the "interrupted" result of a child we killed after its
+            # prompt request was withdrawn: nothing anyone waits for.
+            logger.debug(
+                "session %s: late event from agy[%s]: %r",
+                self.session_id,
+                message.incarnation,
+                event,
+            )
+        elif isinstance(event, ResultEvent) and event.result.status != "SUCCESS":
             # A pre-turn failure (e.g. unknown model: no init, one ERROR
             # result, exit 1; contract.md §3.1): reported to the next prompt.
             text = event.result.error or f"agy failed with status {event.result.status}"
