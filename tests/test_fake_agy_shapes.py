@@ -1,0 +1,335 @@
+"""Every line the fake agy prints has a shape some real capture has (contract.md §3).
+
+The "shape" of a line is, for each nested object, the set of its keys with their JSON
+value types, under a context: the event name, and for ``step_update`` the step type (with
+the tool name for tool steps) and state. The shapes seen in ``shared/agy/samples`` are the
+vocabulary; the fake is run through every scenario and many flag/input variants, and a
+key or type the captures never show fails the test unless ``ALLOWED_EXTRA`` lists it with
+the contract section that documents it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agybridge.testing._fake_scenarios import SCENARIOS
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "agy" / "samples"
+COMMAND = [sys.executable, "-m", "agybridge.testing.fake_agy"]
+STREAM = ["--input-format", "stream-json", "--output-format", "stream-json"]
+DEADLINE_S = 15.0
+
+#: Documented fields no capture shows. Keep this list small; each entry names its source.
+ALLOWED_EXTRA: dict[str, str] = {
+    # contract.md §3.1: init carries `agent` only when --agent is given [DOC; KAO-CLI].
+    "init.init.agent": "§3.1",
+    # contract.md §3.1: init carries `json_schema` when --json-schema is given [DOC].
+    "init.init.json_schema": "§3.1",
+    # contract.md §3.5: `structured_output` on the result with --json-schema [DOC].
+    "result.result.structured_output": "§3.5",
+    # contract.md §3.5, §4: `denied_actions` when tools were soft-denied (1.1.27+) [KAO-EV].
+    "result.result.denied_actions": "§3.5",
+}
+
+#: Scenarios whose stdout legitimately contains non-JSON text (contract.md §8.16, §9).
+NON_JSON_SCENARIOS = {"noise", "truncated"}
+
+Shape = dict[str, dict[str, set[str]]]
+
+
+def json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    return "array" if isinstance(value, list) else "object"
+
+
+def context_of(event: dict[str, Any]) -> str:
+    """The shape context: event name; step_update by step type (tool name) and state."""
+    name = event.get("event")
+    if name is None:
+        return "envelope"  # --output-format json: result fields without a wrapper (§3.7)
+    if name != "step_update":
+        return str(name)
+    step = event.get("step_update", {})
+    kind = step.get("step_type")
+    if kind == "tool":
+        kind = f"tool:{step.get('tool_name')}"
+    return f"step_update[{kind}/{step.get('state')}]"
+
+
+def collect(value: Any, path: str, into: Shape) -> None:
+    """Record the keys and value types of every object under ``path``."""
+    if isinstance(value, dict):
+        keys = into.setdefault(path, {})
+        for key, item in value.items():
+            keys.setdefault(key, set()).add(json_type(item))
+            collect(item, f"{path}.{key}", into)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict | list):
+                collect(item, f"{path}[]", into)
+            else:
+                into.setdefault(f"{path}[]", {}).setdefault("*", set()).add(json_type(item))
+
+
+def shape_of(event: dict[str, Any]) -> Shape:
+    shape: Shape = {}
+    collect(event, context_of(event), shape)
+    return shape
+
+
+def allowed(path: str) -> bool:
+    return any(
+        path == entry or path.startswith((f"{entry}.", f"{entry}[")) for entry in ALLOWED_EXTRA
+    )
+
+
+def violations(shape: Shape, known: Shape) -> list[str]:
+    """Keys/types in ``shape`` that no capture shows and the allow-list does not cover."""
+    found = []
+    for path, keys in shape.items():
+        for key, types in keys.items():
+            full = f"{path}.{key}" if key != "*" else path
+            if allowed(full) or allowed(path):
+                continue
+            seen = known.get(path, {}).get(key)
+            if seen is None:
+                found.append(f"{full}: never captured")
+            elif not types <= seen:
+                found.append(f"{full}: types {sorted(types)} vs captured {sorted(seen)}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def known() -> Shape:
+    """The union of shapes over every stdout line of every capture."""
+    if not SAMPLES.is_dir():
+        pytest.skip("shared/agy/samples not present")
+    shapes: Shape = {}
+    for capture in sorted(SAMPLES.glob("*.ndjson")):
+        for line in capture.read_text().splitlines():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("event") == "user":
+                continue  # stdin lines (official-docs-stdin-two-turn-input), not agy output
+            for path, keys in shape_of(event).items():
+                for key, types in keys.items():
+                    shapes.setdefault(path, {}).setdefault(key, set()).update(types)
+    return shapes
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_AGY_", "AGY_"))}
+    base.update(
+        PYTHONPATH=str(REPO),
+        FAKE_AGY_STATE_DIR=str(tmp_path / "state"),
+        FAKE_AGY_FRAGMENT_DELAY="0",
+        FAKE_AGY_SLOW_INTERVAL="0.02",
+        FAKE_AGY_SLOW_SECONDS="0.1",
+        FAKE_AGY_SPAWN_CHILDREN="0",
+    )
+    yield base
+
+
+def user(text: str) -> str:
+    return json.dumps({"event": "user", "message": {"content": text}})
+
+
+def run(args: list[str], lines: list[str], env: dict[str, str], cwd: Path) -> list[str]:
+    proc = subprocess.run(
+        [*COMMAND, *args],
+        input="".join(f"{line}\n" for line in lines).encode(),
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    return proc.stdout.decode().splitlines()
+
+
+def check_lines(lines: list[str], known: Shape, *, non_json_ok: bool = False) -> None:
+    assert lines, "the fake printed nothing"
+    problems = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            assert non_json_ok, f"non-JSON stdout line: {line!r}"
+            continue
+        problems += [f"{p}  <- {line[:160]}" for p in violations(shape_of(event), known)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_scenario_emits_captured_shapes(
+    scenario: str, known: Shape, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Each scenario, over two turns, prints only shapes the captures show."""
+    env["FAKE_AGY_SCENARIO"] = f"echo,{scenario}" if scenario == "unavailable" else scenario
+    lines = run(STREAM, [user("first"), user("second")], env, tmp_path)
+    check_lines(lines, known, non_json_ok=scenario in NON_JSON_SCENARIOS)
+    if scenario == "unavailable":  # first in the list: the pre-turn (no init) form
+        env["FAKE_AGY_SCENARIO"] = scenario
+        check_lines(run(STREAM, [user("x")], env, tmp_path), known)
+
+
+VARIANTS: dict[str, tuple[list[str], list[str], dict[str, str]]] = {
+    "model-agent-skip": (
+        [
+            *STREAM,
+            "--model",
+            "Gemini 3.7 Flash (Low)",
+            "--agent",
+            "reviewer",
+            "--dangerously-skip-permissions",
+        ],
+        [user("hi")],
+        {},
+    ),
+    "json-schema": (
+        [*STREAM, "--json-schema", '{"type":"object","properties":{"a":{"type":"string"}}}'],
+        [user("hi")],
+        {},
+    ),
+    "soft-deny-skip": (
+        [*STREAM, "--dangerously-skip-permissions"],
+        [user("x")],
+        {"FAKE_AGY_SCENARIO": "soft-deny"},
+    ),
+    "invalid-model": ([*STREAM, "--model", "nope"], [user("x")], {}),
+    "bad-schema": ([*STREAM, "--json-schema", "string"], [], {}),
+    "lazy-init": (STREAM, [user("x")], {"FAKE_AGY_LAZY_INIT": "1"}),
+    "signed-out": (STREAM, [user("x")], {"FAKE_AGY_SIGNED_OUT": "1"}),
+    "quota-continue": (
+        STREAM,
+        [user("x"), user("y")],
+        {"FAKE_AGY_SCENARIO": "quota,echo", "FAKE_AGY_QUOTA_CONTINUE": "1"},
+    ),
+    "one-shot-stream": (["-p", "hi", "--output-format", "stream-json"], [], {}),
+    "one-shot-json": (["-p", "hi", "--output-format", "json"], [], {}),
+    "missing-event": (STREAM, [user("ok"), '{"type":"user"}'], {}),
+    "missing-message": (STREAM, ['{"event":"user"}'], {}),
+    "no-content": (STREAM, ['{"event":"user","message":{}}'], {}),
+    "invalid-json": (STREAM, ["{nope"], {}),
+    "image-block": (STREAM, ['{"event":"user","message":{"content":[{"type":"image"}]}}'], {}),
+    "control-request": (STREAM, ['{"event":"control_request"}'], {}),
+    "slash-model": (STREAM, [user("/model")], {}),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_flag_and_input_variants_emit_captured_shapes(
+    variant: str, known: Shape, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Flags, pre-turn failures and input-validation results print captured shapes."""
+    args, lines, extra = VARIANTS[variant]
+    check_lines(run(args, lines, {**env, **extra}, tmp_path), known)
+
+
+def test_resumed_conversation_emits_captured_shapes(
+    known: Shape, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A --conversation resume prints captured shapes too."""
+    first = run(STREAM, [user("one")], env, tmp_path)
+    cid = json.loads(first[0])["conversation_id"]
+    check_lines(run([*STREAM, "--conversation", cid], [user("two")], env, tmp_path), known)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_result_has_a_captured_shape(
+    signum: int, known: Shape, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The ERROR result written on SIGINT/SIGTERM mid-turn has a captured shape."""
+    env.update(FAKE_AGY_SCENARIO="slow", FAKE_AGY_SLOW_SECONDS="30")
+    proc = subprocess.Popen(
+        [*COMMAND, *STREAM],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(f"{user('go')}\n".encode())
+        proc.stdin.flush()
+        output, deadline, signalled = b"", time.monotonic() + DEADLINE_S, False
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "timed out"
+            ready, _, _ = select.select([proc.stdout], [], [], remaining)
+            chunk = os.read(proc.stdout.fileno(), 1 << 16) if ready else b""
+            if ready and not chunk:
+                break
+            output += chunk
+            if not signalled and b'"state":"ACTIVE"' in output:
+                proc.send_signal(signum)
+                signalled = True
+        assert proc.wait(timeout=DEADLINE_S) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+    lines = output.decode().splitlines()
+    assert json.loads(lines[-1])["result"]["status"] == "ERROR"
+    check_lines(lines, known)
+
+
+def test_allow_list_entries_are_not_in_the_captures(known: Shape) -> None:
+    """An allow-list entry the captures already cover is stale: remove it."""
+    for entry in ALLOWED_EXTRA:
+        path, _, key = entry.rpartition(".")
+        assert key not in known.get(path, {}), entry
+
+
+def test_capture_vocabulary_is_loaded(known: Shape) -> None:
+    """The captures yield the step contexts the fake relies on."""
+    for context in (
+        "init",
+        "result",
+        "envelope",
+        "step_update[user_input/DONE]",
+        "step_update[agent_response/ACTIVE]",
+        "step_update[agent_response/DONE]",
+        "step_update[checkpoint/DONE]",
+        "step_update[error_message/DONE]",
+        "step_update[system_message/DONE]",
+        "step_update[tool:run_command/ACTIVE]",
+        "step_update[tool:run_command/DONE]",
+        "step_update[tool:run_command/ERROR]",
+    ):
+        assert context in known, context
+
+
+def test_shape_check_rejects_an_invented_field(known: Shape) -> None:
+    """The checker itself fails on a field no capture shows (and on a wrong type)."""
+    event = {"event": "result", "result": {"status": "SUCCESS", "thought_delta": "x"}}
+    assert violations(shape_of(event), known) == ["result.result.thought_delta: never captured"]
+    event = {"event": "result", "result": {"num_turns": "1"}}
+    assert violations(shape_of(event), known) == [
+        "result.result.num_turns: types ['string'] vs captured ['number']"
+    ]
