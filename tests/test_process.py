@@ -121,7 +121,7 @@ async def test_missing_binary_is_a_spawn_error(tmp_path: Path) -> None:
     child, _ = make_child([str(tmp_path / "no-such-agy")], "x")
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            with pytest.raises(AgySpawnError, match="could not start agy .* No such file"):
+            with pytest.raises(AgySpawnError, match=r"could not start agy .* No such file"):
                 await nursery.start(child.run)
 
 
