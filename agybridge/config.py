@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import overload
 
 import attrs
 import platformdirs
@@ -40,6 +41,8 @@ class Settings:
     shutdown_grace_s: float = 3.0
     log_file: Path | None = None
     log_level: str = "INFO"
+    #: Tokens the usage meter counts as the model's window; None = by model.
+    context_window: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -56,10 +59,11 @@ class Settings:
             log_file = None  # explicitly disabled
         else:
             log_file = Path(log_file_raw).expanduser()
-        level = env.get("AGYBRIDGE_LOG_LEVEL", "INFO").upper()
+        level_raw = env.get("AGYBRIDGE_LOG_LEVEL", "INFO")
+        level = level_raw.upper()
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ConfigError(
-                f"AGYBRIDGE_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}"
+                f"AGYBRIDGE_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level_raw!r}"
             )
         return cls(
             agy_bin=env.get("AGY_BIN") or "agy",
@@ -69,6 +73,7 @@ class Settings:
             shutdown_grace_s=_seconds(env, "AGYBRIDGE_SHUTDOWN_GRACE_S", 3.0),
             log_file=log_file,
             log_level=level,
+            context_window=_positive_int(env, "AGYBRIDGE_CONTEXT_WINDOW", None),
         )
 
     def resolve_agy_bin(self) -> str | None:
@@ -99,7 +104,11 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+@overload
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int: ...
+@overload
+def _positive_int(env: Mapping[str, str], name: str, default: None) -> int | None: ...
+def _positive_int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
     raw = env.get(name)
     if raw is None or raw == "":
         return default

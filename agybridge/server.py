@@ -82,6 +82,7 @@ async def serve(
         policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
         max_line_bytes=settings.max_line_bytes,
         send_update=send_update,
+        context_window=settings.context_window,
     )
     agent = AcpAgent(manager)
     peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_origin
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 
@@ -63,10 +64,9 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook(int, _strict(int))
     conv.register_structure_hook(float, _strict_number)
     conv.register_structure_hook(bool, _strict(bool))
-    conv.register_structure_hook(
-        models.UnknownContent, lambda raw, _: models.UnknownContent(raw=raw)
-    )
-    conv.register_unstructure_hook(models.UnknownContent, lambda value: dict(value.raw))
+    conv.register_structure_hook_factory(_is_list, lambda t: _strict_list(t, conv))
+    conv.register_structure_hook_factory(_is_dict, lambda t: _strict_dict(t, conv))
+    conv.register_structure_hook(models.UnknownContent, _structure_unknown_content)
     configure_tagged_union(
         models.ContentBlock,
         conv,
@@ -74,9 +74,54 @@ def converter() -> cattrs.Converter:
         tag_name="type",
         default=models.UnknownContent,
     )
+    # An unknown block is written back exactly as it was read (its own "type").
+    tagged = conv.get_unstructure_hook(models.ContentBlock)
+    conv.register_unstructure_hook(
+        models.ContentBlock,
+        lambda value: (
+            dict(value.raw) if isinstance(value, models.UnknownContent) else tagged(value)
+        ),
+    )
     configure_tagged_union(models.ToolCallContent, conv, tag_generator=_tag, tag_name="type")
     configure_tagged_union(models.SessionUpdate, conv, tag_generator=_tag, tag_name="sessionUpdate")
     return conv
+
+
+def _is_list(t: Any) -> bool:
+    return get_origin(t) is list
+
+
+def _is_dict(t: Any) -> bool:
+    return get_origin(t) is dict
+
+
+def _strict_list(t: Any, conv: cattrs.Converter) -> Any:
+    # cattrs would take any iterable: "hi" as ["h", "i"], {} as [].
+    base = list_structure_factory(t, conv)
+
+    def hook(value: Any, cl: Any) -> Any:
+        if not isinstance(value, list):
+            raise TypeError(f"expected an array, got {_json_type(value)}")
+        return base(value, cl)
+
+    return hook
+
+
+def _strict_dict(t: Any, conv: cattrs.Converter) -> Any:
+    base = conv.gen_structure_mapping(t)
+
+    def hook(value: Any, cl: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected an object, got {_json_type(value)}")
+        return base(value, cl)
+
+    return hook
+
+
+def _structure_unknown_content(raw: Any, _: Any) -> models.UnknownContent:
+    if not isinstance(raw, dict):
+        raise TypeError(f"expected a content block object, got {_json_type(raw)}")
+    return models.UnknownContent(raw=raw)
 
 
 def _strict(kind: type[T]) -> Any:

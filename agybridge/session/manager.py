@@ -25,12 +25,14 @@ class SessionManager:
         max_line_bytes: int,
         send_update: UpdateSink,
         env: Mapping[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         self._agy_bin = agy_bin
         self._policy = policy
         self._max_line_bytes = max_line_bytes
         self._send_update = send_update
         self._env = env
+        self._context_window = context_window
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -63,6 +65,7 @@ class SessionManager:
             send_update=self._send_update,
             env=self._env,
             terminals=terminals,
+            context_window_override=self._context_window,
         )
         await self._nursery.start(self._session_task, session)
         return session

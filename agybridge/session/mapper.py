@@ -186,7 +186,7 @@ class TurnMapper:
             return []
         if line.kind is StderrKind.SOFT_DENY:
             permission = notices.soft_denied_permission(line.text)
-            self.denied.append(permission or "a tool")
+            self.denied.append(permission or "")
         elif line.kind is StderrKind.AGY_ERROR:
             self.agy_error_details = dict(line.details or {})
         elif line.kind is StderrKind.PRINT_TIMEOUT:
@@ -291,7 +291,7 @@ class TurnMapper:
             task = str(params.get("TaskId") or "")
             return self._plan_set(
                 f"bg:{task or step.step_index}",
-                f"Background task {task}: {action}".replace("  ", " "),
+                f"Background task {task}: {action}" if task else f"Background task: {action}",
                 status,
             )
         if name == "schedule":
@@ -320,6 +320,8 @@ class TurnMapper:
         self.turn_usage = usage.turn_usage(result.usage, previous, self.step_usage)
         if result.structured_output is not None:
             self.structured_output = result.structured_output
+        if result.structured_output is not None and not self.streamed_text.strip():
+            # The response is the serialised JSON: show it once, readable.
             rendered = json.dumps(result.structured_output, indent=2, ensure_ascii=False)
             updates.append(self._message(fenced(rendered, "json")))
         else:
@@ -335,11 +337,7 @@ class TurnMapper:
                 updates.append(models.Plan(entries=done))
         self.denied += notices.denied_permissions(result.denied_actions)
         if self.denied:
-            updates.append(
-                self._message(
-                    "⚠️ " + notices.soft_deny_message(p for p in self.denied if p != "a tool")
-                )
-            )
+            updates.append(self._message("⚠️ " + notices.soft_deny_message(self.denied)))
         if self.print_timeout:
             updates.append(self._message("⚠️ " + notices.PRINT_TIMEOUT_MESSAGE))
         updates += self._status(result)
@@ -393,7 +391,7 @@ class TurnMapper:
         elif self.agy_error_details:
             meta["agyError"] = notices.camel_keys(self.agy_error_details)
         if self.denied:
-            meta["deniedPermissions"] = sorted(set(self.denied))
+            meta["deniedPermissions"] = sorted({p for p in self.denied if p})
         if self.unrecognised:
             meta["unrecognisedAgyOutput"] = dict(self.unrecognised)
         return meta

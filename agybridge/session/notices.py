@@ -16,16 +16,23 @@ import attrs
 SETTINGS_PATH = "~/.gemini/antigravity-cli/settings.json"
 
 _SOFT_DENY = re.compile(r'required the "(?P<permission>[^"]+)" permission')
-_RESETS_IN = re.compile(r"Resets in (?P<duration>(?:\d+h)?(?:\d+m)?(?:\d+(?:\.\d+)?s)?)\.?")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
-_QUOTA_MARKERS = (
-    "quota",
-    "RESOURCE_EXHAUSTED",
-    "code 429",
-    "credits balance",
-    "UNAVAILABLE",
-    "overloaded",
-)
+# Go's time.Duration.String(): "100h23m59s", "1.5s", "500ms", "0s".
+_GO_DURATION = r"(?:\d+(?:\.\d+)?(?:h|ms|us|µs|ns|m|s))+"
+_RESETS_IN = re.compile(rf"Resets in (?P<duration>{_GO_DURATION})")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
+_DURATION_SECONDS = {
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ns": 1e-9,
+}
+# Capacity words agy prints; the gRPC status names only in capitals, so that
+# "... is unavailable with --input-format ..." is not taken for an outage.
+_QUOTA_WORDS = ("quota", "code 429", "code 503", "credits balance", "overloaded")
+_QUOTA_STATUSES = ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
 
 #: What to allow for each permission agy names (contract.md §4: allow rules
 #: look like ``command(git)``, ``write_file(src/)``).
@@ -47,9 +54,13 @@ def soft_denied_permission(stderr_line: str) -> str | None:
 
 def soft_deny_message(permissions: Iterable[str]) -> str:
     """One message naming every denied permission and how to allow it."""
-    names = sorted(set(permissions))
+    names = sorted({name for name in permissions if name})
     if not names:
-        names = ["a tool"]
+        return (
+            "agy auto-denied an action: headless agy cannot ask for approval. Add an allow "
+            f"rule for it under `permissions.allow` in {SETTINGS_PATH}, or run this session "
+            "in an autonomous mode (agy's --dangerously-skip-permissions)."
+        )
     rules = ", ".join(f"`{_ALLOW_RULE_EXAMPLES.get(n, f'{n}(<target>)')}`" for n in names)
     quoted = ", ".join(f'"{n}"' for n in names)
     return (
@@ -77,7 +88,7 @@ def parse_duration(text: str) -> dt.timedelta | None:
         return None
     seconds = 0.0
     for value, unit in parts:
-        seconds += float(value) * {"h": 3600, "m": 60, "s": 1}[unit]
+        seconds += float(value) * _DURATION_SECONDS[unit]
     return dt.timedelta(seconds=seconds)
 
 
@@ -122,9 +133,13 @@ def quota_error(
 ) -> QuotaError | None:
     """A :class:`QuotaError` if ``text`` (or the AGY_ERROR details) is one."""
     haystack = text + " " + str((details or {}).get("short_error", ""))
-    if not any(marker.lower() in haystack.lower() for marker in _QUOTA_MARKERS) and not (
-        details and details.get("error_code") in (429, 503)
-    ):
+    lowered = haystack.lower()
+    is_quota = (
+        any(word in lowered for word in _QUOTA_WORDS)
+        or any(status in haystack for status in _QUOTA_STATUSES)
+        or bool(details and details.get("error_code") in (429, 503))
+    )
+    if not is_quota:
         return None
     match = _RESETS_IN.search(haystack)
     resets_in = match.group("duration") if match and match.group("duration") else None

@@ -133,6 +133,7 @@ class Session:
         send_update: UpdateSink,
         env: Mapping[str, str] | None = None,
         terminals: bool = False,
+        context_window_override: int | None = None,
     ) -> None:
         self.session_id = session_id
         self.launch = launch
@@ -142,6 +143,7 @@ class Session:
         self._send_update = send_update
         self._env = env
         self._terminals = terminals
+        self._context_window_override = context_window_override
         self.title: str | None = None
         #: The model agy reports (init) or was asked for, for the context size.
         self.model: str | None = launch.model
@@ -313,7 +315,7 @@ class Session:
             message_id=f"msg_{uuid.uuid4().hex}",
             cwd=self.launch.cwd,
             terminals=self._terminals,
-            context_size=context_window(self.model),
+            context_size=context_window(self.model, self._context_window_override),
         )
 
     async def _announce_turn(self, text: str) -> None:

@@ -73,13 +73,19 @@ def _int(params: Params, key: str) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():
         return int(value)
     return None
 
 
 def display_path(path: str, cwd: str) -> str:
-    """``path`` relative to the session cwd when it lies inside it."""
+    """``path`` relative to the session cwd when it lies inside it.
+
+    Relative paths are shown as given: resolving them would depend on the
+    bridge's own working directory, not the session's.
+    """
+    if not os.path.isabs(path) or not os.path.isabs(cwd):
+        return path
     try:
         relative = os.path.relpath(path, cwd)
     except ValueError:

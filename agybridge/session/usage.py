@@ -15,16 +15,15 @@ agy reports ``usage`` per finished model step and a running sum on every
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from ..agy import Usage
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 #: Context windows by model family (slug or display name, matched by prefix
-#: after normalising). Overridable with AGYBRIDGE_CONTEXT_WINDOW.
+#: after normalising). The AGYBRIDGE_CONTEXT_WINDOW setting overrides it.
 CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
     ("gemini", 1_048_576),
     ("claude", 200_000),
@@ -32,12 +31,11 @@ CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
 )
 
 
-def context_window(model: str | None, env: Mapping[str, str] | None = None) -> int:
-    """The context window for ``model``; unknown models get 200k tokens."""
-    env = os.environ if env is None else env
-    override = env.get("AGYBRIDGE_CONTEXT_WINDOW", "")
-    if override.isdigit() and int(override) > 0:
-        return int(override)
+def context_window(model: str | None, override: int | None = None) -> int:
+    """The context window for ``model`` (``override`` wins: the
+    AGYBRIDGE_CONTEXT_WINDOW setting); unknown models get 200k tokens."""
+    if override is not None:
+        return override
     if model:
         normalised = re.sub(r"[\s_]+", "-", model.strip().lower())
         for family, size in CONTEXT_WINDOWS:
