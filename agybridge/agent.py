@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from . import __version__
 from .acp import codec, models
 from .acp.content import PromptContentError, prompt_to_text
-from .agy import LaunchSpec
 from .jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from .session import (
     AgyExitedError,
@@ -29,6 +28,11 @@ from .session import (
     Session,
     SessionError,
     SessionManager,
+)
+from .session.config import (
+    ConfigValueError,
+    LaunchSettings,
+    settings_from_meta,
 )
 
 logger = logging.getLogger(__name__)
@@ -67,8 +71,11 @@ def _translate_session_errors() -> Iterator[None]:
 class AcpAgent:
     """Serves ACP v1 requests (implements the jsonrpc ``Handler`` protocol)."""
 
-    def __init__(self, manager: SessionManager) -> None:
+    def __init__(
+        self, manager: SessionManager, default_settings: LaunchSettings | None = None
+    ) -> None:
         self._manager = manager
+        self._default_settings = default_settings or LaunchSettings()
         self._initialized = False
         self.client_capabilities = models.ClientCapabilities()
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
@@ -76,6 +83,8 @@ class AcpAgent:
             "session/new": self._new_session,
             "session/prompt": self._prompt,
             "session/close": self._close_session,
+            "session/set_config_option": self._set_config_option,
+            "session/set_mode": self._set_mode,
         }
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
@@ -165,11 +174,47 @@ class AcpAgent:
                 "session/new: %d MCP server(s) accepted but not passed to agy",
                 len(request.mcp_servers),
             )
+        settings = _settings_from_meta(self._default_settings, request.meta)
         with _translate_session_errors():
             session = await self._manager.create(
-                LaunchSpec(cwd=cwd), terminals=self._client_wants_terminals()
+                cwd=cwd, settings=settings, terminals=self._client_wants_terminals()
             )
-        return codec.unstructure(models.NewSessionResponse(session_id=session.session_id))
+        response = models.NewSessionResponse(
+            session_id=session.session_id,
+            modes=session.modes(),
+            config_options=session.config_options(),
+        )
+        # No checkpoint from here until the peer queues this response, so any
+        # later update is written after it (Zed drops updates for sessions it
+        # has not seen yet).
+        session.announced = True
+        return codec.unstructure(response)
+
+    async def _set_config_option(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.SetConfigOptionRequest)
+        session = self._session(request.session_id)
+        try:
+            await session.set_config_option(request.config_id, request.value)
+        except ConfigValueError as exc:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                str(exc),
+                {"configId": request.config_id, "value": request.value},
+            ) from None
+        return codec.unstructure(
+            models.SetConfigOptionResponse(config_options=session.config_options())
+        )
+
+    async def _set_mode(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.SetModeRequest)
+        session = self._session(request.session_id)
+        try:
+            await session.set_mode(request.mode_id)
+        except ConfigValueError as exc:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, str(exc), {"modeId": request.mode_id}
+            ) from None
+        return {}
 
     async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
         queued_in = self._queued_session(params)
@@ -208,6 +253,13 @@ class AcpAgent:
         if session is None:
             raise _unknown_session(session_id)
         return session
+
+
+def _settings_from_meta(defaults: LaunchSettings, meta: Any) -> LaunchSettings:
+    try:
+        return settings_from_meta(defaults, meta if isinstance(meta, dict) else None)
+    except ConfigValueError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"path": "$._meta"}) from None
 
 
 def _unknown_session(session_id: str) -> RpcError:

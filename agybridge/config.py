@@ -17,6 +17,7 @@ import attrs
 import platformdirs
 
 from .lines import DEFAULT_MAX_LINE_BYTES
+from .session.config import ConfigValueError, LaunchSettings, settings_from_env
 
 APP_NAME = "agybridge"
 
@@ -43,6 +44,10 @@ class Settings:
     log_level: str = "INFO"
     #: Tokens the usage meter counts as the model's window; None = by model.
     context_window: int | None = None
+    #: Defaults for every session's agy launch (AGYBRIDGE_MODEL, ...).
+    launch: LaunchSettings = attrs.Factory(LaunchSettings)
+    #: Deprecation notes about the environment, logged once at start-up.
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -65,7 +70,13 @@ class Settings:
             raise ConfigError(
                 f"AGYBRIDGE_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level_raw!r}"
             )
+        try:
+            launch, warnings = settings_from_env(env)
+        except ConfigValueError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
+            launch=launch,
+            warnings=tuple(warnings),
             agy_bin=env.get("AGY_BIN") or "agy",
             sigint_grace_s=_seconds(env, "AGYBRIDGE_SIGINT_GRACE_S", 2.0),
             sigterm_grace_s=_seconds(env, "AGYBRIDGE_SIGTERM_GRACE_S", 1.0),

@@ -23,6 +23,7 @@ from .agy import EscalationPolicy
 from .config import Settings
 from .jsonrpc import Peer
 from .session import SessionManager
+from .session.catalog import CatalogService
 
 logger = logging.getLogger(__name__)
 
@@ -77,14 +78,23 @@ async def serve(
         assert peer is not None
         await send_update_via(peer.notify, session_id, update)
 
+    for warning in settings.warnings:
+        logger.warning("%s", warning)
+    catalog = CatalogService()
     manager = SessionManager(
         agy_bin=agy_bin,
         policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
         max_line_bytes=settings.max_line_bytes,
         send_update=send_update,
         context_window=settings.context_window,
+        catalog=catalog,
     )
-    agent = AcpAgent(manager)
+    agent = AcpAgent(manager, settings.launch)
+
+    async def catalog_changed() -> None:
+        for session in manager.live():
+            await session.announce_config_options()
+
     peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)
     shutdown = trio.Event()
 
@@ -106,6 +116,7 @@ async def serve(
 
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
+        nursery.start_soon(catalog.run, agy_bin, catalog_changed)
         if handle_signals:
             nursery.start_soon(_watch_signals, shutdown)
 

@@ -780,6 +780,12 @@ class Harness:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
+    def session_argvs(self) -> list[list[str]]:
+        """argv of each stream-json agy launch (not discovery's ``models``/``agents``)."""
+        return [
+            e["argv"] for e in self.launches() if "argv" in e and "--input-format" in e["argv"]
+        ]
+
     async def assert_no_leftovers(self, timeout_s: float = 2.0) -> None:
         """Fail if any process carrying this test's marker is still running."""
         survivors = await wait_no_leftovers(self.marker, timeout_s)

@@ -495,7 +495,7 @@ async def test_prompt_after_cancel_resumes_conversation(harness: Harness) -> Non
             )
             assert ok["result"]["stopReason"] == "end_turn"
             assert client.message_text(session_id, since=mark) == "still there?\n"
-        argvs = [e["argv"] for e in harness.launches() if "argv" in e]
+        argvs = harness.session_argvs()
         assert len(argvs) >= 2, argvs
         assert "--conversation" not in argvs[0]
         conversation = argvs[1][argvs[1].index("--conversation") + 1]

@@ -162,8 +162,74 @@ class NewSessionRequest:
 
 
 @attrs.frozen
+class SessionConfigSelectOption:
+    value: str
+    name: str
+    description: str | None = None
+
+
+@attrs.frozen
+class SessionConfigOption:
+    """A ``select`` option (the only kind offered: boolean options need a
+    client capability)."""
+
+    id: str
+    name: str
+    current_value: str
+    options: list[SessionConfigSelectOption]
+    description: str | None = None
+    category: str | None = None
+    type: str = "select"
+
+
+@attrs.frozen
+class SessionMode:
+    id: str
+    name: str
+    description: str | None = None
+
+
+@attrs.frozen
+class SessionModeState:
+    current_mode_id: str
+    available_modes: list[SessionMode]
+
+
+@attrs.frozen
 class NewSessionResponse:
     session_id: str
+    modes: SessionModeState | None = None
+    config_options: list[SessionConfigOption] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class SessionStateResponse:
+    """``session/load`` and ``session/resume`` answers."""
+
+    modes: SessionModeState | None = None
+    config_options: list[SessionConfigOption] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class SetConfigOptionRequest:
+    session_id: str
+    config_id: str
+    value: str
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class SetConfigOptionResponse:
+    config_options: list[SessionConfigOption]
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class SetModeRequest:
+    session_id: str
+    mode_id: str
     meta: Meta | None = None
 
 
@@ -319,6 +385,39 @@ class SessionInfoUpdate:
     meta: Meta | None = None
 
 
+@attrs.frozen
+class ConfigOptionUpdate:
+    TAG: ClassVar[str] = "config_option_update"
+    config_options: list[SessionConfigOption]
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class CurrentModeUpdate:
+    TAG: ClassVar[str] = "current_mode_update"
+    current_mode_id: str
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class CommandInput:
+    hint: str
+
+
+@attrs.frozen
+class AvailableCommand:
+    name: str
+    description: str
+    input: CommandInput | None = None
+
+
+@attrs.frozen
+class AvailableCommandsUpdate:
+    TAG: ClassVar[str] = "available_commands_update"
+    available_commands: list[AvailableCommand]
+    meta: Meta | None = None
+
+
 SessionUpdate = (
     AgentMessageChunk
     | UserMessageChunk
@@ -328,6 +427,9 @@ SessionUpdate = (
     | Plan
     | UsageUpdate
     | SessionInfoUpdate
+    | ConfigOptionUpdate
+    | CurrentModeUpdate
+    | AvailableCommandsUpdate
 )
 
 

@@ -25,6 +25,7 @@ class LaunchSpec:
     effort: str | None = None
     mode: str | None = None
     agent: str | None = None
+    print_timeout: str = "0"
     extra_args: tuple[str, ...] = ()
 
 
@@ -37,7 +38,7 @@ def build_argv(agy_bin: str, spec: LaunchSpec) -> list[str]:
         "--output-format",
         "stream-json",
         "--print-timeout",
-        "0",
+        spec.print_timeout or "0",
         "--add-dir",
         spec.cwd,
     ]

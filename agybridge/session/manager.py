@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import trio
 
-from ..agy import EscalationPolicy, LaunchSpec
+from ..agy import EscalationPolicy
+from .config import Catalog, LaunchSettings
 from .session import Session, UpdateSink
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ class SessionManager:
         send_update: UpdateSink,
         env: Mapping[str, str] | None = None,
         context_window: int | None = None,
+        catalog: Callable[[], Catalog] = Catalog,
     ) -> None:
         self._agy_bin = agy_bin
         self._policy = policy
@@ -33,6 +35,7 @@ class SessionManager:
         self._send_update = send_update
         self._env = env
         self._context_window = context_window
+        self._catalog = catalog
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -49,16 +52,35 @@ class SessionManager:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    async def create(self, launch: LaunchSpec, *, terminals: bool = False) -> Session:
-        """Start a session and its agy child; returns once agy is spawned.
+    def live(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    async def create(
+        self,
+        *,
+        cwd: str,
+        additional_dirs: tuple[str, ...] = (),
+        settings: LaunchSettings | None = None,
+        terminals: bool = False,
+        session_id: str | None = None,
+        conversation_id: str | None = None,
+        title: str | None = None,
+    ) -> Session:
+        """Start a session (new, or an earlier one by id) and its agy child;
+        returns once agy is spawned.
 
         Raises:
             AgyStartError: agy could not be started.
         """
         assert self._nursery is not None, "SessionManager.run is not running"
         session = Session(
-            session_id=f"sess_{uuid.uuid4().hex}",
-            launch=launch,
+            session_id=session_id or f"sess_{uuid.uuid4().hex}",
+            cwd=cwd,
+            additional_dirs=additional_dirs,
+            settings=settings,
+            catalog=self._catalog,
+            conversation_id=conversation_id,
+            title=title,
             agy_bin=self._agy_bin,
             policy=self._policy,
             max_line_bytes=self._max_line_bytes,

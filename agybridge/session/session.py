@@ -47,11 +47,17 @@ from ..agy import (
     ChildStderr,
     EscalationPolicy,
     InitEvent,
-    LaunchSpec,
     ResultEvent,
     StderrKind,
     Usage,
     build_argv,
+)
+from .config import (
+    Catalog,
+    LaunchSettings,
+    apply_option,
+    config_options,
+    mode_state,
 )
 from .images import observe
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
@@ -126,7 +132,7 @@ class Session:
         self,
         *,
         session_id: str,
-        launch: LaunchSpec,
+        cwd: str,
         agy_bin: str,
         policy: EscalationPolicy,
         max_line_bytes: int,
@@ -134,9 +140,20 @@ class Session:
         env: Mapping[str, str] | None = None,
         terminals: bool = False,
         context_window_override: int | None = None,
+        additional_dirs: tuple[str, ...] = (),
+        settings: LaunchSettings | None = None,
+        catalog: Callable[[], Catalog] = Catalog,
+        conversation_id: str | None = None,
+        title: str | None = None,
     ) -> None:
         self.session_id = session_id
-        self.launch = launch
+        self.cwd = cwd
+        self.additional_dirs = additional_dirs
+        #: Settings agy runs with now, and the latest the client asked for
+        #: (applied when the running turn ends).
+        self.settings = settings or LaunchSettings()
+        self._requested = self.settings
+        self._catalog = catalog
         self.agy_bin = agy_bin
         self.policy = policy
         self.max_line_bytes = max_line_bytes
@@ -144,9 +161,9 @@ class Session:
         self._env = env
         self._terminals = terminals
         self._context_window_override = context_window_override
-        self.title: str | None = None
+        self.title: str | None = title
         #: The model agy reports (init) or was asked for, for the context size.
-        self.model: str | None = launch.model
+        self.model: str | None = self.settings.model
         #: ``result.usage`` of the current process's last turn (cumulative).
         self._last_result_usage: tuple[int, Usage] | None = None
         self._messages_send, self._messages_receive = trio.open_memory_channel[ChildMessage](
@@ -166,10 +183,23 @@ class Session:
         self._close_requested = trio.Event()
         self.closed = trio.Event()
         #: agy's conversation id, learned from ``init`` / ``result``.
-        self.conversation_id: str | None = launch.conversation_id
+        self.conversation_id: str | None = conversation_id
+        #: The conversation has had a turn, so a respawn resumes it (an id
+        #: agy never used would silently fork a new conversation).
+        self._resumable = conversation_id is not None
+        #: The conversation id we asked agy to resume, to detect a fork.
+        self._resuming: str | None = None
+        self._fork_notice: str | None = None
+        #: A child being replaced: the next one starts once it is gone.
+        self._retiring: AgyChild | None = None
         #: A failure agy reported before any turn (e.g. an unknown model).
         self._startup_failure: SessionError | None = None
         self.unrecognised: Counter[str] = Counter()
+        #: (asked, got) each time agy forked instead of resuming.
+        self.conversation_drift: list[tuple[str, str]] = []
+        #: The client has (or is about to have) this session's id: updates
+        #: not tied to a prompt may be sent.
+        self.announced = False
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -249,7 +279,9 @@ class Session:
             turn = _Turn(seq=seq, mapper=self._new_mapper())
             self._turn = turn
             try:
-                return await self._run_turn(turn, text)
+                result = await self._run_turn(turn, text)
+                await self._apply_pending_settings()
+                return result
             finally:
                 self._turn = None
                 if turn.mapper.unrecognised:
@@ -283,6 +315,8 @@ class Session:
         if self._startup_failure is not None:
             failure, self._startup_failure = self._startup_failure, None
             raise failure
+        # A change requested while agy was not running applies from this turn.
+        await self._apply_pending_settings(announce=False)
         child = await self._ensure_child()
         if self._is_cancelled(turn):
             return PromptResult(models.STOP_CANCELLED)
@@ -291,9 +325,21 @@ class Session:
             turn.mapper.previous_result_usage = self._last_result_usage[1]
         turn.mapper.fresh_process = "--conversation" not in child.argv
         await self._announce_turn(text)
+        if self._fork_notice is not None:
+            notice, self._fork_notice = self._fork_notice, None
+            await self._send_update(
+                self.session_id,
+                models.AgentMessageChunk(
+                    content=models.TextContent(text=notice + "\n\n"),
+                    message_id=f"{turn.mapper.message_id}-notice",
+                ),
+            )
         # If agy is already going away, its ChildExited finishes the turn.
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
             await child.send_user(text)
+            # agy recorded a turn in this conversation (even one cancelled
+            # later: SIGINT lets it flush), so a respawn can resume it.
+            self._resumable = True
         try:
             await turn.done.wait()
         except trio.Cancelled:
@@ -310,10 +356,70 @@ class Session:
             stop = models.STOP_END_TURN
         return PromptResult(stop, turn.mapper.response_meta())
 
+    # --- configuration -------------------------------------------------------
+
+    def config_options(self) -> list[models.SessionConfigOption]:
+        """The complete option list, with the values the client last chose."""
+        return config_options(self._requested, self._catalog())
+
+    def modes(self) -> models.SessionModeState:
+        return mode_state(self._requested)
+
+    async def set_config_option(self, config_id: str, value: str) -> None:
+        """Change one option; applied now when idle, else when the turn ends.
+
+        Raises:
+            ConfigValueError: unknown option or value.
+        """
+        await self._request_settings(
+            apply_option(self._requested, config_id, value, self._catalog())
+        )
+
+    async def announce_config_options(self) -> None:
+        """Tell the client the option list changed (e.g. models discovered);
+        only once the client knows the session (Zed drops earlier updates)."""
+        if self.announced and not self._closing:
+            await self._send_update(
+                self.session_id, models.ConfigOptionUpdate(config_options=self.config_options())
+            )
+
+    async def set_mode(self, mode_id: str) -> None:
+        """Legacy ``session/set_mode`` (same effect as the mode option)."""
+        await self.set_config_option("mode", mode_id)
+
+    async def _request_settings(self, settings: LaunchSettings) -> None:
+        self._requested = settings
+        if self._turn is None:
+            await self._apply_pending_settings(announce=False)
+
+    async def _apply_pending_settings(self, *, announce: bool = True) -> None:
+        new = self._requested
+        if new == self.settings:
+            return
+        old, self.settings = self.settings, new
+        self.model = new.model
+        logger.info("session %s: settings changed: %s", self.session_id, new)
+        child = self._child
+        if child is not None and child.alive:
+            # Launch flags cannot change inside a process: respawn it warm,
+            # resuming the conversation.
+            self._child = None
+            self._retiring = child
+            child.kill("configuration changed")
+        if announce:
+            # Applied after the turn the client changed it during: say so.
+            await self._send_update(
+                self.session_id, models.ConfigOptionUpdate(config_options=self.config_options())
+            )
+            if old.mode != new.mode:
+                await self._send_update(
+                    self.session_id, models.CurrentModeUpdate(current_mode_id=new.mode)
+                )
+
     def _new_mapper(self) -> TurnMapper:
         return TurnMapper(
             message_id=f"msg_{uuid.uuid4().hex}",
-            cwd=self.launch.cwd,
+            cwd=self.cwd,
             terminals=self._terminals,
             context_size=context_window(self.model, self._context_window_override),
         )
@@ -379,8 +485,15 @@ class Session:
 
     async def _spawn_locked(self) -> None:
         assert self._nursery is not None
+        retiring = self._retiring
+        if retiring is not None:
+            # Never two agy processes on one conversation.
+            await retiring.exited.wait()
+            self._retiring = None
         self._incarnations += 1
-        launch = attrs.evolve(self.launch, conversation_id=self.conversation_id)
+        resume = self.conversation_id if self._resumable else None
+        launch = self.settings.launch_spec(self.cwd, self.additional_dirs, resume)
+        self._resuming = resume
         child = AgyChild(
             argv=build_argv(self.agy_bin, launch),
             cwd=launch.cwd,
@@ -398,7 +511,7 @@ class Session:
 
     async def _respawn_after_kill(self) -> None:
         try:
-            await self._spawn()
+            await self._ensure_child()
         except AgyStartError as exc:
             logger.warning("session %s: warm respawn failed: %s", self.session_id, exc)
 
@@ -438,7 +551,7 @@ class Session:
         files, images = turn.mapper.paths_to_read(event)
         seen = NO_OBSERVATION
         if files or images:
-            roots = [self.launch.cwd, *self.launch.additional_dirs]
+            roots = [self.cwd, *self.additional_dirs]
             seen = await trio.to_thread.run_sync(observe, files, images, roots)
         for update in turn.mapper.feed(event, seen):
             await self._send_update(self.session_id, update)
@@ -540,15 +653,24 @@ class Session:
     def _learn_conversation(self, conversation_id: str, source: str) -> None:
         if not conversation_id or conversation_id == self.conversation_id:
             return
-        if self.conversation_id is not None:
+        if self._resuming is not None and conversation_id != self._resuming:
+            # An unknown --conversation silently starts a new conversation
+            # (contract.md §1.1): keep working, record it, tell the user once.
             logger.warning(
-                "session %s: agy reported conversation %s (%s) instead of %s; "
+                "session %s: asked agy to resume conversation %s but it reported %s (%s); "
                 "agy started a new conversation",
                 self.session_id,
+                self._resuming,
                 conversation_id,
                 source,
-                self.conversation_id,
             )
+            self.conversation_drift.append((self._resuming, conversation_id))
+            self._fork_notice = (
+                f"ℹ️ agy could not resume conversation {self._resuming} and started a new "
+                f"one ({conversation_id}): it does not remember the earlier turns of this "
+                "session."
+            )
+            self._resuming = None
         self.conversation_id = conversation_id
 
 

@@ -1,0 +1,104 @@
+"""The models and agents agy offers, discovered in the background.
+
+Discovery runs once at start-up (``agy models`` and ``agy agents``, stdin
+closed, bounded by :data:`DISCOVERY_TIMEOUT_S`); ``initialize`` and
+``session/new`` never wait for it. Until it succeeds, sessions offer the
+current model only; when it completes, live sessions are told through
+``config_option_update``. A cached result (memory, and the store when the
+caller provides a cache) is used at once and refreshed in the background.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from ..agy.discovery import DiscoveryError, ModelInfo, discover_agents, discover_models
+from .config import Catalog
+
+logger = logging.getLogger(__name__)
+
+#: agy's discovery is a remote fetch (6-8 s when healthy, contract.md §6).
+DISCOVERY_TIMEOUT_S = 45.0
+
+CacheGet = Callable[[str], Awaitable[Any]]
+CachePut = Callable[[str, Any], Awaitable[None]]
+_CACHE_KEY = "discovery"
+
+
+class CatalogService:
+    """Holds the current :class:`Catalog`; :meth:`run` refreshes it."""
+
+    def __init__(self) -> None:
+        self.catalog = Catalog()
+        self.error: str | None = None
+        self.refreshed = trio.Event()
+
+    def __call__(self) -> Catalog:
+        return self.catalog
+
+    async def run(
+        self,
+        agy_bin: str,
+        on_change: Callable[[], Awaitable[None]],
+        *,
+        cache_get: CacheGet | None = None,
+        cache_put: CachePut | None = None,
+    ) -> None:
+        """Load the cache, then discover; ``on_change`` after each change.
+
+        Never raises for agy failures (logged, and kept in :attr:`error`).
+        """
+        if cache_get is not None:
+            cached = await cache_get(_CACHE_KEY)
+            if isinstance(cached, dict):
+                self._set(_from_json(cached))
+                await on_change()
+        try:
+            with trio.fail_after(DISCOVERY_TIMEOUT_S):
+                models = await discover_models(agy_bin)
+                agents = await discover_agents(agy_bin)
+        except (DiscoveryError, trio.TooSlowError) as exc:
+            self.error = (
+                str(exc)
+                if isinstance(exc, DiscoveryError)
+                else (f"agy discovery took longer than {DISCOVERY_TIMEOUT_S:.0f} s")
+            )
+            logger.warning("could not list agy's models/agents: %s", self.error)
+            self.refreshed.set()
+            return
+        catalog = Catalog(models=tuple(models), agents=tuple(agents))
+        self.error = None
+        changed = catalog != self.catalog
+        self._set(catalog)
+        if cache_put is not None:
+            await cache_put(_CACHE_KEY, _to_json(catalog))
+        self.refreshed.set()
+        if changed:
+            await on_change()
+
+    def _set(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        logger.info(
+            "agy offers %d model(s) and %d agent(s)", len(catalog.models), len(catalog.agents)
+        )
+
+
+def _to_json(catalog: Catalog) -> dict[str, Any]:
+    return {
+        "models": [{"slug": m.slug, "name": m.name} for m in catalog.models],
+        "agents": list(catalog.agents),
+    }
+
+
+def _from_json(data: dict[str, Any]) -> Catalog:
+    models = tuple(
+        ModelInfo(slug=str(m["slug"]), name=str(m.get("name") or m["slug"]))
+        for m in data.get("models", [])
+        if isinstance(m, dict) and m.get("slug")
+    )
+    agents = tuple(str(a) for a in data.get("agents", []) if isinstance(a, str))
+    return Catalog(models=models, agents=agents)
