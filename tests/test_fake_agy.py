@@ -126,6 +126,10 @@ class Live:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode()
 
+    def pending(self) -> bytes:
+        """Stdout bytes read from the pipe but not yet returned as lines."""
+        return self._buffer
+
     def event(self) -> Event:
         """The next JSON event on stdout."""
         deadline = time.monotonic() + DEADLINE_S

@@ -23,7 +23,12 @@ from typing import Any
 
 import pytest
 
-from agybridge.testing._fake_scenarios import SCENARIOS
+from agybridge.testing._fake_scenarios import (
+    SCENARIOS,
+    UNKNOWN_EVENT,
+    UNKNOWN_STATE,
+    UNKNOWN_STEP_TYPE,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "agy" / "samples"
@@ -43,8 +48,30 @@ ALLOWED_EXTRA: dict[str, str] = {
     "result.result.denied_actions": "§3.5",
 }
 
+#: Tools no capture shows a step of. Their steps are checked against the union of the
+#: captured tool steps in the same state (the tool_info envelope of contract.md §3.4:
+#: name, parameters?, output?, error?), with `parameters` limited to the keys
+#: hooks-and-tools.md §B2 documents for the tool (stream column; generate_image's stream
+#: parameters were never seen, so its documented full arguments).
+DOCUMENTED_TOOL_PARAMETERS: dict[str, dict[str, str]] = {
+    "view_file": {"AbsolutePath": "string"},  # §B2 view_file row
+    "grep_search": {"Query": "string", "SearchPath": "string"},  # §B2 grep_search row
+    "replace_file_content": {"TargetFile": "string"},  # §B2 replace_file_content row
+    "generate_image": {"ImageName": "string"},  # §B2 generate_image row (full args)
+    "finish": {},  # §B2 finish row: "ACTIVE as tool"
+}
+#: Step contexts no capture shows, checked like a captured one. hooks-and-tools.md §B2
+#: finish row: "DONE as step_type:"finish"" (a plumbing step, shaped like checkpoint).
+DOCUMENTED_CONTEXTS: dict[str, str] = {"step_update[finish/DONE]": "step_update[checkpoint/DONE]"}
+
 #: Scenarios whose stdout legitimately contains non-JSON text (contract.md §8.16, §9).
-NON_JSON_SCENARIOS = {"noise", "truncated"}
+NON_JSON_SCENARIOS = {"noise", "truncated", "unknown-events"}
+#: Lines `unknown-events` prints outside the known vocabulary on purpose (§3.3, §10.3).
+DELIBERATELY_UNKNOWN = (
+    f'"event":"{UNKNOWN_EVENT}"',
+    f'"step_type":"{UNKNOWN_STEP_TYPE}"',
+    f'"state":"{UNKNOWN_STATE}"',
+)
 
 Shape = dict[str, dict[str, set[str]]]
 
@@ -100,6 +127,32 @@ def allowed(path: str) -> bool:
     return any(
         path == entry or path.startswith((f"{entry}.", f"{entry}[")) for entry in ALLOWED_EXTRA
     )
+
+
+def with_documented(known: Shape) -> Shape:
+    """``known`` plus the documented-but-uncaptured contexts (see the tables above)."""
+    merged: Shape = {path: {k: set(t) for k, t in keys.items()} for path, keys in known.items()}
+    for state in ("ACTIVE", "DONE", "ERROR"):
+        generic: Shape = {}
+        for path, keys in known.items():
+            head, _, rest = path.partition("]")
+            if head.startswith("step_update[tool:") and head.endswith(f"/{state}"):
+                for key, types in keys.items():
+                    generic.setdefault(rest, {}).setdefault(key, set()).update(types)
+        for tool, parameters in DOCUMENTED_TOOL_PARAMETERS.items():
+            context = f"step_update[tool:{tool}/{state}]"
+            if context in known:
+                continue
+            for rest, keys in generic.items():
+                if rest == ".step_update.tool_info.parameters":
+                    merged[context + rest] = {key: {kind} for key, kind in parameters.items()}
+                else:
+                    merged[context + rest] = {k: set(t) for k, t in keys.items()}
+    for context, like in DOCUMENTED_CONTEXTS.items():
+        for path, keys in known.items():
+            if path == like or path.startswith((f"{like}.", f"{like}[")):
+                merged[context + path[len(like) :]] = {k: set(t) for k, t in keys.items()}
+    return merged
 
 
 def violations(shape: Shape, known: Shape) -> list[str]:
@@ -168,16 +221,21 @@ def run(args: list[str], lines: list[str], env: dict[str, str], cwd: Path) -> li
     return proc.stdout.decode().splitlines()
 
 
-def check_lines(lines: list[str], known: Shape, *, non_json_ok: bool = False) -> None:
+def check_lines(
+    lines: list[str], known: Shape, *, non_json_ok: bool = False, unknown_ok: bool = False
+) -> None:
     assert lines, "the fake printed nothing"
+    vocabulary = with_documented(known)
     problems = []
     for line in lines:
         try:
             event = json.loads(line)
         except ValueError:
-            assert non_json_ok, f"non-JSON stdout line: {line!r}"
+            assert non_json_ok, f"non-JSON stdout line: {line[:200]!r}"
             continue
-        problems += [f"{p}  <- {line[:160]}" for p in violations(shape_of(event), known)]
+        if unknown_ok and any(marker in line for marker in DELIBERATELY_UNKNOWN):
+            continue
+        problems += [f"{p}  <- {line[:160]}" for p in violations(shape_of(event), vocabulary)]
     assert not problems, "\n".join(problems)
 
 
@@ -188,7 +246,12 @@ def test_every_scenario_emits_captured_shapes(
     """Each scenario, over two turns, prints only shapes the captures show."""
     env["FAKE_AGY_SCENARIO"] = f"echo,{scenario}" if scenario == "unavailable" else scenario
     lines = run(STREAM, [user("first"), user("second")], env, tmp_path)
-    check_lines(lines, known, non_json_ok=scenario in NON_JSON_SCENARIOS)
+    check_lines(
+        lines,
+        known,
+        non_json_ok=scenario in NON_JSON_SCENARIOS,
+        unknown_ok=scenario == "unknown-events",
+    )
     if scenario == "unavailable":  # first in the list: the pre-turn (no init) form
         env["FAKE_AGY_SCENARIO"] = scenario
         check_lines(run(STREAM, [user("x")], env, tmp_path), known)
@@ -304,6 +367,41 @@ def test_allow_list_entries_are_not_in_the_captures(known: Shape) -> None:
     for entry in ALLOWED_EXTRA:
         path, _, key = entry.rpartition(".")
         assert key not in known.get(path, {}), entry
+
+
+def test_documented_contexts_are_not_in_the_captures(known: Shape) -> None:
+    """A documented context a capture now shows is stale: check it like the others."""
+    for tool in DOCUMENTED_TOOL_PARAMETERS:
+        assert not any(path.startswith(f"step_update[tool:{tool}/") for path in known), tool
+    for context, like in DOCUMENTED_CONTEXTS.items():
+        assert context not in known and like in known, context
+
+
+def test_documented_tool_parameters_are_checked(known: Shape) -> None:
+    """An uncaptured tool's step passes with its documented keys and fails with others."""
+    vocabulary = with_documented(known)
+    info: dict[str, Any] = {
+        "name": "view_file",
+        "parameters": {"AbsolutePath": "/w/a.txt"},
+        "output": "2 lines, 21 bytes",
+    }
+    step: dict[str, Any] = {
+        "conversation_id": "c",
+        "step_index": 2,
+        "state": "DONE",
+        "step_type": "tool",
+        "tool_name": "view_file",
+        "duration_seconds": 0.1,
+        "tool_info": info,
+    }
+    event = {"event": "step_update", "step_update": step}
+    assert violations(shape_of(event), vocabulary) == []
+    info["parameters"] = {"AbsolutePath": "/w/a.txt", "Content": "x"}
+    assert violations(shape_of(event), vocabulary) == [
+        "step_update[tool:view_file/DONE].step_update.tool_info.parameters.Content: never captured"
+    ]
+    step["tool_name"] = info["name"] = "undocumented_tool"
+    assert violations(shape_of(event), vocabulary)
 
 
 def test_capture_vocabulary_is_loaded(known: Shape) -> None:

@@ -140,10 +140,14 @@ class Output:
     result's fields as one envelope (no ``event`` wrapper). ``text`` prints the reply text.
     """
 
-    def __init__(self, output_format: str, fd: int = 1) -> None:
+    def __init__(self, output_format: str, fd: int = 1, tee: str | None = None) -> None:
         self.format = output_format
         self._fd = fd
         self._envelope: JsonObject | None = None
+        #: ``FAKE_AGY_STDOUT_LOG``: every stdout line is also appended there as
+        #: ``{"pid": …, "stdout": line}`` (``"partial": true`` for a cut line), so tests
+        #: can compare what a bridge rendered with the raw agy lines it was given.
+        self._tee = LaunchLog(tee) if tee else None
 
     def event(self, name: str, payload: JsonObject) -> None:
         """Emit ``{"event": name, name: payload}`` in the current output format."""
@@ -160,11 +164,15 @@ class Output:
         """A verbatim stdout line (captures, noise); dropped unless streaming."""
         if self.format == "stream-json":
             write_all(self._fd, (line + "\n").encode())
+            if self._tee is not None:
+                self._tee.record({"stdout": line})
 
     def partial(self, text: str) -> None:
         """Bytes without a newline: a line cut short by a crash."""
         if self.format == "stream-json":
             write_all(self._fd, text.encode())
+            if self._tee is not None:
+                self._tee.record({"stdout": text, "partial": True})
 
     def close(self) -> None:
         if self.format == "json" and self._envelope is not None:

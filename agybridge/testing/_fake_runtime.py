@@ -37,6 +37,8 @@ class ConversationState:
     last_step_index: int = -1
     num_turns: int = 0
     workspace: str = ""
+    #: The running ``result.usage`` sum (``FAKE_AGY_RESUME_USAGE`` continues it).
+    usage: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 class StateStore:
@@ -63,6 +65,7 @@ class StateStore:
             int(data.get("last_step_index", -1)),
             int(data.get("num_turns", 0)),
             str(data.get("workspace", "")),
+            Usage.from_json(data.get("usage")).to_json(),
         )
 
     def save(self, state: ConversationState) -> None:
@@ -125,6 +128,10 @@ class Knobs:
     crash_exit_code: int = 1
     version: str = ""
     agents: tuple[str, ...] = ()
+    edit_delay_s: float = 0.2
+    exit_delay_s: float = 0.0
+    stdout_log: str | None = None
+    resume_usage: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], version: str) -> Knobs:
@@ -149,6 +156,10 @@ class Knobs:
             crash_exit_code=int(crash_raw),
             version=env.get("FAKE_AGY_VERSION", "") or version,
             agents=tuple(name.strip() for name in agents.split(",") if name.strip()),
+            edit_delay_s=_env_float(env, "FAKE_AGY_EDIT_DELAY", 0.2),
+            exit_delay_s=_env_float(env, "FAKE_AGY_EXIT_DELAY", 0.0),
+            stdout_log=env.get("FAKE_AGY_STDOUT_LOG") or None,
+            resume_usage=_env_flag(env, "FAKE_AGY_RESUME_USAGE"),
         )
 
 
@@ -175,6 +186,7 @@ class Session:
         json_schema: JsonObject | None,
         print_timeout_s: float,
         print_timeout_text: str,
+        state_root: Path | None = None,
     ) -> None:
         self.conversation_id = conversation_id
         self.next_step_index = next_step_index
@@ -189,6 +201,9 @@ class Session:
         self.json_schema = json_schema
         self.print_timeout_s = print_timeout_s
         self.print_timeout_text = print_timeout_text
+        #: Stands in for ``~/.gemini/antigravity-cli`` (contract.md §7): ``brain/<id>/``
+        #: artifacts such as generated images go below it.
+        self.state_root = state_root
         self.usage = Usage()
         self.duration_s = 0.0
         #: Turns started by this process (``num_turns`` also counts a resumed history).
@@ -209,6 +224,7 @@ class Session:
                     self.next_step_index - 1,
                     self.num_turns,
                     self.workspace,
+                    self.usage.to_json(),
                 )
             )
 

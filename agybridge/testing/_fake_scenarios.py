@@ -9,16 +9,26 @@ detail is marked as such.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import re
+import struct
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from ._fake_io import dumps, stderr_line
+from ._fake_io import JsonObject, dumps, stderr_line
 from ._fake_protocol import Usage
 from ._fake_runtime import PrintTimeout, Turn
 
 Scenario = Callable[[Turn], int | None]
+
+#: ``[fake-agy:NAME]`` in a prompt picks the turn's scenario; the words after it are the
+#: scenario's arguments (``directive_args``), e.g. the file ``edit`` changes.
+DIRECTIVE = re.compile(r"\[fake-agy:([a-z-]+)\]")
 
 #: Context of a cold first model call in the 1.1.14 captures (15575-15844 input tokens).
 BASE_CONTEXT_TOKENS = 15500
@@ -55,6 +65,78 @@ PANIC_LINES = (
     "",
     "goroutine 1 [running]:",
 )
+
+
+#: ``edit``: the file changed when the prompt names none, and what a new one starts with.
+EDIT_DEFAULT_FILE = "fake-agy-edit.txt"
+EDIT_INITIAL_CONTENT = "fake-agy edit target\nthis second line is left alone\n"
+EDIT_SUFFIX = " (edited by fake-agy)"
+
+#: ``multi-tool``: the workspace file it reads, searches and prints, and the file it writes.
+NOTES_FILE = "fake-agy-notes.txt"
+NOTES_CONTENT = "fake agy notes\nthe needle is here\n"
+NOTES_QUERY = "needle"
+SUMMARY_FILE = "fake-agy-summary.txt"
+
+#: ``image-out``: ``generate_image`` writes ``<IMAGE_NAME>.png``.
+IMAGE_NAME = "fake_agy_pixel"
+#: ``image-out not-image``: bytes behind a ``.png`` name that are no image at all.
+NOT_AN_IMAGE = b"this is not a PNG, whatever the file name says\n"
+
+#: ``schema`` without ``--json-schema``: the schema it answers (the bridge passes none).
+DEFAULT_SCHEMA: JsonObject = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}},
+}
+
+#: ``unknown-events``: vocabulary no agy version is known to print (contract.md §3.3, §10.3).
+UNKNOWN_EVENT = "fake_agy_future_event"
+UNKNOWN_STEP_TYPE = "fake_agy_future_step"
+#: A documented *result* status (§3.5) that no capture shows as a step ``state``.
+UNKNOWN_STATE = "WAITING"
+
+#: ``big-output``: a run_command printing exactly 1 MiB.
+BIG_OUTPUT_BYTES = 2**20
+BIG_OUTPUT_COMMAND = f"yes fake-agy-big-output | head -c {BIG_OUTPUT_BYTES}"
+#: ``huge-line``: characters in its single text_delta (UTF-8 makes the line longer still).
+HUGE_LINE_CHARS = 10 * 2**20
+
+
+def directive_args(prompt: str) -> list[str]:
+    """The whitespace-separated words after the prompt's ``[fake-agy:NAME]`` directive."""
+    match = DIRECTIVE.search(prompt)
+    return prompt[match.end() :].split() if match else []
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 RGBA PNG (signature, IHDR, IDAT, IEND with correct CRCs)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)  # 1x1, 8-bit RGBA
+    pixel = b"\x00" + bytes((0x42, 0x85, 0xF4, 0xFF))  # filter byte + one blue pixel
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(pixel))
+        + chunk(b"IEND", b"")
+    )
+
+
+def big_output_text() -> str:
+    """What ``yes fake-agy-big-output | head -c 1048576`` prints."""
+    line = "fake-agy-big-output\n"
+    return (line * (BIG_OUTPUT_BYTES // len(line) + 1))[:BIG_OUTPUT_BYTES]
+
+
+@functools.cache
+def huge_line_text() -> str:
+    """``HUGE_LINE_CHARS`` characters of numbered lines with some non-ASCII in each."""
+    line = "{:07d} fake-agy huge line: déjà vu ✓ 🙂 lorem ipsum dolor sit amet\n"
+    count = HUGE_LINE_CHARS // len(line.format(0)) + 1
+    return "".join(line.format(n) for n in range(count))[:HUGE_LINE_CHARS]
 
 
 def split_fragments(text: str, max_len: int = 24, max_count: int = 8) -> list[str]:
@@ -202,23 +284,65 @@ def silent_exit(turn: Turn) -> int | None:
     return 0
 
 
+class ToolStep:
+    """One tool step (contract.md §3.4): ACTIVE now, later DONE or ERROR on its step_index.
+
+    ``tool_name`` duplicates ``tool_info.name``. ``parameters`` use the tool's PascalCase
+    keys and appear on both updates, or only on the final one when ``on_active`` is False
+    (write_to_file in the 1.1.11 capture; run_command carries them on ACTIVE, KAO-EV).
+    """
+
+    def __init__(
+        self,
+        turn: Turn,
+        name: str,
+        parameters: JsonObject | None = None,
+        *,
+        on_active: bool = True,
+        gap: int = 1,
+    ) -> None:
+        self.turn = turn
+        self.name = name
+        self.parameters = parameters
+        info: JsonObject = {"name": name}
+        if parameters is not None and on_active:
+            info["parameters"] = parameters
+        self.index = turn.step("tool", "ACTIVE", gap=gap, tool_name=name, tool_info=info)
+
+    def update(self, state: str, **info_fields: Any) -> None:
+        """Another update of this step (a state outside ACTIVE/DONE/ERROR, for one)."""
+        info: JsonObject = {"name": self.name}
+        if self.parameters is not None:
+            info["parameters"] = self.parameters
+        info.update((key, value) for key, value in info_fields.items() if value is not None)
+        self.turn.step(
+            "tool",
+            state,
+            index=self.index,
+            timed=state != "ACTIVE",
+            tool_name=self.name,
+            tool_info=info,
+        )
+
+    def done(self, output: str | None = None) -> None:
+        self.update("DONE", output=output)
+
+    def fail(self, message: str) -> None:
+        self.update("ERROR", error={"type": "TOOL_ERROR", "message": message})
+
+
 def _run_command(turn: Turn, *, output: str | None, error: str | None = None) -> None:
     """One run_command step: ACTIVE with parameters, then DONE or ERROR (§3.4).
 
     Stream ``parameters`` carry only ``CommandLine`` in every live capture
     (hooks-and-tools.md §B2); ``output`` is the combined stdout+stderr text.
     """
-    parameters = {"CommandLine": TOOL_COMMAND}
-    info: dict[str, Any] = {"name": "run_command", "parameters": parameters}
-    index = turn.step("tool", "ACTIVE", gap=1, tool_name="run_command", tool_info=info)
+    step = ToolStep(turn, "run_command", {"CommandLine": TOOL_COMMAND})
     turn.pause(turn.knobs.fragment_delay_s)
-    finished = dict(info)
-    if output is not None:
-        finished["output"] = output
-    if error is not None:
-        finished["error"] = {"type": "TOOL_ERROR", "message": error}
-    state = "DONE" if error is None else "ERROR"
-    turn.step("tool", state, index=index, timed=True, tool_name="run_command", tool_info=finished)
+    if error is None:
+        step.done(output)
+    else:
+        step.fail(error)
 
 
 def tool(turn: Turn) -> int | None:
@@ -316,6 +440,231 @@ def multi_response(turn: Turn) -> int | None:
     return None
 
 
+def _workspace(turn: Turn) -> Path:
+    """Where agy works: the first ``--add-dir`` root, else the process cwd (§1.1, §8.6)."""
+    return Path(turn.session.workspace or os.getcwd())
+
+
+def _shown(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` when inside it (as a model names files), else absolute."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _reply_text(turn: Turn, text: str) -> None:
+    turn.say(split_fragments(text), usage=reply_usage(turn, text), gap=1)
+
+
+def edit(turn: Turn) -> int | None:
+    """``replace_file_content`` on a real file: ``[fake-agy:edit] [path]``.
+
+    The path (relative to the workspace, or absolute; default ``fake-agy-edit.txt``) is
+    created first by a ``write_to_file`` step if missing (parameters on DONE only, like
+    the 1.1.11 capture). The replace step is ACTIVE with ``{"TargetFile": <abs>}`` before
+    the file changes; after ``FAKE_AGY_EDIT_DELAY`` its first line gets a suffix, then the
+    step is DONE (no ``output``: none seen for edits, hooks-and-tools.md §B2).
+    """
+    turn.user_input()
+    root = _workspace(turn)
+    args = directive_args(turn.prompt)
+    target = root / (args[0] if args else EDIT_DEFAULT_FILE)  # an absolute arg wins
+    turn.pause(turn.knobs.fragment_delay_s)
+    if not target.exists():
+        create = ToolStep(turn, "write_to_file", {"TargetFile": str(target)}, on_active=False)
+        turn.pause(turn.knobs.edit_delay_s)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(EDIT_INITIAL_CONTENT)
+        create.done()
+    replace = ToolStep(turn, "replace_file_content", {"TargetFile": str(target)})
+    turn.pause(turn.knobs.edit_delay_s)
+    first, newline, rest = target.read_bytes().partition(b"\n")
+    target.write_bytes(first + EDIT_SUFFIX.encode() + newline + rest)
+    replace.done()
+    _reply_text(turn, f"I edited the first line of {_shown(target, root)}.")
+    turn.finish()
+    return None
+
+
+def multi_tool(turn: Turn) -> int | None:
+    """view_file, grep_search, run_command and write_to_file, then a reply.
+
+    Works on ``fake-agy-notes.txt`` in the workspace (created silently first if missing:
+    it stands for a file the user already had). Parameters and outputs follow
+    hooks-and-tools.md §B2: view_file's output is the ``"N lines, M bytes"`` summary;
+    grep_search's output shape was never captured (``path:line: text`` is invented);
+    run_command's output is what ``cat`` prints; write_to_file has parameters on DONE only
+    and no output, and really creates ``fake-agy-summary.txt``.
+    """
+    turn.user_input()
+    root = _workspace(turn)
+    notes = root / NOTES_FILE
+    if not notes.exists():
+        notes.write_text(NOTES_CONTENT)
+    data = notes.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    pause = turn.knobs.fragment_delay_s
+
+    view = ToolStep(turn, "view_file", {"AbsolutePath": str(notes)})
+    turn.pause(pause)
+    view.done(f"{len(text.splitlines())} lines, {len(data)} bytes")
+
+    search = ToolStep(turn, "grep_search", {"Query": NOTES_QUERY, "SearchPath": str(root)})
+    turn.pause(pause)
+    matches = [
+        f"{NOTES_FILE}:{number}: {line}"
+        for number, line in enumerate(text.splitlines(), start=1)
+        if NOTES_QUERY in line
+    ]
+    search.done("".join(f"{match}\n" for match in matches))
+
+    command = ToolStep(turn, "run_command", {"CommandLine": f"cat {NOTES_FILE}"})
+    turn.pause(pause)
+    command.done(text)
+
+    summary = root / SUMMARY_FILE
+    write = ToolStep(turn, "write_to_file", {"TargetFile": str(summary)}, on_active=False)
+    turn.pause(pause)
+    summary.write_text(f"{NOTES_FILE}: {len(matches)} line(s) mention {NOTES_QUERY!r}\n")
+    write.done()
+
+    _reply_text(
+        turn, f"I read {NOTES_FILE}, found {len(matches)} match(es) and wrote {SUMMARY_FILE}."
+    )
+    turn.finish()
+    return None
+
+
+def image_out(turn: Turn) -> int | None:
+    """``generate_image`` writing a real 1x1 PNG: ``[fake-agy:image-out] [outside] [not-image]``.
+
+    Default: the file goes into the workspace (what a bridge can show) and the reply names
+    it relatively. ``outside``: into ``<state dir>/brain/<conversation>/``, where real agy
+    puts generated images (hooks-and-tools.md §B2; contract.md §7), outside every
+    ``--add-dir`` root; the reply then names the absolute path. ``not-image``: the ``.png``
+    holds text. Stream ``parameters`` of generate_image were never captured: the fake sends
+    ``ImageName`` (a documented argument); the ``output`` wording is invented.
+    """
+    turn.user_input()
+    root = _workspace(turn)
+    args = directive_args(turn.prompt)
+    directory = root
+    if "outside" in args:
+        state = turn.session.state_root or Path(os.getcwd())
+        directory = state / "brain" / turn.session.conversation_id
+    path = directory / f"{IMAGE_NAME}.png"
+    step = ToolStep(turn, "generate_image", {"ImageName": IMAGE_NAME})
+    turn.pause(turn.knobs.fragment_delay_s)
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(NOT_AN_IMAGE if "not-image" in args else tiny_png())
+    step.done(f"Generated image {IMAGE_NAME} saved to {path}")
+    _reply_text(turn, f"Here is the image: {_shown(path, root)}")
+    turn.finish()
+    return None
+
+
+def schema(turn: Turn) -> int | None:
+    """A structured-output turn, with or without ``--json-schema``.
+
+    ``result.structured_output`` is the object and ``result.response`` its serialized JSON
+    (contract.md §3.5); the answer is given through the ``finish`` tool: ACTIVE as a
+    ``tool`` step, DONE as ``step_type:"finish"`` (hooks-and-tools.md §B2). Without the
+    flag the fake answers ``DEFAULT_SCHEMA`` so that a bridge, which passes no schema, can
+    still be tested (real agy prints no structured_output then). ``[fake-agy:schema]
+    stream`` also streams the JSON as agent_response deltas first (an assumption, like the
+    echo scenario under ``--json-schema``). The finish step's ``usage`` is an assumption.
+    """
+    turn.user_input()
+    args = directive_args(turn.prompt)
+    turn.pause(turn.knobs.fragment_delay_s)
+    turn.step("checkpoint", timed=True, usage=CHECKPOINT_USAGE)
+    topic = " ".join(arg for arg in args if arg != "stream") or DIRECTIVE.sub("", turn.prompt)
+    structured = example_for_schema(turn.session.json_schema or DEFAULT_SCHEMA, topic.strip())
+    text = dumps(structured)
+    if "stream" in args:
+        _reply_text(turn, text)
+    finish = ToolStep(turn, "finish")
+    turn.pause(turn.knobs.fragment_delay_s)
+    turn.step("finish", index=finish.index, timed=True, usage=reply_usage(turn, text))
+    turn.finish(response=text, extra={"structured_output": structured})
+    return None
+
+
+def unknown_events(turn: Turn) -> int | None:
+    """Output a bridge cannot know, amid a normal turn (contract.md §3.3, §8.16, §10.3).
+
+    In order: an unknown ``event`` line, a step of an unknown ``step_type``, a run_command
+    step that passes through an unknown ``state`` between ACTIVE and DONE, a non-JSON
+    stdout line, then a normal reply and result.
+    """
+    turn.user_input()
+    session = turn.session
+    session.out.raw(
+        dumps(
+            {
+                "event": UNKNOWN_EVENT,
+                UNKNOWN_EVENT: {"conversation_id": session.conversation_id, "note": "new"},
+            }
+        )
+    )
+    turn.pause(turn.knobs.fragment_delay_s)
+    turn.step(UNKNOWN_STEP_TYPE, gap=1, timed=True)
+    step = ToolStep(turn, "run_command", {"CommandLine": TOOL_COMMAND})
+    turn.pause(turn.knobs.fragment_delay_s)
+    step.update(UNKNOWN_STATE)
+    turn.pause(turn.knobs.fragment_delay_s)
+    step.done(TOOL_OUTPUT)
+    session.out.raw(NOISE_LINE)
+    _reply_text(turn, "Still here after some output I could not explain.")
+    turn.finish()
+    return None
+
+
+def _hold(turn: Turn) -> None:
+    """``gate=PATH`` among the directive's arguments: wait until PATH exists.
+
+    A test control (no agy behaviour): it keeps a turn open at a known point, so a test
+    can check what else happens meanwhile without relying on timing. Signals and the
+    print timeout still end the wait.
+    """
+    for arg in directive_args(turn.prompt):
+        if arg.startswith("gate="):
+            gate = Path(arg.removeprefix("gate="))
+            while not gate.exists():
+                turn.pause(0.02)
+
+
+def big_output(turn: Turn) -> int | None:
+    """A run_command whose ``output`` is 1 MiB of text (``[fake-agy:big-output] [gate=P]``).
+
+    Real agy caps tool output near 8 KiB with a ``<truncated N bytes>`` marker
+    (hooks-and-tools.md §B2); this is a stress case beyond that. ``gate=P`` holds the turn
+    after the tool step until the file P exists.
+    """
+    turn.user_input()
+    step = ToolStep(turn, "run_command", {"CommandLine": BIG_OUTPUT_COMMAND})
+    turn.pause(turn.knobs.fragment_delay_s)
+    step.done(big_output_text())
+    _hold(turn)
+    _reply_text(turn, f"The command printed {BIG_OUTPUT_BYTES} bytes.")
+    turn.finish()
+    return None
+
+
+def huge_line(turn: Turn) -> int | None:
+    """One agent_response ``text_delta`` of ``HUGE_LINE_CHARS`` characters: a stdout line
+    longer than 10 MB (``[fake-agy:huge-line] [gate=P]``; ``gate=P`` holds the turn after
+    that line until the file P exists). The result's ``response`` restates it (§3.6)."""
+    turn.user_input()
+    response = turn.response(gap=1)
+    response.fragment(huge_line_text())
+    _hold(turn)
+    response.done("\n", usage=reply_usage(turn, "a huge reply"))
+    turn.finish()
+    return None
+
+
 def signed_out(turn: Turn) -> int:
     """FAKE_AGY_SIGNED_OUT in a session: the first turn fails on auth, exit 1.
 
@@ -370,4 +719,11 @@ SCENARIOS: dict[str, Scenario] = {
     "noise": noise,
     "silent-exit": silent_exit,
     "multi-response": multi_response,
+    "edit": edit,
+    "multi-tool": multi_tool,
+    "image-out": image_out,
+    "schema": schema,
+    "unknown-events": unknown_events,
+    "big-output": big_output,
+    "huge-line": huge_line,
 }

@@ -34,7 +34,18 @@ Knobs (environment)
                              Default ``echo``. Names: see ``_fake_scenarios.SCENARIOS``:
                              echo, slow, ignore-sigint, crash, truncated, tool, tool-error,
                              quota, unavailable, soft-deny, print-timeout, noise, silent-exit,
-                             multi-response. ``unavailable`` as the first item fails at startup.
+                             multi-response, and for rendering tests edit, multi-tool,
+                             image-out, schema, unknown-events, big-output, huge-line.
+                             ``unavailable`` as the first item fails at startup. Words after
+                             a directive are the scenario's arguments:
+                             ``[fake-agy:edit] PATH`` (file to change, relative to the
+                             workspace; created by a write_to_file step if missing),
+                             ``[fake-agy:image-out] [outside] [not-image]``,
+                             ``[fake-agy:schema] [stream]``, and ``gate=PATH`` for
+                             big-output/huge-line (hold the turn after the big payload until
+                             PATH exists: a test control, not agy behaviour). Scenarios that
+                             touch files work in the workspace: the first ``--add-dir``, else
+                             the cwd.
 ``FAKE_AGY_REPLAY``          an ``.ndjson`` capture: its ``init`` is printed at startup (if it
                              has one) and each stdin turn replays the capture's next turn
                              verbatim: all lines after the previous ``result`` through the
@@ -65,6 +76,15 @@ Knobs (environment)
                              turn fails with ``authentication required``, exit 1.
 ``FAKE_AGY_AGENTS``          names printed by ``agents`` (comma-separated).
 ``FAKE_AGY_VERSION``         the ``--version`` line (default 1.2.14).
+``FAKE_AGY_EDIT_DELAY``      seconds an edit tool step stays ACTIVE before the file changes
+                             (default 0.2; the tool's run time in real agy).
+``FAKE_AGY_EXIT_DELAY``      seconds between the last output of a turn that ends the process
+                             (quota's exit 3, crash...) and the exit (default 0; agy: 0.05-0.3).
+``FAKE_AGY_RESUME_USAGE=1``  a resumed conversation's ``result.usage`` continues the sum of
+                             its earlier processes (MJ, contract.md §3.5) instead of
+                             starting from zero in the new process.
+``FAKE_AGY_STDOUT_LOG``      append every stdout line as ``{pid, stdout}`` (``partial: true``
+                             for a cut line): the raw agy lines a bridge was given.
 A bad knob value exits 64 with a ``fake-agy:`` message on stderr.
 """
 
@@ -72,7 +92,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -108,12 +127,18 @@ from ._fake_io import (
 )
 from ._fake_protocol import Capture, Fatal, Ignored, Usage, parse_capture, parse_input_line
 from ._fake_runtime import ConversationState, Knobs, PrintTimeout, Session, StateStore, Turn
-from ._fake_scenarios import SCENARIOS, UNAVAILABLE_ERROR, Scenario, replay, signed_out
+from ._fake_scenarios import (
+    DIRECTIVE,
+    SCENARIOS,
+    UNAVAILABLE_ERROR,
+    Scenario,
+    replay,
+    signed_out,
+)
 
 #: Exit code for misuse of the fake itself (bad knob), distinct from agy's own 1/2/3.
 EXIT_FAKE_MISUSE = 64
 NOT_LOGGED_IN = "error getting token source: You are not logged into Antigravity."
-_DIRECTIVE = re.compile(r"\[fake-agy:([a-z-]+)\]")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -271,7 +296,7 @@ def _serve(opts: Options, knobs: Knobs, log: LaunchLog) -> int:
         stderr_line(
             f"warning: --mode {opts.mode} has no effect while slash command expansion is disabled."
         )
-    out = Output(opts.output_format)
+    out = Output(opts.output_format, tee=knobs.stdout_log)
     display_model = None
     if opts.model:
         display_model = model_display_name(opts.model)
@@ -369,10 +394,14 @@ def _open_session(
         json_schema=schema,
         print_timeout_s=timeout_s,
         print_timeout_text=opts.print_timeout if timeout_s > 0 else "5m0s",
+        state_root=store.root,
     )
     if capture is not None:
         session.usage = capture.usage
         session.duration_s = capture.duration_seconds
+    elif knobs.resume_usage and state.num_turns:
+        # MJ: "result.usage includes earlier turns too" even across --conversation (§3.5).
+        session.usage = Usage.from_json(state.usage)
     # The conversation exists from process start, even if no turn runs (§2.4, §7).
     session.persist()
     return session
@@ -448,12 +477,25 @@ def _serve_stream(
         turns += 1
         if code is not None:
             session.out.close()
+            _linger(session)
             return code
+
+
+def _linger(session: Session) -> None:
+    """``FAKE_AGY_EXIT_DELAY``: a turn that ends the process (exit 3 after an API error, a
+    crash) exits this long after its last output; agy took 0.05-0.3 s (contract.md §3.5,
+    TT 1.1.13). Lines arriving meanwhile are never read. A signal ends the wait."""
+    end = time.monotonic() + session.knobs.exit_delay_s
+    try:
+        while (left := end - time.monotonic()) > 0:
+            session.interrupts.wait(None, left)
+    except Interrupted:
+        pass
 
 
 def _pick_scenario(prompt: str, knobs: Knobs, turn_number: int) -> Scenario | str:
     """The turn's scenario: a ``[fake-agy:NAME]`` directive, else the env list."""
-    directive = _DIRECTIVE.search(prompt)
+    directive = DIRECTIVE.search(prompt)
     if directive is not None:
         name = directive.group(1)
         return SCENARIOS.get(name, name)
