@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import trio
+
 from . import __version__
 from .acp import codec, models
 from .acp.content import PromptContentError, prompt_to_text
@@ -76,6 +78,9 @@ class AcpAgent:
     ) -> None:
         self._manager = manager
         self._default_settings = default_settings or LaunchSettings()
+        #: An initialize request has arrived (wire order), and has succeeded.
+        self._initialize_seen = False
+        self._initialize_done = trio.Event()
         self._initialized = False
         self.client_capabilities = models.ClientCapabilities()
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
@@ -91,18 +96,29 @@ class AcpAgent:
         handler = self._methods.get(method)
         if handler is None:
             raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
-        if not self._initialized and method != "initialize":
+        if method != "initialize":
+            await self._wait_initialized(method)
+        return await handler(params, ctx)
+
+    async def _wait_initialized(self, method: str) -> None:
+        # Request tasks start in no fixed order: a request sent right after
+        # initialize (without waiting for its answer) waits for it here.
+        if self._initialize_seen:
+            await self._initialize_done.wait()
+        if not self._initialized:
             raise RpcError(
                 ErrorCode.INVALID_REQUEST,
-                "the first ACP request must be initialize",
+                "the first ACP request must be initialize"
+                + (" (and it failed)" if self._initialize_seen else ""),
                 {"method": method},
             )
-        return await handler(params, ctx)
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
         """Called in wire order before the request's task starts: reserve a
         prompt's place in its session's queue (FIFO per session)."""
-        if method == "session/prompt" and self._initialized:
+        if method == "initialize":
+            self._initialize_seen = True
+        if method == "session/prompt" and self._initialize_seen:
             session = self._queued_session(params)
             if session is not None:
                 session.enqueue_prompt(ctx.seq)
@@ -134,9 +150,12 @@ class AcpAgent:
     # --- methods -----------------------------------------------------------
 
     async def _initialize(self, params: Any, ctx: RequestContext) -> Any:
-        request = _parse(params, models.InitializeRequest)
-        self.client_capabilities = request.client_capabilities
-        self._initialized = True
+        try:
+            request = _parse(params, models.InitializeRequest)
+            self.client_capabilities = request.client_capabilities
+            self._initialized = True
+        finally:
+            self._initialize_done.set()
         if request.protocol_version != PROTOCOL_VERSION:
             logger.info(
                 "client asked for protocol version %s; answering %s",

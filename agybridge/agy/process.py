@@ -28,7 +28,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -46,6 +46,9 @@ MAX_STDERR_LINE_BYTES = 1 * 2**20  # 1 MiB: stderr is human text
 #: still drain. Only a process that escaped every sweep (double-forked out of
 #: the tree before we saw it) can hold the pipes open beyond this.
 DRAIN_AFTER_EXIT_S = 2.0
+#: How long the sweep waits for SIGKILLed processes to be gone. SIGKILL
+#: cannot be ignored, so this only bounds a process stuck in the kernel.
+SWEEP_WAIT_S = 2.0
 #: stdin lines waiting for the writer; prompts are queued by the session, so
 #: more than a couple here means agy is not reading.
 STDIN_QUEUE_LINES = 4
@@ -65,6 +68,8 @@ class EscalationPolicy:
 class ChildEvent:
     incarnation: int
     event: AgyEvent | MalformedLine
+    #: What the owner's ``annotate`` hook noted the moment the line was read.
+    attachment: object = None
 
 
 @attrs.frozen
@@ -97,11 +102,16 @@ class _ProcRef:
         ticks = _start_ticks(pid)
         return None if ticks is None else cls(pid, ticks)
 
-    def kill(self) -> None:
+    def open_pidfd(self) -> int | None:
+        """A pidfd for this very process (not a recycled pid), or None if gone."""
+        try:
+            fd = os.pidfd_open(self.pid)
+        except OSError:
+            return None
         if _start_ticks(self.pid) != self.start_ticks:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.pid, signal.SIGKILL)
+            os.close(fd)
+            return None
+        return fd
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -115,6 +125,26 @@ def _start_ticks(pid: int) -> int | None:
         return int(fields[19])
     except (IndexError, ValueError):
         return None
+
+
+def group_members(pgids: set[int]) -> list[_ProcRef]:
+    """Live processes whose process group is one of ``pgids`` (Linux /proc)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        try:
+            state, pgrp, ticks = fields[0], int(fields[2]), int(fields[19])
+        except (IndexError, ValueError):
+            continue
+        if pgrp in pgids and state != "Z":
+            found.append(_ProcRef(int(entry.name), ticks))
+    return found
 
 
 def descendants(pid: int) -> list[_ProcRef]:
@@ -165,6 +195,7 @@ class AgyChild:
         policy: EscalationPolicy,
         max_line_bytes: int,
         messages: trio.MemorySendChannel[ChildMessage],
+        annotate: Callable[[AgyEvent], object] | None = None,
     ) -> None:
         self.argv = list(argv)
         self.cwd = cwd
@@ -173,6 +204,7 @@ class AgyChild:
         self.policy = policy
         self.max_line_bytes = max_line_bytes
         self._messages = messages
+        self._annotate = annotate
         self._kill_scope = trio.CancelScope()
         # One per reader (a CancelScope serves one `with` block).
         self._stdout_drain = trio.CancelScope()
@@ -277,7 +309,8 @@ class AgyChild:
             # Nobody can write to a dead agy: end the stdin writer.
             self._stdin_send.close()
             self.returncode = proc.returncode
-            self._sweep(proc.pid)
+            with trio.CancelScope(shield=True):
+                await self._sweep(proc.pid)
             logger.info(
                 "agy[%s] pid=%s exited with %s", self.incarnation, proc.pid, proc.returncode
             )
@@ -312,12 +345,42 @@ class AgyChild:
         for ref in descendants(pid):
             self._known_descendants[ref.pid] = ref
 
-    def _sweep(self, pgid: int) -> None:
-        """SIGKILL what is left of the group and every descendant seen (sync)."""
-        _signal_group(pgid, signal.SIGKILL)
-        for ref in self._known_descendants.values():
-            ref.kill()
-            _signal_group(ref.pid, signal.SIGKILL)  # it may lead a group of its own
+    async def _sweep(self, pgid: int) -> None:
+        """SIGKILL what is left of the group, every descendant seen and their
+        own groups, then wait until they are really gone (bounded).
+
+        Processes that are not our children cannot be waited for; a pidfd
+        becomes readable when its process exits, so the wait is on the event
+        itself, not a polling loop.
+        """
+        pgids = {pgid, *self._known_descendants}
+        targets = {ref.pid: ref for ref in group_members(pgids)}
+        targets.update(self._known_descendants)
+        for group in pgids:
+            _signal_group(group, signal.SIGKILL)
+        fds = []
+        for ref in targets.values():
+            fd = ref.open_pidfd()
+            if fd is None:
+                continue  # already gone
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            fds.append(fd)
+        try:
+            with trio.move_on_after(SWEEP_WAIT_S) as waited:
+                for fd in fds:
+                    await trio.lowlevel.wait_readable(fd)
+            if waited.cancelled_caught:
+                logger.warning(
+                    "agy[%s]: %d process(es) of its tree were still dying after %.1f s",
+                    self.incarnation,
+                    len(fds),
+                    SWEEP_WAIT_S,
+                )
+        finally:
+            for fd in fds:
+                trio.lowlevel.notify_closing(fd)
+                os.close(fd)
 
     async def _stdout_task(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineBuffer(self.max_line_bytes)
@@ -355,7 +418,15 @@ class AgyChild:
             is_tool = isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool"
             if is_tool and self.pid is not None and not self.exited.is_set():
                 self._remember_descendants(self.pid)
-            await self._messages.send(ChildEvent(self.incarnation, event))
+            attachment = None
+            if self._annotate is not None and not isinstance(event, MalformedLine):
+                # Synchronous, right as the line is read: agy acts on what it
+                # announces within milliseconds (e.g. writes the file it edits).
+                try:
+                    attachment = self._annotate(event)
+                except Exception:
+                    logger.exception("agy[%s]: annotating an event failed", self.incarnation)
+            await self._messages.send(ChildEvent(self.incarnation, event, attachment))
 
     async def _stderr_task(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineBuffer(MAX_STDERR_LINE_BYTES)

@@ -15,7 +15,9 @@ import os
 import re
 from collections.abc import Sequence
 
+from ..agy.events import STATE_ACTIVE, StepUpdateEvent
 from .tool_calls import ImageData, Observation
+from .tools import edit_target
 
 MAX_INLINE_IMAGE_BYTES = 2 * 2**20  # 2 MiB
 MAX_CANDIDATES = 8  # per event: output listing hundreds of files is not a gallery
@@ -125,3 +127,24 @@ def observe(files: Sequence[str], images: Sequence[str], roots: Sequence[str]) -
         if image is not None:
             found[path] = image
     return Observation(files=texts, images=found)
+
+
+def snapshot_edit_target(event: object) -> dict[str, str | None] | None:
+    """The text of the file an ACTIVE edit step is about to change (blocking,
+    but bounded: at most MAX_DIFF_FILE_BYTES read).
+
+    Called as each agy line is read, before agy has had time to write: the
+    "before" side of the edit's diff (hooks-and-tools.md §B4).
+    """
+    if not isinstance(event, StepUpdateEvent):
+        return None
+    step = event.step_update
+    if step.step_type != "tool" or step.state != STATE_ACTIVE or step.tool_info is None:
+        return None
+    target = edit_target(step.tool_name or step.tool_info.name or "", step.tool_info.parameters)
+    if target is None:
+        return None
+    try:
+        return {target: read_text_file(target)}
+    except ValueError:
+        return None

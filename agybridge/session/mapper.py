@@ -122,6 +122,9 @@ class TurnMapper:
     quota: notices.QuotaError | None = None
     _step_text: dict[int, list[str]] = attrs.Factory(dict)
     _usage_sent: int | None = None
+    #: Images already inlined this turn (a tool output and the reply often
+    #: name the same file).
+    _images_shown: set[str] = attrs.Factory(set)
 
     def __attrs_post_init__(self) -> None:
         self.tools = ToolCallTracker(
@@ -138,6 +141,12 @@ class TurnMapper:
         self, event: events.AgyEvent | events.MalformedLine
     ) -> tuple[list[str], list[str]]:
         """(files to read as text, image candidates) for ``event``."""
+        files, images = self._paths_to_read(event)
+        return files, [path for path in images if path not in self._images_shown]
+
+    def _paths_to_read(
+        self, event: events.AgyEvent | events.MalformedLine
+    ) -> tuple[list[str], list[str]]:
         if not isinstance(event, events.StepUpdateEvent):
             return [], []
         step = event.step_update
@@ -169,6 +178,7 @@ class TurnMapper:
                 f"can't handle {type(event).__name__} when the turn state is {self.state.value}"
             )
         if isinstance(event, events.StepUpdateEvent):
+            self._images_shown.update(seen.images)
             return self._step(event.step_update, seen)
         if isinstance(event, events.ResultEvent):
             return self._result(event.result)
@@ -183,6 +193,10 @@ class TurnMapper:
     def feed_stderr(self, line: StderrLine) -> list[models.SessionUpdate]:
         """Notices from agy's stderr during this turn."""
         if self.state is TurnState.FINISHED:
+            # stderr is another pipe: agy's AGY_ERROR line may trail its
+            # result. Keep the details for the response's _meta.
+            if line.kind is StderrKind.AGY_ERROR:
+                self.agy_error_details = dict(line.details or {})
             return []
         if line.kind is StderrKind.SOFT_DENY:
             permission = notices.soft_denied_permission(line.text)
@@ -386,8 +400,11 @@ class TurnMapper:
             meta["usage"] = usage.to_meta(self.turn_usage)
         if self.context_used is not None:
             meta["context"] = {"used": self.context_used, "size": self.context_size}
-        if self.quota is not None:
-            meta["agyError"] = self.quota.meta()
+        quota = self.quota
+        if quota is not None and self.agy_error_details and quota.details is None:
+            quota = attrs.evolve(quota, details=self.agy_error_details)
+        if quota is not None:
+            meta["agyError"] = quota.meta()
         elif self.agy_error_details:
             meta["agyError"] = notices.camel_keys(self.agy_error_details)
         if self.denied:

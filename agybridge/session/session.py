@@ -49,6 +49,7 @@ from ..agy import (
     InitEvent,
     ResultEvent,
     StderrKind,
+    StepUpdateEvent,
     Usage,
     build_argv,
 )
@@ -59,7 +60,7 @@ from .config import (
     config_options,
     mode_state,
 )
-from .images import observe
+from .images import observe, snapshot_edit_target
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
 from .notices import available_models
 from .tool_calls import NO_OBSERVATION
@@ -72,6 +73,9 @@ UpdateSink = Callable[[str, models.SessionUpdate], Awaitable[None]]
 #: Messages from the child waiting for the events task; small, so a slow
 #: client pushes back on agy instead of buffering without bound.
 CHILD_MESSAGE_BUFFER = 16
+#: After an ERROR result, how long the turn may wait for the AGY_ERROR line
+#: from the other pipe when agy neither prints it nor exits.
+ERROR_DETAILS_GRACE_S = 0.5
 ALL_PROMPTS = math.inf
 
 
@@ -109,6 +113,15 @@ class _Turn:
     outcome: TurnOutcome | None = None
     error: SessionError | None = None
     auth_failed: bool = False
+    #: agy has said something about this turn (it read the prompt).
+    heard: bool = False
+    #: agy ended the turn with an error whose AGY_ERROR details may still be
+    #: on their way (stderr is another pipe).
+    awaiting_details: bool = False
+
+    def reset(self) -> None:
+        """Forget an attempt that agy never read, to send the prompt again."""
+        self.child, self.done, self.outcome, self.error = None, trio.Event(), None, None
 
     def finish(self, outcome: TurnOutcome | None = None, error: SessionError | None = None) -> None:
         if self.done.is_set():
@@ -317,36 +330,49 @@ class Session:
             raise failure
         # A change requested while agy was not running applies from this turn.
         await self._apply_pending_settings(announce=False)
-        child = await self._ensure_child()
-        if self._is_cancelled(turn):
-            return PromptResult(models.STOP_CANCELLED)
-        turn.child = child
-        if self._last_result_usage and self._last_result_usage[0] == child.incarnation:
-            turn.mapper.previous_result_usage = self._last_result_usage[1]
-        turn.mapper.fresh_process = "--conversation" not in child.argv
         await self._announce_turn(text)
-        if self._fork_notice is not None:
-            notice, self._fork_notice = self._fork_notice, None
-            await self._send_update(
-                self.session_id,
-                models.AgentMessageChunk(
-                    content=models.TextContent(text=notice + "\n\n"),
-                    message_id=f"{turn.mapper.message_id}-notice",
-                ),
-            )
-        # If agy is already going away, its ChildExited finishes the turn.
-        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-            await child.send_user(text)
-            # agy recorded a turn in this conversation (even one cancelled
-            # later: SIGINT lets it flush), so a respawn can resume it.
-            self._resumable = True
-        try:
-            await turn.done.wait()
-        except trio.Cancelled:
-            # The request itself was cancelled ($/cancel_request or shutdown):
-            # do not leave agy working on a turn nobody waits for.
-            self._cancel_turn(turn, "prompt request cancelled")
-            raise
+        for attempt in (1, 2):
+            child = await self._ensure_child()
+            if self._is_cancelled(turn):
+                return PromptResult(models.STOP_CANCELLED)
+            turn.child = child
+            if self._last_result_usage and self._last_result_usage[0] == child.incarnation:
+                turn.mapper.previous_result_usage = self._last_result_usage[1]
+            turn.mapper.fresh_process = "--conversation" not in child.argv
+            if self._fork_notice is not None:
+                notice, self._fork_notice = self._fork_notice, None
+                await self._send_update(
+                    self.session_id,
+                    models.AgentMessageChunk(
+                        content=models.TextContent(text=notice + "\n\n"),
+                        message_id=f"{turn.mapper.message_id}-notice",
+                    ),
+                )
+            # If agy is already going away, its ChildExited finishes the turn.
+            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+                await child.send_user(text)
+                # agy recorded a turn in this conversation (even one cancelled
+                # later: SIGINT lets it flush), so a respawn can resume it.
+                self._resumable = True
+            try:
+                await turn.done.wait()
+            except trio.Cancelled:
+                # The request itself was cancelled ($/cancel_request or
+                # shutdown): do not leave agy working on a turn nobody awaits.
+                self._cancel_turn(turn, "prompt request cancelled")
+                raise
+            unread = isinstance(turn.error, AgyExitedError) and not turn.heard
+            if attempt == 1 and unread and not turn.mapper.cancel_requested:
+                # agy was already exiting (e.g. exit 3 after a quota error,
+                # contract.md §5) and never read this prompt: a fresh agy,
+                # resuming the conversation, gets it instead.
+                logger.info(
+                    "session %s: agy exited before reading the prompt; sending it again",
+                    self.session_id,
+                )
+                turn.reset()
+                continue
+            break
         if turn.error is not None:
             raise turn.error
         assert turn.outcome is not None
@@ -502,6 +528,7 @@ class Session:
             policy=self.policy,
             max_line_bytes=self.max_line_bytes,
             messages=self._messages_send.clone(),
+            annotate=snapshot_edit_target,
         )
         try:
             await self._nursery.start(child.run)
@@ -548,11 +575,17 @@ class Session:
         if turn is None:
             self._between_turns(message)
             return
+        if isinstance(event, StepUpdateEvent | ResultEvent):
+            turn.heard = True
         files, images = turn.mapper.paths_to_read(event)
+        early = message.attachment if isinstance(message.attachment, dict) else {}
+        files = [path for path in files if path not in early]
         seen = NO_OBSERVATION
         if files or images:
             roots = [self.cwd, *self.additional_dirs]
             seen = await trio.to_thread.run_sync(observe, files, images, roots)
+        if early:
+            seen = attrs.evolve(seen, files={**seen.files, **early})
         for update in turn.mapper.feed(event, seen):
             await self._send_update(self.session_id, update)
         outcome = turn.mapper.outcome
@@ -560,12 +593,32 @@ class Session:
             return
         if turn.mapper.cancel_requested:
             return  # finished when the child is gone (see _on_exit)
+        if outcome.kind is OutcomeKind.AGY_ERROR and turn.mapper.agy_error_details is None:
+            # agy prints AGY_ERROR on stderr around its ERROR result, usually
+            # just before exiting (contract.md §4): finish on that line, on
+            # the exit, or after a short grace if agy carries on serving.
+            turn.awaiting_details = True
+            assert self._nursery is not None
+            self._nursery.start_soon(self._complete_after_grace, turn)
+            return
+        self._complete(turn)
+
+    def _complete(self, turn: _Turn) -> None:
+        """Finish a turn whose result arrived: its outcome, or the error it is."""
+        outcome = turn.mapper.outcome
+        assert outcome is not None
+        turn.awaiting_details = False
         if outcome.kind is OutcomeKind.AGY_ERROR and not turn.mapper.quota:
             error = self._classify_error(outcome.error or "", turn)
             if error is not None:
                 turn.finish(error=error)
                 return
         turn.finish(outcome)
+
+    async def _complete_after_grace(self, turn: _Turn) -> None:
+        await trio.sleep(ERROR_DETAILS_GRACE_S)
+        if turn.awaiting_details and not turn.done.is_set():
+            self._complete(turn)
 
     def _between_turns(self, message: ChildEvent) -> None:
         event = message.event
@@ -613,6 +666,8 @@ class Session:
         if turn is not None:
             for update in turn.mapper.feed_stderr(message.line):
                 await self._send_update(self.session_id, update)
+            if turn.awaiting_details and message.line.kind is StderrKind.AGY_ERROR:
+                self._complete(turn)
         if message.line.kind is StderrKind.AUTH:
             logger.warning(
                 "session %s: agy reports an auth problem: %s", self.session_id, message.line.text
@@ -624,7 +679,9 @@ class Session:
         if self._child is not None and self._child.incarnation == message.incarnation:
             self._child = None
         turn = self._turn_for(message.incarnation)
-        if turn is not None:
+        if turn is not None and turn.awaiting_details:
+            self._complete(turn)  # its result came; the exit is agy's reaction
+        elif turn is not None:
             if turn.mapper.cancel_requested:
                 turn.finish(TurnOutcome(OutcomeKind.CANCELLED, "CANCELLED"))
             else:

@@ -126,19 +126,25 @@ def _list_dir(p: Params, cwd: str) -> ToolDescription:
     )
 
 
+def _in(where: str | None, cwd: str) -> str:
+    """ " in <dir>" unless the directory is the session root itself."""
+    if not where:
+        return ""
+    shown = display_path(where, cwd)
+    return "" if shown == "." else f" in {shown}"
+
+
 def _grep(p: Params, cwd: str) -> ToolDescription:
     query, where = _text(p, "Query"), _text(p, "SearchPath")
     title = f"Search {query!r}" if query else "Search"
-    if where:
-        title += f" in {display_path(where, cwd)}"
+    title += _in(where, cwd)
     return ToolDescription("search", title, _location(where))
 
 
 def _find(p: Params, cwd: str) -> ToolDescription:
     pattern, where = _text(p, "Pattern"), _text(p, "SearchDirectory")
     title = f"Find {pattern!r}" if pattern else "Find files"
-    if where:
-        title += f" in {display_path(where, cwd)}"
+    title += _in(where, cwd)
     return ToolDescription("search", title, _location(where))
 
 
