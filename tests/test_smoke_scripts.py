@@ -1,0 +1,113 @@
+"""The smoke scripts run end to end: they exit 0 and write their reports.
+
+Timings are never asserted (this machine is shared and small); the scripts' own
+checks (echo text, cancelled answers, no leftover processes) decide their exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "smoke"
+FAKE_AGY = REPO / "bin" / "fake-agy"
+SCRIPT_TIMEOUT_S = 120
+
+pytestmark = pytest.mark.integration
+
+
+def _run(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AGYBRIDGE_", "FAKE_AGY_", "AGY_"))
+    }
+    environment.update(env)
+    return subprocess.run(
+        [sys.executable, str(SMOKE / script), *args],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT_S,
+        check=False,
+    )
+
+
+def _report(report_dir: Path, kind: str) -> dict[str, object]:
+    written = sorted(report_dir.glob(f"{kind}-*.json"))
+    assert len(written) == 1, f"expected one {kind} JSON report, found {written}"
+    assert written[0].with_suffix(".md").is_file(), "the Markdown report is missing"
+    report = json.loads(written[0].read_text())
+    assert isinstance(report, dict)
+    return report
+
+
+def _explain(done: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr[-4000:]}"
+
+
+def test_bench_quick_passes_and_writes_reports(tmp_path: Path) -> None:
+    """A small benchmark run passes every row and writes JSON and Markdown."""
+    done = _run(
+        "bench.py",
+        "--quick",
+        "--reps",
+        "2",
+        "--sessions",
+        "2",
+        "--turns",
+        "2",
+        "--warm-turns",
+        "1",
+        "--sigint-grace",
+        "0.5",
+        "--sigterm-grace",
+        "0.5",
+        "--big-line-mib",
+        "2",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench")
+    assert report["ok"] is True
+    rows = report["rows"]
+    assert isinstance(rows, list)
+    assert all(row["ok"] and row["n"] > 0 for row in rows), rows
+    assert report["leftovers"] == []
+    assert "| row | unit | n | median | p90 | max | status |" in done.stdout
+
+
+def test_live_skips_without_agy(tmp_path: Path) -> None:
+    """No agy: the live matrix says it skipped, exits 0 and reports the skip."""
+    done = _run("live.py", "--report-dir", str(tmp_path), AGY_BIN="/nonexistent/agy")
+    assert done.returncode == 0, _explain(done)
+    assert "skipped: no agy found (set AGY_BIN)" in done.stdout
+    assert _report(tmp_path, "live")["status"] == "skipped"
+
+
+def test_live_refuses_the_fake_without_allow_fake(tmp_path: Path) -> None:
+    """The fake agy is not taken for a real one unless --allow-fake says so."""
+    done = _run("live.py", "--report-dir", str(tmp_path), AGY_BIN=str(FAKE_AGY))
+    assert done.returncode == 2, _explain(done)
+    assert "--allow-fake" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_live_matrix_runs_against_the_fake(tmp_path: Path) -> None:
+    """With --allow-fake the whole live matrix runs through the bridge and passes."""
+    done = _run("live.py", "--allow-fake", "--report-dir", str(tmp_path), AGY_BIN=str(FAKE_AGY))
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "live")
+    assert report["status"] == "passed"
+    cases = report["cases"]
+    assert isinstance(cases, list)
+    assert [case["name"] for case in cases] == ["one-word", "memory", "tool", "cancel", "bridge"]
+    assert report["leftovers"] == []
