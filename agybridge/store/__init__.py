@@ -1,0 +1,29 @@
+"""The store: one SQLite database holding the session index and display-history journal.
+
+A low layer: it imports nothing from the rest of agybridge. The session layer uses
+`AsyncStore` (trio) or `Store` (threads); `agybridge.config` resolves the paths with
+`default_db_path` and `legacy_paths`.
+"""
+
+from .aio import AsyncStore as AsyncStore
+from .db import DEFAULT_LIST_LIMIT as DEFAULT_LIST_LIMIT
+from .db import MAX_LIST_LIMIT as MAX_LIST_LIMIT
+from .db import Store as Store
+from .errors import InvalidCursorError as InvalidCursorError
+from .errors import StoreClosedError as StoreClosedError
+from .errors import StoreError as StoreError
+from .errors import StoreUnavailableError as StoreUnavailableError
+from .errors import StoreVersionError as StoreVersionError
+from .legacy import IMPORT_FLAG as IMPORT_FLAG
+from .legacy import LAUNCH_FIELDS as LAUNCH_FIELDS
+from .legacy import ImportReport as ImportReport
+from .legacy import import_agy_acp_map as import_agy_acp_map
+from .models import JournalEntry as JournalEntry
+from .models import JournalKind as JournalKind
+from .models import SessionRecord as SessionRecord
+from .models import canonical_timestamp as canonical_timestamp
+from .models import format_timestamp as format_timestamp
+from .models import utc_now as utc_now
+from .paths import LegacyPaths as LegacyPaths
+from .paths import default_db_path as default_db_path
+from .paths import legacy_paths as legacy_paths

@@ -1,0 +1,398 @@
+"""`Store`: the synchronous SQLite store (session index, display journal, cache, flags).
+
+Threads: one connection (``check_same_thread=False``) guarded by a `threading.Lock`.
+`AsyncStore` serialises calls anyway, one connection keeps every read a plain WAL
+snapshot, and a connection per thread would leak one connection per trio worker
+thread (they come and go) where `close` cannot reach them.
+
+Processes: WAL lets readers run beside one writer; every write is one
+``BEGIN IMMEDIATE`` transaction (the write lock is taken up front, so a transaction
+never has to upgrade a read lock and fail with "database is locked"), and
+``busy_timeout`` makes a second process wait for the lock instead of failing.
+
+``session/list`` is keyset-paginated (ACP brief §2: newest first, opaque cursor,
+no ``nextCursor`` at the end): rows are ordered by ``(updated_at DESC, session_id)``,
+both served by an index, and the cursor is the last row's key, signed with a
+per-database key so that a tampered or foreign cursor is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import json
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _opening
+from .errors import InvalidCursorError, StoreClosedError, StoreError
+from .models import JournalEntry, SessionRecord, canonical_timestamp
+
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 1000
+
+_SESSION_COLUMNS = (
+    "session_id, cwd, additional_dirs, dirs_key, conversation_id, title, launch, "
+    "created_at, updated_at, meta"
+)
+_JOURNAL_COLUMNS = (
+    "session_id, turn, idx, kind, message_id, text, tool_call_id, tool_kind, tool_title, "
+    "tool_status, created_at"
+)
+
+
+class Store:
+    """The agybridge database; every method is one short transaction, safe from any thread.
+
+    Open it with `Store.open` (a file) or `Store.open_memory`; ``__init__`` only
+    adopts a ready connection.
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path | None, *, clock: Callable[[], float]
+    ) -> None:
+        self._conn: sqlite3.Connection | None = conn
+        self._path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cursor_key = _opening.cursor_key(conn)
+
+    @classmethod
+    def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Store:
+        """Open (creating or migrating) the database at ``path``.
+
+        A bad file is moved aside to ``<name>.corrupt-<UTC>`` with a logged warning and
+        a fresh database is created. ``clock`` (seconds) times cache entries.
+
+        Raises:
+            StoreVersionError: the file was written by a newer agybridge (untouched).
+            StoreUnavailableError: no database can be used at this location.
+        """
+        return cls(_opening.open_file(path), path, clock=clock)
+
+    @classmethod
+    def open_memory(cls, *, clock: Callable[[], float] = time.time) -> Store:
+        """A private in-memory store (for tests, or when no file can be used)."""
+        return cls(_opening.open_memory(), None, clock=clock)
+
+    @property
+    def path(self) -> Path | None:
+        """The database file, or None for an in-memory store."""
+        return self._path
+
+    def close(self) -> None:
+        """Close the connection; idempotent. Later calls raise `StoreClosedError`."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ sessions
+
+    def upsert_session(self, record: SessionRecord) -> None:
+        """Insert ``record``, or replace the stored row with the same session id."""
+        with self._writing(f"saving session {record.session_id!r}") as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO sessions ({_SESSION_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _session_params(record),
+            )
+
+    def create_session(self, record: SessionRecord, journal: Iterable[JournalEntry] = ()) -> bool:
+        """Insert ``record`` and its ``journal`` in one transaction, unless the id exists.
+
+        Returns:
+            True when inserted; False (and nothing written) when the id was taken.
+        """
+        entries = list(journal)
+        with self._writing(f"creating session {record.session_id!r}") as conn:
+            cursor = conn.execute(
+                f"INSERT OR IGNORE INTO sessions ({_SESSION_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _session_params(record),
+            )
+            if cursor.rowcount != 1:
+                return False
+            _insert_journal(conn, entries)
+            return True
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        """The stored record, or None."""
+        with self._reading(f"reading session {session_id!r}") as conn:
+            row = conn.execute(
+                "SELECT * FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return None if row is None else SessionRecord.from_row(row)
+
+    def list_sessions(
+        self,
+        *,
+        cwd: str | None = None,
+        additional_dirs: Sequence[str] | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> tuple[list[SessionRecord], str | None]:
+        """One page of sessions, newest ``updated_at`` first (ties by session id).
+
+        Args:
+            cwd: only sessions of this cwd (exact string match).
+            additional_dirs: only sessions with exactly these additional directories
+                (order and duplicates ignored; ``()`` means "none").
+            cursor: a ``next_cursor`` from an earlier call, or None for the first page.
+            limit: page size, 1 to `MAX_LIST_LIMIT`.
+
+        Returns:
+            ``(records, next_cursor)``; ``next_cursor`` is None on the last page.
+
+        Raises:
+            InvalidCursorError: ``cursor`` was not handed out by this database.
+            ValueError: ``limit`` is out of range.
+        """
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise ValueError(f"limit must be between 1 and {MAX_LIST_LIMIT}, not {limit!r}")
+        if isinstance(additional_dirs, str):
+            raise TypeError(f"additional_dirs must be a sequence of paths, not {additional_dirs!r}")
+        clauses: list[str] = []
+        params: list[object] = []
+        if cwd is not None:
+            clauses.append("cwd = ?")
+            params.append(cwd)
+        if additional_dirs is not None:
+            clauses.append("dirs_key = ?")
+            params.append(_dirs_key(additional_dirs))
+        if cursor is not None:
+            updated_at, session_id = self._decode_cursor(cursor)
+            # "after (u, s)" in (updated_at DESC, session_id ASC) order; the first term
+            # lets SQLite seek the index instead of scanning from the newest row.
+            clauses.append("updated_at <= ? AND (updated_at < ? OR session_id > ?)")
+            params += [updated_at, updated_at, session_id]
+        where = " AND ".join(clauses) or "1"
+        sql = f"SELECT * FROM sessions WHERE {where} ORDER BY updated_at DESC, session_id LIMIT ?"
+        with self._reading("listing sessions") as conn:
+            rows = conn.execute(sql, [*params, limit + 1]).fetchall()
+        records = [SessionRecord.from_row(row) for row in rows[:limit]]
+        next_cursor = self._encode_cursor(records[-1]) if len(rows) > limit else None
+        return records, next_cursor
+
+    def touch(
+        self,
+        session_id: str,
+        *,
+        updated_at: str,
+        title: str | None = None,
+        conversation_id: str | None = None,
+    ) -> bool:
+        """Set ``updated_at`` (and ``title``/``conversation_id`` when given).
+
+        Returns:
+            False when no such session is stored.
+        """
+        stamp = canonical_timestamp(updated_at)
+        with self._writing(f"touching session {session_id!r}") as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET updated_at = ?, title = coalesce(?, title), "
+                "conversation_id = coalesce(?, conversation_id) WHERE session_id = ?",
+                (stamp, title, conversation_id, session_id),
+            )
+            return cursor.rowcount == 1
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete the session and its journal; idempotent.
+
+        Returns:
+            True when something was deleted.
+        """
+        with self._writing(f"deleting session {session_id!r}") as conn:
+            rows = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            lines = conn.execute("DELETE FROM journal WHERE session_id = ?", (session_id,))
+            return rows.rowcount > 0 or lines.rowcount > 0
+
+    # ------------------------------------------------------------------ journal
+
+    def append_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Store ``entries`` in one transaction; an existing (session, turn, index) is replaced."""
+        if not entries:
+            return
+        with self._writing(f"appending {len(entries)} journal lines") as conn:
+            _insert_journal(conn, entries)
+
+    def journal(self, session_id: str) -> list[JournalEntry]:
+        """The session's journal in (turn, index) order; empty when there is none."""
+        with self._reading(f"reading the journal of {session_id!r}") as conn:
+            rows = conn.execute(
+                f"SELECT {_JOURNAL_COLUMNS} FROM journal WHERE session_id = ? ORDER BY turn, idx",
+                (session_id,),
+            ).fetchall()
+        return [JournalEntry.from_row(row) for row in rows]
+
+    # ------------------------------------------------------------------ cache and flags
+
+    def cache_get(self, key: str) -> Any | None:
+        """The cached JSON value, or None when absent or expired."""
+        with self._reading(f"reading cache entry {key!r}") as conn:
+            row = conn.execute(
+                "SELECT value, expires_at FROM cache WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None or row["expires_at"] <= self._clock():
+            return None
+        return json.loads(row["value"])
+
+    def cache_put(self, key: str, value: Any, ttl_s: float) -> None:
+        """Cache a JSON value for ``ttl_s`` seconds; expired entries are purged here.
+
+        Raises:
+            ValueError: ``ttl_s`` is not a positive finite number.
+            TypeError: ``value`` is not JSON-serialisable.
+        """
+        if not (isinstance(ttl_s, int | float) and math.isfinite(ttl_s) and ttl_s > 0):
+            raise ValueError(f"ttl_s must be a positive number of seconds, not {ttl_s!r}")
+        text = _json_text(value, f"cache entry {key!r}")
+        now = self._clock()
+        with self._writing(f"caching {key!r}") as conn:
+            conn.execute("DELETE FROM cache WHERE expires_at <= ?", (now,))
+            conn.execute(
+                "INSERT OR REPLACE INTO cache (key, value, expires_at) VALUES (?, ?, ?)",
+                (key, text, now + ttl_s),
+            )
+
+    def meta_get(self, key: str) -> Any | None:
+        """A one-off flag's JSON value, or None."""
+        with self._reading(f"reading flag {key!r}") as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row["value"])
+
+    def meta_put(self, key: str, value: Any) -> None:
+        """Set a one-off flag to a JSON value."""
+        text = _json_text(value, f"flag {key!r}")
+        with self._writing(f"setting flag {key!r}") as conn:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, text))
+
+    # ------------------------------------------------------------------ internals
+
+    def _where(self) -> str:
+        return ":memory:" if self._path is None else str(self._path)
+
+    def _live(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreClosedError(f"the store {self._where()} is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._live()
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._live()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
+                raise
+
+    def _cursor_mac(self, updated_at: str, session_id: str) -> str:
+        message = f"{updated_at}\x00{session_id}".encode()
+        return hmac.new(self._cursor_key, message, hashlib.sha256).hexdigest()[:32]
+
+    def _encode_cursor(self, last: SessionRecord) -> str:
+        payload = {
+            "u": last.updated_at,
+            "s": last.session_id,
+            "m": self._cursor_mac(last.updated_at, last.session_id),
+        }
+        raw = json.dumps(payload, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+    def _decode_cursor(self, cursor: str) -> tuple[str, str]:
+        if not isinstance(cursor, str) or not cursor:
+            raise InvalidCursorError(str(cursor), "it is empty or not a string")
+        try:
+            raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+            data = json.loads(raw)
+        except ValueError:
+            raise InvalidCursorError(cursor, "it is not a cursor") from None
+        if not (
+            isinstance(data, dict)
+            and set(data) == {"u", "s", "m"}
+            and all(isinstance(v, str) for v in data.values())
+        ):
+            raise InvalidCursorError(cursor, "it is not a cursor")
+        if not hmac.compare_digest(data["m"], self._cursor_mac(data["u"], data["s"])):
+            raise InvalidCursorError(cursor, "it was altered, or comes from another database")
+        return data["u"], data["s"]
+
+
+def _dirs_key(dirs: Iterable[str]) -> str:
+    return json.dumps(sorted(set(dirs)), ensure_ascii=False)
+
+
+def _json_text(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serialisable ({exc}), not {value!r}") from None
+
+
+def _session_params(record: SessionRecord) -> tuple[object, ...]:
+    return (
+        record.session_id,
+        record.cwd,
+        json.dumps(list(record.additional_dirs), ensure_ascii=False),
+        _dirs_key(record.additional_dirs),
+        record.conversation_id,
+        record.title,
+        json.dumps(dict(record.launch), ensure_ascii=False, sort_keys=True),
+        record.created_at,
+        record.updated_at,
+        json.dumps(dict(record.meta), ensure_ascii=False, sort_keys=True),
+    )
+
+
+def _insert_journal(conn: sqlite3.Connection, entries: Iterable[JournalEntry]) -> None:
+    conn.executemany(
+        f"INSERT OR REPLACE INTO journal ({_JOURNAL_COLUMNS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                e.session_id,
+                e.turn,
+                e.index,
+                e.kind,
+                e.message_id,
+                e.text,
+                e.tool_call_id,
+                e.tool_kind,
+                e.tool_title,
+                e.tool_status,
+                e.created_at,
+            )
+            for e in entries
+        ],
+    )

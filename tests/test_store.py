@@ -1,0 +1,522 @@
+"""The store's data operations: records, list filters and pagination, journal, cache, flags."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agybridge.store import (
+    InvalidCursorError,
+    JournalEntry,
+    SessionRecord,
+    Store,
+    StoreClosedError,
+    canonical_timestamp,
+)
+
+
+class FakeClock:
+    """A settable clock in seconds, for cache expiry without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
+    with Store.open(tmp_path / "state" / "agybridge.db", clock=clock) as opened:
+        yield opened
+
+
+def stamp(minute: int, second: int = 0) -> str:
+    return f"2026-05-01T10:{minute:02d}:{second:02d}Z"
+
+
+def record(
+    session_id: str, *, cwd: str = "/work/a", minute: int = 0, **fields: Any
+) -> SessionRecord:
+    fields.setdefault("created_at", stamp(0))
+    fields.setdefault("updated_at", stamp(minute))
+    return SessionRecord(session_id=session_id, cwd=cwd, **fields)
+
+
+def ids(records: list[SessionRecord]) -> list[str]:
+    return [r.session_id for r in records]
+
+
+def walk(store: Store, limit: int, **filters: Any) -> list[str]:
+    """Every page from the first until nextCursor is missing."""
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10_000):
+        page, cursor = store.list_sessions(cursor=cursor, limit=limit, **filters)
+        seen += ids(page)
+        if cursor is None:
+            return seen
+    raise AssertionError("pagination did not end")
+
+
+# --------------------------------------------------------------------------- models
+
+TIMESTAMPS = [
+    ("2026-05-01T10:00:00Z", "2026-05-01T10:00:00.000000Z"),
+    ("2026-05-01T10:00:00.123Z", "2026-05-01T10:00:00.123000Z"),
+    ("2026-05-01T12:00:00+02:00", "2026-05-01T10:00:00.000000Z"),
+    ("2026-05-01T10:00:00.000000Z", "2026-05-01T10:00:00.000000Z"),
+    ("0999-01-01T00:00:00Z", "0999-01-01T00:00:00.000000Z"),
+]
+
+
+@pytest.mark.parametrize(("given_ts", "expected"), TIMESTAMPS)
+def test_timestamps_are_canonical_utc(given_ts: str, expected: str) -> None:
+    """Timestamps with any offset normalise to one UTC form, so text order is time order."""
+    assert canonical_timestamp(given_ts) == expected
+    assert record("s", updated_at=given_ts).updated_at == expected
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["2026-05-01T10:00:00", "yesterday", "", "2026-13-01T00:00:00Z", "0001-01-01T00:00:00+01:00"],
+)
+def test_timestamps_without_zone_or_garbled_are_refused(bad: str) -> None:
+    """A naive or unparsable timestamp is a ValueError naming the value."""
+    with pytest.raises(ValueError, match="timestamp"):
+        canonical_timestamp(bad)
+
+
+BAD_RECORDS: list[tuple[dict[str, Any], type[Exception]]] = [
+    ({"session_id": ""}, ValueError),
+    ({"cwd": ""}, ValueError),
+    ({"additional_dirs": ("/ok", "")}, ValueError),
+    ({"launch": {"model": 3}}, TypeError),
+    ({"meta": {"x": object()}}, TypeError),
+    ({"title": 5}, TypeError),
+]
+
+
+@pytest.mark.parametrize(("fields", "error"), BAD_RECORDS)
+def test_session_records_check_their_fields(fields: dict[str, Any], error: type[Exception]) -> None:
+    """Invalid fields fail at construction, naming the field."""
+    base: dict[str, Any] = {"session_id": "s", "cwd": "/w"}
+    with pytest.raises(error):
+        SessionRecord(**{**base, **fields})
+
+
+@pytest.mark.parametrize(
+    "fields", [{"turn": -1}, {"index": -1}, {"kind": "system"}, {"session_id": ""}]
+)
+def test_journal_entries_check_their_fields(fields: dict[str, Any]) -> None:
+    """Negative positions and unknown kinds are refused."""
+    base: dict[str, Any] = {"session_id": "s", "turn": 0, "index": 0, "kind": "user"}
+    with pytest.raises(ValueError):
+        JournalEntry(**{**base, **fields})
+
+
+def test_records_do_not_share_the_callers_dicts() -> None:
+    """launch and meta are frozen copies: changing the caller's dict changes nothing."""
+    launch = {"model": "flash"}
+    rec = record("s", launch=launch, meta={"k": [1]})
+    launch["model"] = "pro"
+    assert rec.launch == {"model": "flash"}
+    with pytest.raises(TypeError):
+        rec.launch["model"] = "x"  # type: ignore[index]
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def test_round_trip_keeps_every_field(store: Store) -> None:
+    """A stored record reads back equal, JSON fields included."""
+    rec = record(
+        "sess-1",
+        additional_dirs=("/extra/b", "/extra/a"),
+        conversation_id="conv-9",
+        title="Fix the parser",
+        launch={"model": "gemini-3-flash", "effort": "high", "mode": "plan"},
+        meta={"drift": [{"from": "c1", "to": "c2"}], "ünïcode": "✓"},
+    )
+    store.upsert_session(rec)
+    assert store.get_session("sess-1") == rec
+    assert store.get_session("missing") is None
+
+
+def test_upsert_replaces_the_whole_row(store: Store) -> None:
+    """A second upsert with the same id replaces the record."""
+    store.upsert_session(record("s", title="old", launch={"model": "a"}))
+    newer = record("s", minute=5, title=None, launch={"effort": "low"})
+    store.upsert_session(newer)
+    assert store.get_session("s") == newer
+
+
+def test_create_session_never_overwrites(store: Store) -> None:
+    """create_session inserts the record and its journal only when the id is free."""
+    first = record("s", title="first")
+    line = JournalEntry.user("s", 0, 0, "hello")
+    assert store.create_session(first, [line]) is True
+    assert (
+        store.create_session(record("s", title="second"), [JournalEntry.user("s", 0, 1, "x")])
+        is False
+    )
+    assert store.get_session("s") == first
+    assert store.journal("s") == [line]
+
+
+LIST_FIXTURE = [
+    # id, cwd, additional dirs, minute
+    ("a", "/w1", (), 1),
+    ("b", "/w1", ("/x",), 2),
+    ("c", "/w1", ("/x", "/y"), 3),
+    ("d", "/w2", ("/y", "/x"), 4),
+    ("e", "/w1", ("/y", "/x", "/x"), 5),
+    ("f", "/w2", (), 6),
+]
+
+LIST_CASES: list[tuple[dict[str, Any], list[str]]] = [
+    ({}, ["f", "e", "d", "c", "b", "a"]),
+    ({"cwd": "/w1"}, ["e", "c", "b", "a"]),
+    ({"cwd": "/w2"}, ["f", "d"]),
+    ({"cwd": "/nowhere"}, []),
+    ({"additional_dirs": ()}, ["f", "a"]),
+    ({"additional_dirs": ["/x"]}, ["b"]),
+    # exact set: order and duplicates do not matter, subsets do not match
+    ({"additional_dirs": ("/x", "/y")}, ["e", "d", "c"]),
+    ({"additional_dirs": ("/y", "/x")}, ["e", "d", "c"]),
+    ({"cwd": "/w1", "additional_dirs": ("/x", "/y")}, ["e", "c"]),
+    ({"cwd": "/w2", "additional_dirs": ()}, ["f"]),
+]
+
+
+@pytest.mark.parametrize(("filters", "expected"), LIST_CASES)
+def test_list_filters_and_order(store: Store, filters: dict[str, Any], expected: list[str]) -> None:
+    """cwd and the exact additional-directory set filter; newest first."""
+    for session_id, cwd, dirs, minute in LIST_FIXTURE:
+        store.upsert_session(record(session_id, cwd=cwd, additional_dirs=dirs, minute=minute))
+    page, cursor = store.list_sessions(**filters)
+    assert ids(page) == expected
+    assert cursor is None
+
+
+def test_list_ties_are_ordered_by_session_id(store: Store) -> None:
+    """Sessions updated at the same instant come in session-id order."""
+    for session_id in ["m", "c", "x", "a"]:
+        store.upsert_session(record(session_id, minute=7))
+    store.upsert_session(record("newest", minute=8))
+    assert walk(store, 2) == ["newest", "a", "c", "m", "x"]
+
+
+def test_pagination_over_250_sessions_returns_each_once(store: Store) -> None:
+    """250 sessions in pages of 50: five full pages, then no nextCursor; nothing twice."""
+    for n in range(250):
+        store.upsert_session(record(f"s{n:03d}", minute=n % 13, cwd=f"/w{n % 2}"))
+    pages: list[list[str]] = []
+    cursor = None
+    while True:
+        page, cursor = store.list_sessions(cursor=cursor, limit=50)
+        pages.append(ids(page))
+        if cursor is None:
+            break
+    assert [len(p) for p in pages] == [50] * 5
+    flat = [i for p in pages for i in p]
+    assert sorted(flat) == sorted(f"s{n:03d}" for n in range(250))
+    assert flat == ids(store.list_sessions(limit=1000)[0])
+    assert sorted(walk(store, 7, cwd="/w1")) == [f"s{n:03d}" for n in range(1, 250, 2)]
+
+
+def test_empty_store_lists_nothing(store: Store) -> None:
+    """An empty result is an empty page without a cursor."""
+    assert store.list_sessions() == ([], None)
+
+
+@given(
+    minutes=st.lists(st.integers(0, 5), max_size=60),
+    limits=st.lists(st.integers(1, 9), min_size=1, max_size=20),
+)
+@settings(max_examples=60, deadline=None)
+def test_pagination_property_random_page_sizes(minutes: list[int], limits: list[int]) -> None:
+    """Any sequence of page sizes yields every session once, in list order."""
+    with Store.open_memory() as store:
+        for n, minute in enumerate(minutes):
+            store.upsert_session(record(f"s{n:02d}", minute=minute))
+        seen: list[str] = []
+        cursor = None
+        for turn in range(1000):
+            page, cursor = store.list_sessions(cursor=cursor, limit=limits[turn % len(limits)])
+            seen += ids(page)
+            if cursor is None:
+                break
+        assert seen == ids(store.list_sessions(limit=1000)[0])
+        assert len(seen) == len(minutes)
+
+
+@given(
+    count=st.integers(0, 40),
+    limit=st.integers(1, 8),
+    touches=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 10)), max_size=30),
+)
+@settings(max_examples=60, deadline=None)
+def test_pagination_property_with_interleaved_touches(
+    count: int, limit: int, touches: list[tuple[int, int]]
+) -> None:
+    """Touching sessions between pages never duplicates one; untouched ones all appear."""
+    with Store.open_memory() as store:
+        for n in range(count):
+            store.upsert_session(record(f"s{n:02d}", minute=n % 4))
+        touched: set[str] = set()
+        seen: list[str] = []
+        cursor = None
+        pending = list(touches)
+        for _ in range(1000):
+            page, cursor = store.list_sessions(cursor=cursor, limit=limit)
+            seen += ids(page)
+            if cursor is None:
+                break
+            if pending:
+                target, second = pending.pop(0)
+                session_id = f"s{target:02d}"
+                if store.touch(session_id, updated_at=stamp(30, second)):
+                    touched.add(session_id)
+        assert len(seen) == len(set(seen))
+        assert {f"s{n:02d}" for n in range(count)} - touched <= set(seen)
+
+
+def _forged(payload: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+def _tampered(cursor: str) -> str:
+    data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    data["s"] = "zzz"
+    return _forged(data)
+
+
+BAD_CURSORS = [
+    lambda good, other: "",
+    lambda good, other: "not a cursor!",
+    lambda good, other: base64.urlsafe_b64encode(b"\xff\xfe").decode(),
+    lambda good, other: _forged({"u": "2026-05-01T10:00:00.000000Z", "s": "a"}),
+    lambda good, other: _forged(["u", "s", "m"]),
+    lambda good, other: _tampered(good),
+    lambda good, other: good[:-3],
+    lambda good, other: other,
+]
+
+
+@pytest.mark.parametrize("make", BAD_CURSORS)
+def test_invalid_cursors_are_refused(store: Store, tmp_path: Path, make: Any) -> None:
+    """Garbled, forged, tampered or foreign cursors raise InvalidCursorError (a ValueError)."""
+    for n in range(5):
+        store.upsert_session(record(f"s{n}", minute=n))
+    _, good = store.list_sessions(limit=2)
+    with Store.open(tmp_path / "other.db") as other_store:
+        for n in range(5):
+            other_store.upsert_session(record(f"s{n}", minute=n))
+        _, other = other_store.list_sessions(limit=2)
+    assert good is not None and other is not None
+    with pytest.raises(InvalidCursorError, match="list again without one") as caught:
+        store.list_sessions(cursor=make(good, other))
+    assert isinstance(caught.value, ValueError)
+
+
+def test_a_string_is_not_a_directory_list(store: Store) -> None:
+    """additional_dirs="/x" is a mistake (a string is a sequence of characters)."""
+    with pytest.raises(TypeError, match="additional_dirs"):
+        store.list_sessions(additional_dirs="/x")
+
+
+def test_a_deleted_cursor_key_is_recreated(tmp_path: Path) -> None:
+    """Without its signing key the store makes a new one; old cursors become invalid."""
+    path = tmp_path / "a.db"
+    with Store.open(path) as store:
+        for n in range(3):
+            store.upsert_session(record(f"s{n}", minute=n))
+        _, cursor = store.list_sessions(limit=1)
+        store._live().execute("DELETE FROM meta WHERE key = 'store.cursor_key'")
+    assert cursor is not None
+    with Store.open(path) as store:
+        with pytest.raises(InvalidCursorError):
+            store.list_sessions(cursor=cursor)
+        _, fresh = store.list_sessions(limit=1)
+        assert fresh is not None
+        assert ids(store.list_sessions(cursor=fresh)[0]) == ["s1", "s0"]
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1001])
+def test_list_limit_is_checked(store: Store, limit: int) -> None:
+    """A page size outside 1..1000 is a ValueError."""
+    with pytest.raises(ValueError, match="limit"):
+        store.list_sessions(limit=limit)
+
+
+def test_touch_updates_time_and_optional_fields(store: Store) -> None:
+    """touch moves a session to the front and sets only the fields given."""
+    store.upsert_session(record("old", minute=1, title="t", conversation_id="c1"))
+    store.upsert_session(record("new", minute=2))
+    assert store.touch("old", updated_at=stamp(3)) is True
+    assert ids(store.list_sessions()[0]) == ["old", "new"]
+    assert store.get_session("old") == record("old", minute=3, title="t", conversation_id="c1")
+    assert store.touch("old", updated_at=stamp(4), title="t2", conversation_id="c2")
+    got = store.get_session("old")
+    assert got is not None and (got.title, got.conversation_id) == ("t2", "c2")
+    assert store.touch("missing", updated_at=stamp(5)) is False
+
+
+def test_delete_is_idempotent_and_removes_the_journal(store: Store) -> None:
+    """delete_session removes row and journal once, then reports nothing to delete."""
+    store.upsert_session(record("s"))
+    store.upsert_session(record("keep"))
+    store.append_journal([JournalEntry.user("s", 0, 0, "hi"), JournalEntry.user("keep", 0, 0, "x")])
+    assert store.delete_session("s") is True
+    assert store.get_session("s") is None
+    assert store.journal("s") == []
+    assert store.delete_session("s") is False
+    assert store.journal("keep") != []
+    store.append_journal([JournalEntry.user("orphan", 0, 0, "x")])
+    assert store.delete_session("orphan") is True
+
+
+# --------------------------------------------------------------------------- journal
+
+
+def test_journal_comes_back_in_turn_and_index_order(store: Store) -> None:
+    """Entries appended in any order read back ordered by (turn, index)."""
+    entries = [
+        JournalEntry.agent("s", 1, 2, "second answer", message_id="m4"),
+        JournalEntry.user("s", 0, 0, "first prompt", message_id="m1"),
+        JournalEntry.tool(
+            "s", 0, 1, tool_call_id="t1", kind="read", title="Read a.py", status="completed"
+        ),
+        JournalEntry.user("s", 1, 0, "second prompt"),
+        JournalEntry.agent("s", 0, 2, "first answer"),
+        JournalEntry.tool("s", 1, 1, tool_call_id="t2", kind=None, title=None, status="failed"),
+        JournalEntry.user("other", 0, 0, "elsewhere"),
+    ]
+    store.append_journal(entries[:3])
+    store.append_journal(entries[3:])
+    got = store.journal("s")
+    assert [(e.turn, e.index) for e in got] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert set(got) == set(entries[:-1])
+    assert store.journal("nobody") == []
+
+
+def test_journal_line_with_the_same_position_is_replaced(store: Store) -> None:
+    """A tool line re-appended with its final status replaces the first one."""
+    pending = JournalEntry.tool(
+        "s", 0, 1, tool_call_id="t", kind="edit", title="E", status="pending"
+    )
+    store.append_journal([pending])
+    done = attrs.evolve(pending, tool_status="completed")
+    store.append_journal([done])
+    assert store.journal("s") == [done]
+    store.append_journal([])
+
+
+# --------------------------------------------------------------------------- cache and flags
+
+
+def test_cache_entries_expire_on_the_injected_clock(store: Store, clock: FakeClock) -> None:
+    """A cached value is returned until its TTL passes, then ignored."""
+    models = [{"slug": "gemini-3-flash", "name": "Gemini 3 Flash"}]
+    store.cache_put("agy.models", models, ttl_s=60)
+    clock.now += 59.9
+    assert store.cache_get("agy.models") == models
+    clock.now += 0.1
+    assert store.cache_get("agy.models") is None
+    store.cache_put("agy.models", [], ttl_s=1)
+    assert store.cache_get("agy.models") == []
+    assert store.cache_get("never") is None
+
+
+def test_cache_put_purges_expired_entries(store: Store, clock: FakeClock) -> None:
+    """Expired entries are deleted when anything is cached."""
+    store.cache_put("a", 1, ttl_s=1)
+    clock.now += 5
+    store.cache_put("b", 2, ttl_s=1)
+    assert [tuple(r) for r in store._live().execute("SELECT key FROM cache")] == [("b",)]
+
+
+@pytest.mark.parametrize(
+    ("value", "ttl", "error"),
+    [
+        (1, 0, ValueError),
+        (1, -1, ValueError),
+        (1, float("inf"), ValueError),
+        ({1, 2}, 5, TypeError),
+    ],
+)
+def test_cache_put_checks_arguments(
+    store: Store, value: Any, ttl: float, error: type[Exception]
+) -> None:
+    """A non-positive TTL or a non-JSON value is refused."""
+    with pytest.raises(error):
+        store.cache_put("k", value, ttl_s=ttl)
+
+
+def test_meta_flags_round_trip(store: Store) -> None:
+    """meta_put stores any JSON value; meta_get returns None when unset."""
+    assert store.meta_get("flag") is None
+    store.meta_put("flag", {"done": True, "n": 3})
+    assert store.meta_get("flag") == {"done": True, "n": 3}
+    store.meta_put("flag", False)
+    assert store.meta_get("flag") is False
+
+
+def test_closed_store_refuses_calls(tmp_path: Path) -> None:
+    """After close (idempotent) every call raises StoreClosedError."""
+    store = Store.open(tmp_path / "a.db")
+    store.close()
+    store.close()
+    with pytest.raises(StoreClosedError, match="closed"):
+        store.get_session("s")
+    with pytest.raises(StoreClosedError):
+        store.upsert_session(record("s"))
+
+
+def test_memory_store_works_without_a_file() -> None:
+    """open_memory gives a working store with no path."""
+    with Store.open_memory() as store:
+        store.upsert_session(record("s"))
+        assert store.path is None
+        assert ids(store.list_sessions()[0]) == ["s"]
+
+
+QUERY_PLANS = [
+    {},
+    {"cwd": "/w"},
+    {"cursor": True},
+    {"cwd": "/w", "cursor": True},
+]
+
+
+@pytest.mark.parametrize("query", QUERY_PLANS)
+def test_list_queries_use_an_index_for_order(store: Store, query: dict[str, Any]) -> None:
+    """Every list query walks an index: SQLite never sorts the table."""
+    for n in range(3):
+        store.upsert_session(record(f"s{n}", cwd="/w", minute=n))
+    _, cursor = store.list_sessions(limit=1)
+    statements: list[str] = []
+    conn = store._live()
+    conn.set_trace_callback(statements.append)
+    try:
+        store.list_sessions(cwd=query.get("cwd"), cursor=cursor if query.get("cursor") else None)
+    finally:
+        conn.set_trace_callback(None)
+    select = next(s for s in statements if s.startswith("SELECT"))
+    plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select))
+    assert "USING INDEX" in plan
+    assert "TEMP B-TREE" not in plan
