@@ -813,3 +813,33 @@ async def test_wait_requests_done_and_flush_for_shutdown() -> None:
             assert await client.receive() == {"jsonrpc": "2.0", "id": 1, "result": "released"}
             await flushed.wait()
             nursery.cancel_scope.cancel()
+
+
+async def test_flush_after_eof_waits_for_the_last_lines() -> None:
+    """After EOF the writer channel closes while the writer still sends the last
+    answers: flush() then waits for the writer to finish, so a shutdown that
+    flushes and then cancels never cuts an answer short."""
+    handler = Recorder()
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            peer, client = await start_peer(
+                nursery, handler, pair=trio.testing.lockstep_stream_pair
+            )
+            await client.request(1, "wait_release")
+            await handler.entered["wait_release"].wait()
+            await client.close()
+            await peer.wait_receive_closed()
+            flushed = trio.Event()
+
+            async def shut_down() -> None:
+                await peer.wait_requests_done()
+                await peer.flush()
+                flushed.set()
+
+            nursery.start_soon(shut_down)
+            handler.release.set()
+            await trio.testing.wait_all_tasks_blocked()
+            # The answer is stuck in send_all until the client reads it.
+            assert not flushed.is_set()
+            assert await client.receive() == {"jsonrpc": "2.0", "id": 1, "result": "released"}
+            await flushed.wait()

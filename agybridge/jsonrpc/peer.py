@@ -112,6 +112,7 @@ class Peer:
         self._next_id = 0
         self._seq = 0
         self._receive_closed = trio.Event()
+        self._writer_finished = trio.Event()
         self._writer_broken = False
         self._nursery: trio.Nursery | None = None
         self._started = False
@@ -191,8 +192,16 @@ class Peer:
 
         The writer channel has no buffer, so handing it an empty marker line
         completes only after the writer finished the previous ``send_all``.
+        Once the channel is closed (after EOF) the writer is draining its last
+        lines: then this waits for the writer to finish.
         """
-        await self._send_line(b"")
+        if self._writer_broken:
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            await self._out_send.send(b"")
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            await self._writer_finished.wait()
 
     async def wait_requests_done(self) -> None:
         """Return once no incoming request is in flight (each has handed its
@@ -218,19 +227,25 @@ class Peer:
     async def _writer_task(self, *, task_status: trio.TaskStatus[None]) -> None:
         async with self._out_receive:
             task_status.started()
-            async for line in self._out_receive:
-                if not line:
-                    continue  # a flush() marker: everything before it is written
-                if self._writer_broken:
-                    continue  # keep draining so that no sender ever blocks on a dead client
-                try:
-                    await self._send_stream.send_all(line)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    logger.warning("JSON-RPC output stream broke (%s); discarding output", exc)
-                    self._writer_broken = True
-                    self._fail_pending("the stream to the peer broke")
-                else:
-                    self._messages_sent += 1
+            try:
+                await self._write_lines()
+            finally:
+                self._writer_finished.set()
+
+    async def _write_lines(self) -> None:
+        async for line in self._out_receive:
+            if not line:
+                continue  # a flush() marker: everything before it is written
+            if self._writer_broken:
+                continue  # keep draining so that no sender ever blocks on a dead client
+            try:
+                await self._send_stream.send_all(line)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                logger.warning("JSON-RPC output stream broke (%s); discarding output", exc)
+                self._writer_broken = True
+                self._fail_pending("the stream to the peer broke")
+            else:
+                self._messages_sent += 1
 
     async def _send_line(self, line: bytes) -> None:
         if self._writer_broken:
