@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -36,6 +36,8 @@ from .session.config import (
     LaunchSettings,
     settings_from_meta,
 )
+from .session.history import replay_updates
+from .store import AsyncStore, InvalidCursorError
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +76,13 @@ class AcpAgent:
     """Serves ACP v1 requests (implements the jsonrpc ``Handler`` protocol)."""
 
     def __init__(
-        self, manager: SessionManager, default_settings: LaunchSettings | None = None
+        self,
+        manager: SessionManager,
+        default_settings: LaunchSettings | None = None,
+        notify_update: Callable[[str, models.SessionUpdate], Awaitable[None]] | None = None,
     ) -> None:
         self._manager = manager
+        self._notify_update = notify_update or _no_updates
         self._default_settings = default_settings or LaunchSettings()
         #: An initialize request has arrived (wire order), and has succeeded.
         self._initialize_seen = False
@@ -90,6 +96,10 @@ class AcpAgent:
             "session/close": self._close_session,
             "session/set_config_option": self._set_config_option,
             "session/set_mode": self._set_mode,
+            "session/list": self._list_sessions,
+            "session/load": self._load_session,
+            "session/resume": self._resume_session,
+            "session/delete": self._delete_session,
         }
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
@@ -165,10 +175,12 @@ class AcpAgent:
         response = models.InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=models.AgentCapabilities(
-                load_session=False,
+                load_session=True,
                 prompt_capabilities=models.PromptCapabilities(),
                 mcp_capabilities=models.McpCapabilities(),
-                session_capabilities=models.SessionCapabilities(close={}),
+                session_capabilities=models.SessionCapabilities(
+                    close={}, list={}, resume={}, delete={}, additional_directories={}
+                ),
             ),
             agent_info=models.Implementation(
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
@@ -180,13 +192,7 @@ class AcpAgent:
     async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
         request = _parse(params, models.NewSessionRequest)
         cwd = _check_directory(request.cwd, "cwd")
-        if request.additional_directories:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                "additionalDirectories is not supported by this agent "
-                "(sessionCapabilities.additionalDirectories is not advertised)",
-                {"path": "$.additionalDirectories"},
-            )
+        dirs = _check_directories(request.additional_directories)
         if request.mcp_servers:
             # agy starts no MCP servers in headless mode (contract.md §8.9).
             logger.warning(
@@ -196,7 +202,10 @@ class AcpAgent:
         settings = _settings_from_meta(self._default_settings, request.meta)
         with _translate_session_errors():
             session = await self._manager.create(
-                cwd=cwd, settings=settings, terminals=self._client_wants_terminals()
+                cwd=cwd,
+                additional_dirs=dirs,
+                settings=settings,
+                terminals=self._client_wants_terminals(),
             )
         response = models.NewSessionResponse(
             session_id=session.session_id,
@@ -208,6 +217,98 @@ class AcpAgent:
         # has not seen yet).
         session.announced = True
         return codec.unstructure(response)
+
+    async def _list_sessions(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.ListSessionsRequest)
+        cwd = _check_directory(request.cwd, "cwd", must_exist=False) if request.cwd else None
+        dirs = None
+        if request.additional_directories is not None:
+            dirs = tuple(_normalise(d) for d in request.additional_directories)
+        store = self._require_store()
+        try:
+            records, cursor = await store.list_sessions(
+                cwd=cwd, additional_dirs=dirs, cursor=request.cursor
+            )
+        except InvalidCursorError as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"cursor": request.cursor}) from None
+        return codec.unstructure(
+            models.ListSessionsResponse(
+                sessions=[
+                    models.SessionInfo(
+                        session_id=r.session_id,
+                        cwd=r.cwd,
+                        additional_directories=list(r.additional_dirs),
+                        title=r.title,
+                        updated_at=r.updated_at,
+                        meta={"conversationId": r.conversation_id} if r.conversation_id else None,
+                    )
+                    for r in records
+                ],
+                next_cursor=cursor,
+            )
+        )
+
+    async def _load_session(self, params: Any, ctx: RequestContext) -> Any:
+        return await self._open_session(params, replay=True)
+
+    async def _resume_session(self, params: Any, ctx: RequestContext) -> Any:
+        return await self._open_session(params, replay=False)
+
+    async def _open_session(self, params: Any, *, replay: bool) -> Any:
+        """session/load (replays the display journal first) and session/resume."""
+        request = _parse(params, models.OpenSessionRequest)
+        cwd = _check_directory(request.cwd, "cwd")
+        dirs = _check_directories(request.additional_directories)
+        session = self._manager.get(request.session_id)
+        store = self._require_store()
+        record = await store.get_session(request.session_id)
+        if session is None and record is None:
+            raise _unknown_session(request.session_id)
+        owner = session.cwd if session is not None else record.cwd if record else cwd
+        if _normalise(owner) != cwd:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"session {request.session_id!r} belongs to {owner!r}, not {cwd!r}: "
+                "open it from that directory",
+                {"sessionId": request.session_id, "sessionCwd": owner, "cwd": cwd},
+            )
+        journal = await store.journal(request.session_id) if record is not None else []
+        if session is None:
+            assert record is not None
+            with _translate_session_errors():
+                session = await self._manager.create(
+                    cwd=cwd,
+                    additional_dirs=dirs,
+                    settings=LaunchSettings.from_store(record.launch),
+                    terminals=self._client_wants_terminals(),
+                    session_id=record.session_id,
+                    conversation_id=record.conversation_id,
+                    title=record.title,
+                    next_turn=max((e.turn for e in journal), default=-1) + 1,
+                    created_at=record.created_at,
+                )
+        if replay:
+            # The client registered the session before sending load: the
+            # history may (must) arrive before the response.
+            for update in replay_updates(journal):
+                await self._notify_update(session.session_id, update)
+        response = models.SessionStateResponse(
+            modes=session.modes(), config_options=session.config_options()
+        )
+        session.announced = True
+        return codec.unstructure(response)
+
+    async def _delete_session(self, params: Any, ctx: RequestContext) -> Any:
+        request = _parse(params, models.SessionIdParams)
+        await self._manager.close(request.session_id)
+        await self._require_store().delete_session(request.session_id)
+        return {}  # deleting what does not exist is not an error (idempotent)
+
+    def _require_store(self) -> AsyncStore:
+        store = self._manager.store
+        if store is None:
+            raise RpcError(ErrorCode.INTERNAL_ERROR, "the session store is not available")
+        return store
 
     async def _set_config_option(self, params: Any, ctx: RequestContext) -> Any:
         request = _parse(params, models.SetConfigOptionRequest)
@@ -274,6 +375,10 @@ class AcpAgent:
         return session
 
 
+async def _no_updates(session_id: str, update: models.SessionUpdate) -> None:
+    raise RuntimeError("AcpAgent was created without notify_update")
+
+
 def _settings_from_meta(defaults: LaunchSettings, meta: Any) -> LaunchSettings:
     try:
         return settings_from_meta(defaults, meta if isinstance(meta, dict) else None)
@@ -289,14 +394,25 @@ def _unknown_session(session_id: str) -> RpcError:
     )
 
 
-def _check_directory(path: str, field: str) -> str:
+def _normalise(path: str) -> str:
+    return os.path.normpath(path)
+
+
+def _check_directories(paths: list[str] | None) -> tuple[str, ...]:
+    checked = [
+        _check_directory(path, f"additionalDirectories[{i}]") for i, path in enumerate(paths or [])
+    ]
+    return tuple(dict.fromkeys(checked))  # each root once, in order
+
+
+def _check_directory(path: str, field: str, *, must_exist: bool = True) -> str:
     if not os.path.isabs(path):
         raise RpcError(
             ErrorCode.INVALID_PARAMS,
             f"{field} must be an absolute path, not {path!r}",
             {"path": f"$.{field}", "value": path},
         )
-    if not os.path.isdir(path):
+    if must_exist and not os.path.isdir(path):
         raise RpcError(
             ErrorCode.INVALID_PARAMS,
             f"{field} {path!r} does not exist or is not a directory",

@@ -18,6 +18,7 @@ import platformdirs
 
 from .lines import DEFAULT_MAX_LINE_BYTES
 from .session.config import ConfigValueError, LaunchSettings, settings_from_env
+from .store import LegacyPaths, default_db_path, legacy_paths
 
 APP_NAME = "agybridge"
 
@@ -48,6 +49,10 @@ class Settings:
     launch: LaunchSettings = attrs.Factory(LaunchSettings)
     #: Deprecation notes about the environment, logged once at start-up.
     warnings: tuple[str, ...] = ()
+    #: The session database (AGYBRIDGE_DB); None keeps sessions in memory.
+    db_path: Path | None = None
+    #: agy-acp-map's files, imported once (AGY_ACP_STORE, AGY_ACP_HISTORY_DIR).
+    legacy: LegacyPaths | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -75,6 +80,8 @@ class Settings:
         except ConfigValueError as exc:
             raise ConfigError(str(exc)) from None
         return cls(
+            db_path=default_db_path(env),
+            legacy=legacy_paths(env),
             launch=launch,
             warnings=tuple(warnings),
             agy_bin=env.get("AGY_BIN") or "agy",

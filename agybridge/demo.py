@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,12 @@ def _summary(update: dict[str, Any]) -> str:
 
 async def _demo(scenario: str, prompts: list[str], use_real_agy: bool) -> int:
     env = dict(os.environ)
+    scratch = tempfile.mkdtemp(prefix="agybridge-demo-")
     if not use_real_agy:
         env["AGY_BIN"] = fake_agy_command()
         env["FAKE_AGY_SCENARIO"] = scenario
+        # Fake sessions stay out of the user's real session history.
+        env.setdefault("AGYBRIDGE_DB", os.path.join(scratch, "demo.db"))
     env.setdefault("AGYBRIDGE_LOG_FILE", "")
     client = _DemoClient()
     bridge = [sys.executable, "-m", "agybridge"]

@@ -10,10 +10,12 @@ the escalation and reaped, then everything else is cancelled. Exit 0.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import trio
 
@@ -24,12 +26,15 @@ from .config import Settings
 from .jsonrpc import Peer
 from .session import SessionManager
 from .session.catalog import CatalogService
+from .store import AsyncStore, LegacyPaths, Store, StoreError, import_agy_acp_map
 
 logger = logging.getLogger(__name__)
 
 #: After the sessions are closed, how long their last responses may take to
 #: reach the client before the writer is torn down.
 RESPONSE_FLUSH_S = 1.0
+#: agy's model list changes with releases, not by the minute.
+DISCOVERY_CACHE_TTL_S = 24 * 3600.0
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -71,6 +76,51 @@ async def serve(
     Cancelling this kills every agy child (escalation is shielded and bounded)
     before the cancellation propagates.
     """
+    store = await open_store(settings.db_path)
+    try:
+        await _serve(receive_stream, send_stream, settings, store, handle_signals=handle_signals)
+    finally:
+        await store.aclose()
+
+
+async def open_store(path: Path | None) -> AsyncStore:
+    """The session database; in memory (with a warning) if it cannot be used,
+    so the bridge always starts (a corrupt file is moved aside by the store)."""
+    if path is not None:
+        try:
+            return await AsyncStore.open(path)
+        except StoreError as exc:
+            logger.warning("session history unavailable (%s); keeping sessions in memory", exc)
+    return AsyncStore(await trio.to_thread.run_sync(Store.open_memory))
+
+
+async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:
+    """One-time import of agy-acp-map sessions (a no-op once done)."""
+    if legacy is None or not legacy.sessions_file.exists():
+        return
+    try:
+        report = await store.run_sync(
+            functools.partial(
+                import_agy_acp_map,
+                sessions_file=legacy.sessions_file,
+                history_dir=legacy.history_dir,
+            )
+        )
+    except StoreError as exc:
+        logger.warning("could not import agy-acp-map sessions: %s", exc)
+        return
+    if report.sessions_imported:
+        logger.info("imported %d agy-acp-map session(s)", report.sessions_imported)
+
+
+async def _serve(
+    receive_stream: trio.abc.ReceiveStream,
+    send_stream: trio.abc.SendStream,
+    settings: Settings,
+    store: AsyncStore,
+    *,
+    handle_signals: bool,
+) -> None:
     agy_bin = settings.resolve_agy_bin() or settings.agy_bin
     peer: Peer | None = None
 
@@ -88,8 +138,9 @@ async def serve(
         send_update=send_update,
         context_window=settings.context_window,
         catalog=catalog,
+        store=store,
     )
-    agent = AcpAgent(manager, settings.launch)
+    agent = AcpAgent(manager, settings.launch, notify_update=send_update)
 
     async def catalog_changed() -> None:
         for session in manager.live():
@@ -116,7 +167,16 @@ async def serve(
 
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
-        nursery.start_soon(catalog.run, agy_bin, catalog_changed)
+        nursery.start_soon(
+            functools.partial(
+                catalog.run,
+                agy_bin,
+                catalog_changed,
+                cache_get=store.cache_get,
+                cache_put=lambda key, value: store.cache_put(key, value, DISCOVERY_CACHE_TTL_S),
+            )
+        )
+        nursery.start_soon(import_legacy, store, settings.legacy)
         if handle_signals:
             nursery.start_soon(_watch_signals, shutdown)
 

@@ -191,6 +191,7 @@ class Live:
         extra = {
             "AGY_BIN": self.agy,
             "AGYBRIDGE_LOG_FILE": str(self.log_path),
+            "AGYBRIDGE_DB": str(self.log_path.with_suffix(".db")),
             "AGYBRIDGE_LOG_LEVEL": "INFO",
         }
         if self.fake:

@@ -23,6 +23,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -425,6 +426,8 @@ def base_env(marker: str, **extra: str) -> dict[str, str]:
         if not key.startswith(("AGYBRIDGE_", "FAKE_AGY_", "AGY_"))
     }
     env.update({"AGYBRIDGE_LOG_FILE": "", "PYTHONUNBUFFERED": "1", MARKER_VAR: marker})
+    # Benchmarks never touch the user's session history.
+    env.setdefault("AGYBRIDGE_DB", os.path.join(tempfile.mkdtemp(prefix="agyb-smoke-"), "s.db"))
     env.update(extra)
     return env
 

@@ -206,7 +206,7 @@ async def test_unknown_method_is_method_not_found(harness: Harness) -> None:
             await client.notify("_agybridge/unknown_notification", {"x": 1})
             await client.notify("$/unknown_protocol_notification", {}, expect_invalid=True)
             await client.notify("no/such_notification", {}, expect_invalid=True)
-            for method in ("no/such_method", "_agybridge/no_such_extension", "session/load"):
+            for method in ("no/such_method", "_agybridge/no_such_extension", "session/fork"):
                 request_id = await client.start_request(method, {}, expect_invalid=True)
                 error = error_of(await client.response(request_id))
                 assert error["code"] == -32601, (method, error)

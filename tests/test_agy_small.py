@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import platformdirs
 import pytest
 from hypothesis import given
@@ -208,7 +209,7 @@ def test_user_values_always_ride_with_their_flag(
 
 def test_settings_defaults() -> None:
     """An empty environment gives the documented defaults."""
-    settings = Settings.from_env({})
+    settings = attrs.evolve(Settings.from_env({}), db_path=None, legacy=None)
     assert settings == Settings(
         agy_bin="agy",
         sigint_grace_s=2.0,
@@ -233,7 +234,7 @@ def test_settings_from_values() -> None:
             "AGYBRIDGE_LOG_LEVEL": "debug",
         }
     )
-    assert settings == Settings(
+    assert attrs.evolve(settings, db_path=None, legacy=None) == Settings(
         agy_bin="/opt/agy",
         sigint_grace_s=0.5,
         sigterm_grace_s=0.0,
@@ -269,7 +270,15 @@ def test_empty_values_take_defaults() -> None:
             "AGYBRIDGE_LOG_FILE": "",
         }
     )
-    assert settings == Settings(log_file=None)
+    assert attrs.evolve(settings, db_path=None, legacy=None) == Settings(log_file=None)
+
+
+def test_database_and_legacy_paths() -> None:
+    """AGYBRIDGE_DB picks the session database; agy-acp-map's paths are found."""
+    settings = Settings.from_env({"AGYBRIDGE_DB": "/data/s.db", "AGY_ACP_STORE": "/old/s.json"})
+    assert settings.db_path == Path("/data/s.db")
+    assert settings.legacy is not None
+    assert settings.legacy.sessions_file == Path("/old/s.json")
 
 
 BAD_VALUES = [

@@ -213,6 +213,42 @@ class SessionStateResponse:
 
 
 @attrs.frozen
+class OpenSessionRequest:
+    """``session/load`` and ``session/resume`` (mcpServers optional on resume)."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] | None = None
+    additional_directories: list[str] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class ListSessionsRequest:
+    cwd: str | None = None
+    cursor: str | None = None
+    #: Not in the v1 schema: an exact-match filter this agent also accepts.
+    additional_directories: list[str] | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class SessionInfo:
+    session_id: str
+    cwd: str
+    additional_directories: list[str] | None = None
+    title: str | None = None
+    updated_at: str | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class ListSessionsResponse:
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None
+
+
+@attrs.frozen
 class SetConfigOptionRequest:
     session_id: str
     config_id: str

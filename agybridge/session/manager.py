@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 import trio
 
 from ..agy import EscalationPolicy
+from ..store import AsyncStore
 from .config import Catalog, LaunchSettings
 from .session import Session, UpdateSink
 
@@ -28,6 +29,7 @@ class SessionManager:
         env: Mapping[str, str] | None = None,
         context_window: int | None = None,
         catalog: Callable[[], Catalog] = Catalog,
+        store: AsyncStore | None = None,
     ) -> None:
         self._agy_bin = agy_bin
         self._policy = policy
@@ -36,6 +38,7 @@ class SessionManager:
         self._env = env
         self._context_window = context_window
         self._catalog = catalog
+        self.store = store
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -65,6 +68,8 @@ class SessionManager:
         session_id: str | None = None,
         conversation_id: str | None = None,
         title: str | None = None,
+        next_turn: int = 0,
+        created_at: str | None = None,
     ) -> Session:
         """Start a session (new, or an earlier one by id) and its agy child;
         returns once agy is spawned.
@@ -81,6 +86,9 @@ class SessionManager:
             catalog=self._catalog,
             conversation_id=conversation_id,
             title=title,
+            store=self.store,
+            next_turn=next_turn,
+            created_at=created_at,
             agy_bin=self._agy_bin,
             policy=self._policy,
             max_line_bytes=self._max_line_bytes,

@@ -53,6 +53,7 @@ from ..agy import (
     Usage,
     build_argv,
 )
+from ..store import AsyncStore, SessionRecord, StoreError, utc_now
 from .config import (
     Catalog,
     LaunchSettings,
@@ -60,6 +61,7 @@ from .config import (
     config_options,
     mode_state,
 )
+from .history import turn_entries
 from .images import observe, snapshot_edit_target
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
 from .notices import available_models
@@ -158,6 +160,9 @@ class Session:
         catalog: Callable[[], Catalog] = Catalog,
         conversation_id: str | None = None,
         title: str | None = None,
+        store: AsyncStore | None = None,
+        next_turn: int = 0,
+        created_at: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.cwd = cwd
@@ -167,6 +172,10 @@ class Session:
         self.settings = settings or LaunchSettings()
         self._requested = self.settings
         self._catalog = catalog
+        self._store = store
+        #: Index of the next turn in the display journal.
+        self._next_turn = next_turn
+        self.created_at = created_at or utc_now()
         self.agy_bin = agy_bin
         self.policy = policy
         self.max_line_bytes = max_line_bytes
@@ -229,6 +238,7 @@ class Session:
                 self._nursery = nursery
                 nursery.start_soon(self._events_task)
                 await self._spawn()
+                await self.save()
                 started = True
                 task_status.started()
                 await self._close_requested.wait()
@@ -271,7 +281,7 @@ class Session:
 
     # --- prompts -----------------------------------------------------------
 
-    async def prompt(self, text: str, seq: int) -> PromptResult:
+    async def prompt(self, text: str, seq: int, display_text: str | None = None) -> PromptResult:
         """Run one turn for ``text`` after every earlier prompt has finished.
 
         ``seq`` is the wire position of the request (for ordering against
@@ -294,6 +304,8 @@ class Session:
             try:
                 result = await self._run_turn(turn, text)
                 await self._apply_pending_settings()
+                if turn.child is not None:  # the prompt reached agy
+                    await self._record_turn(display_text or text, turn)
                 return result
             finally:
                 self._turn = None
@@ -382,6 +394,54 @@ class Session:
             stop = models.STOP_END_TURN
         return PromptResult(stop, turn.mapper.response_meta())
 
+    # --- persistence -----------------------------------------------------------
+
+    def record(self) -> SessionRecord:
+        meta: dict[str, Any] = {}
+        if self.conversation_drift:
+            meta["conversationDrift"] = [
+                {"asked": asked, "got": got} for asked, got in self.conversation_drift
+            ]
+        return SessionRecord(
+            session_id=self.session_id,
+            cwd=self.cwd,
+            additional_dirs=self.additional_dirs,
+            conversation_id=self.conversation_id,
+            title=self.title,
+            launch=self.settings.to_store(),
+            created_at=self.created_at,
+            updated_at=utc_now(),
+            meta=meta,
+        )
+
+    async def save(self) -> None:
+        """Write the session's index row; a store failure is logged, not raised
+        (history is a convenience, the turn is what matters)."""
+        if self._store is None:
+            return
+        try:
+            await self._store.upsert_session(self.record())
+        except StoreError as exc:
+            logger.warning("session %s: could not save the session index: %s", self.session_id, exc)
+
+    async def _record_turn(self, text: str, turn: _Turn) -> None:
+        index, self._next_turn = self._next_turn, self._next_turn + 1
+        entries = turn_entries(
+            self.session_id, index, text, turn.mapper, f"user_{uuid.uuid4().hex}"
+        )
+        if self._store is not None:
+            try:
+                await self._store.append_journal(entries)
+            except StoreError as exc:
+                logger.warning(
+                    "session %s: could not save turn %d: %s", self.session_id, index, exc
+                )
+        await self.save()
+
+    def _save_soon(self) -> None:
+        if self._nursery is not None and self._store is not None and not self._closing:
+            self._nursery.start_soon(self.save)
+
     # --- configuration -------------------------------------------------------
 
     def config_options(self) -> list[models.SessionConfigOption]:
@@ -424,6 +484,7 @@ class Session:
             return
         old, self.settings = self.settings, new
         self.model = new.model
+        self._save_soon()
         logger.info("session %s: settings changed: %s", self.session_id, new)
         child = self._child
         if child is not None and child.alive:
@@ -729,6 +790,7 @@ class Session:
             )
             self._resuming = None
         self.conversation_id = conversation_id
+        self._save_soon()
 
 
 def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:

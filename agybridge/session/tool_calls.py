@@ -55,6 +55,8 @@ class _Call:
     title: str
     params: dict[str, Any] | None
     terminal_id: str | None
+    kind: str = "other"
+    status: str = "in_progress"
     before: object = _UNREAD
     output_sent: int = 0
     finished: bool = False
@@ -104,7 +106,7 @@ class ToolCallTracker:
         elif params is not None and params != call.params:
             call.params = params
             desc = describe_tool(name, params, self.cwd)
-            call.title = desc.title
+            call.title, call.kind = desc.title, desc.kind
             updates.append(
                 models.ToolCallUpdate(
                     tool_call_id=call.call_id,
@@ -149,7 +151,7 @@ class ToolCallTracker:
         desc = describe_tool(name, params, self.cwd)
         call_id = f"{self.call_prefix}-{step.step_index}"
         terminal_id = call_id if self.terminals and desc.kind == "execute" else None
-        call = _Call(call_id, name, desc.title, params, terminal_id)
+        call = _Call(call_id, name, desc.title, params, terminal_id, desc.kind)
         self.calls[step.step_index] = call
         self._note_before(call, seen)
         meta = None
@@ -179,7 +181,7 @@ class ToolCallTracker:
     def _completed(
         self, call: _Call, output: str | None, seen: Observation
     ) -> models.ToolCallUpdate:
-        call.finished = True
+        call.finished, call.status = True, "completed"
         content: list[models.ToolCallContent] = []
         meta: dict[str, Any] | None = None
         target = edit_target(call.name, call.params)
@@ -231,7 +233,7 @@ class ToolCallTracker:
         return models.DiffContent(path=target, old_text=before, new_text=after)
 
     def _failed(self, call: _Call, step: StepUpdate) -> models.ToolCallUpdate:
-        call.finished = True
+        call.finished, call.status = True, "failed"
         info = step.tool_info
         error = info.error.message if info and info.error and info.error.message else None
         message = error or "the tool failed"
@@ -259,7 +261,7 @@ class ToolCallTracker:
         updates: list[models.SessionUpdate] = []
         for call in self.calls.values():
             if not call.finished:
-                call.finished = True
+                call.finished, call.status = True, "failed"
                 updates.append(
                     models.ToolCallUpdate(
                         tool_call_id=call.call_id,

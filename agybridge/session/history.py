@@ -1,0 +1,69 @@
+"""Display history (pure): a finished turn -> journal lines -> replayed updates.
+
+The journal keeps what ``session/load`` must show again, no more: the user's
+prompt, one line per tool call (kind, title, final status) and the turn's
+final assistant text. agy remains the source of the model's context; this is
+only what the editor displays (architecture.md, "Persistence").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..acp import models
+from ..store import JournalEntry
+from .mapper import TurnMapper
+
+
+def turn_entries(
+    session_id: str, turn: int, prompt_text: str, mapper: TurnMapper, user_message_id: str
+) -> list[JournalEntry]:
+    """The journal lines of one finished turn, in display order."""
+    entries = [JournalEntry.user(session_id, turn, 0, prompt_text, message_id=user_message_id)]
+    for call in mapper.tools.calls.values():
+        entries.append(
+            JournalEntry.tool(
+                session_id,
+                turn,
+                len(entries),
+                tool_call_id=call.call_id,
+                kind=call.kind,
+                title=call.title,
+                status=call.status if call.finished else "failed",
+            )
+        )
+    text = mapper.streamed_text
+    if text.strip():
+        entries.append(
+            JournalEntry.agent(session_id, turn, len(entries), text, message_id=mapper.message_id)
+        )
+    return entries
+
+
+def replay_updates(entries: Iterable[JournalEntry]) -> list[models.SessionUpdate]:
+    """What the client is sent on ``session/load``, with the original ids."""
+    updates: list[models.SessionUpdate] = []
+    for entry in entries:
+        message_id = entry.message_id or f"history-{entry.turn}-{entry.index}"
+        if entry.kind == "user" and entry.text:
+            updates.append(
+                models.UserMessageChunk(
+                    content=models.TextContent(text=entry.text), message_id=message_id
+                )
+            )
+        elif entry.kind == "agent" and entry.text:
+            updates.append(
+                models.AgentMessageChunk(
+                    content=models.TextContent(text=entry.text), message_id=message_id
+                )
+            )
+        elif entry.kind == "tool":
+            updates.append(
+                models.ToolCall(
+                    tool_call_id=entry.tool_call_id or f"history-tool-{entry.turn}-{entry.index}",
+                    title=entry.tool_title or "Tool call",
+                    kind=entry.tool_kind or "other",
+                    status="failed" if entry.tool_status == "failed" else "completed",
+                )
+            )
+    return updates
