@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import trio
 
-from . import __version__
+from . import __version__, prompting
 from .acp import codec, models
-from .acp.content import PromptContentError, prompt_to_text
+from .acp.content import PromptContentError, PromptLimits
 from .jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from .session import (
     AgyExitedError,
@@ -31,12 +32,15 @@ from .session import (
     SessionError,
     SessionManager,
 )
+from .session.commands import BridgeCommand, SkillRequest
 from .session.config import (
     ConfigValueError,
     LaunchSettings,
     settings_from_meta,
 )
 from .session.history import replay_updates
+from .session.mcp import McpServerError, build_mcp_config
+from .session.staging import StagingError
 from .store import AsyncStore, InvalidCursorError
 
 logger = logging.getLogger(__name__)
@@ -80,8 +84,12 @@ class AcpAgent:
         manager: SessionManager,
         default_settings: LaunchSettings | None = None,
         notify_update: Callable[[str, models.SessionUpdate], Awaitable[None]] | None = None,
+        limits: PromptLimits | None = None,
+        doctor: Callable[[], list[str]] | None = None,
     ) -> None:
         self._manager = manager
+        self._limits = limits or PromptLimits()
+        self._doctor = doctor or (lambda: ["no diagnostics available"])
         self._notify_update = notify_update or _no_updates
         self._default_settings = default_settings or LaunchSettings()
         #: An initialize request has arrived (wire order), and has succeeded.
@@ -176,8 +184,8 @@ class AcpAgent:
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=models.AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=models.PromptCapabilities(),
-                mcp_capabilities=models.McpCapabilities(),
+                prompt_capabilities=models.PromptCapabilities(image=True, embedded_context=True),
+                mcp_capabilities=models.McpCapabilities(http=True),
                 session_capabilities=models.SessionCapabilities(
                     close={}, list={}, resume={}, delete={}, additional_directories={}
                 ),
@@ -193,12 +201,7 @@ class AcpAgent:
         request = _parse(params, models.NewSessionRequest)
         cwd = _check_directory(request.cwd, "cwd")
         dirs = _check_directories(request.additional_directories)
-        if request.mcp_servers:
-            # agy starts no MCP servers in headless mode (contract.md §8.9).
-            logger.warning(
-                "session/new: %d MCP server(s) accepted but not passed to agy",
-                len(request.mcp_servers),
-            )
+        mcp_config = _mcp_config(request.mcp_servers)
         settings = _settings_from_meta(self._default_settings, request.meta)
         with _translate_session_errors():
             session = await self._manager.create(
@@ -206,6 +209,7 @@ class AcpAgent:
                 additional_dirs=dirs,
                 settings=settings,
                 terminals=self._client_wants_terminals(),
+                mcp_config=mcp_config,
             )
         response = models.NewSessionResponse(
             session_id=session.session_id,
@@ -215,7 +219,7 @@ class AcpAgent:
         # No checkpoint from here until the peer queues this response, so any
         # later update is written after it (Zed drops updates for sessions it
         # has not seen yet).
-        session.announced = True
+        session.start_announcements()
         return codec.unstructure(response)
 
     async def _list_sessions(self, params: Any, ctx: RequestContext) -> Any:
@@ -259,6 +263,7 @@ class AcpAgent:
         request = _parse(params, models.OpenSessionRequest)
         cwd = _check_directory(request.cwd, "cwd")
         dirs = _check_directories(request.additional_directories)
+        mcp_config = _mcp_config(request.mcp_servers or [])
         session = self._manager.get(request.session_id)
         store = self._require_store()
         record = await store.get_session(request.session_id)
@@ -286,6 +291,7 @@ class AcpAgent:
                     title=record.title,
                     next_turn=max((e.turn for e in journal), default=-1) + 1,
                     created_at=record.created_at,
+                    mcp_config=mcp_config,
                 )
         if replay:
             # The client registered the session before sending load: the
@@ -295,7 +301,7 @@ class AcpAgent:
         response = models.SessionStateResponse(
             modes=session.modes(), config_options=session.config_options()
         )
-        session.announced = True
+        session.start_announcements()
         return codec.unstructure(response)
 
     async def _delete_session(self, params: Any, ctx: RequestContext) -> Any:
@@ -341,21 +347,49 @@ class AcpAgent:
         try:
             request = _parse(params, models.PromptRequest)
             session = self._session(request.session_id)
+            command = prompting.command_of(request.prompt, session)
+            if isinstance(command, BridgeCommand):
+                return await self._answer_command(session, command)
             try:
-                text = prompt_to_text(request.prompt)
+                prepared = await prompting.prepare(
+                    session,
+                    request.prompt,
+                    ctx.seq,
+                    self._limits,
+                    command if isinstance(command, SkillRequest) else None,
+                )
             except PromptContentError as exc:
                 raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
+            except StagingError as exc:
+                raise RpcError(ErrorCode.INTERNAL_ERROR, str(exc), {"details": str(exc)}) from None
             # $/cancel_request for a prompt means "cancel this turn", answered with
             # the normal cancelled result (ACP cancellation.mdx).
             ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
-            with _translate_session_errors():
-                result = await session.prompt(text, ctx.seq)
+            try:
+                with _translate_session_errors():
+                    result = await session.prompt(
+                        prepared.text, ctx.seq, display_text=prepared.display_text
+                    )
+            finally:
+                if prepared.converted.files:
+                    await prompting.discard(session, ctx.seq)
         finally:
             # A rejected prompt must not hold its place in the queue.
             if queued_in is not None:
                 queued_in.withdraw_prompt(ctx.seq)
         meta = dict(result.meta) or None
         return codec.unstructure(models.PromptResponse(stop_reason=result.stop_reason, meta=meta))
+
+    async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
+        """Answer a bridge command with a message, without an agy turn."""
+        reply = await prompting.run_command(session, command, self._doctor)
+        await self._notify_update(
+            session.session_id,
+            models.AgentMessageChunk(
+                content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
+            ),
+        )
+        return codec.unstructure(models.PromptResponse(stop_reason=models.STOP_END_TURN))
 
     async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
         request = _parse(params, models.SessionIdParams)
@@ -392,6 +426,16 @@ def _unknown_session(session_id: str) -> RpcError:
         f"Resource not found: no live session {session_id!r}",
         {"sessionId": session_id},
     )
+
+
+def _mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """agy's MCP config for the session's private root (-32602 for a bad entry;
+    sse servers are skipped with a warning, as Zed sends them regardless)."""
+    try:
+        config, _skipped = build_mcp_config(servers)
+    except McpServerError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
+    return config
 
 
 def _normalise(path: str) -> str:

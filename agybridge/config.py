@@ -16,8 +16,10 @@ from typing import overload
 import attrs
 import platformdirs
 
+from .acp.content import MAX_FILE_BYTES, MAX_PROMPT_BYTES, PromptLimits
 from .lines import DEFAULT_MAX_LINE_BYTES
 from .session.config import ConfigValueError, LaunchSettings, settings_from_env
+from .session.staging import default_base_dir as default_staging_dir
 from .store import LegacyPaths, default_db_path, legacy_paths
 
 APP_NAME = "agybridge"
@@ -53,6 +55,11 @@ class Settings:
     db_path: Path | None = None
     #: agy-acp-map's files, imported once (AGY_ACP_STORE, AGY_ACP_HISTORY_DIR).
     legacy: LegacyPaths | None = None
+    #: Where prompt attachments are staged for agy (private, per session).
+    staging_dir: str = ""
+    #: AGYBRIDGE_KEEP_STAGING=1 keeps staged files (debugging).
+    keep_staging: bool = False
+    prompt_limits: PromptLimits = attrs.Factory(PromptLimits)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -79,7 +86,22 @@ class Settings:
             launch, warnings = settings_from_env(env)
         except ConfigValueError as exc:
             raise ConfigError(str(exc)) from None
+        try:
+            limits = PromptLimits(
+                max_file_bytes=_positive_int(env, "AGYBRIDGE_MAX_ATTACHMENT_BYTES", MAX_FILE_BYTES),
+                max_prompt_bytes=_positive_int(
+                    env, "AGYBRIDGE_MAX_PROMPT_ATTACHMENT_BYTES", MAX_PROMPT_BYTES
+                ),
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        keep = env.get("AGYBRIDGE_KEEP_STAGING", "").strip().lower()
+        if keep not in ("", "0", "1", "true", "false", "yes", "no"):
+            raise ConfigError(f"AGYBRIDGE_KEEP_STAGING must be 1 or 0, not {keep!r}")
         return cls(
+            staging_dir=env.get("AGYBRIDGE_STAGING_DIR") or default_staging_dir(),
+            keep_staging=keep in ("1", "true", "yes"),
+            prompt_limits=limits,
             db_path=default_db_path(env),
             legacy=legacy_paths(env),
             launch=launch,

@@ -87,6 +87,7 @@ async def _demo(scenario: str, prompts: list[str], use_real_agy: bool) -> int:
         env["FAKE_AGY_SCENARIO"] = scenario
         # Fake sessions stay out of the user's real session history.
         env.setdefault("AGYBRIDGE_DB", os.path.join(scratch, "demo.db"))
+        env.setdefault("AGYBRIDGE_STAGING_DIR", os.path.join(scratch, "staging"))
     env.setdefault("AGYBRIDGE_LOG_FILE", "")
     client = _DemoClient()
     bridge = [sys.executable, "-m", "agybridge"]

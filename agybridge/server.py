@@ -26,6 +26,7 @@ from .config import Settings
 from .jsonrpc import Peer
 from .session import SessionManager
 from .session.catalog import CatalogService
+from .session.staging import StagingError, sweep_stale
 from .store import AsyncStore, LegacyPaths, Store, StoreError, import_agy_acp_map
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,19 @@ async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:
         logger.info("imported %d agy-acp-map session(s)", report.sessions_imported)
 
 
+async def sweep_staging(settings: Settings) -> None:
+    """Remove staging left by bridges that are gone (crash, SIGKILL)."""
+    try:
+        removed = await trio.to_thread.run_sync(
+            functools.partial(sweep_stale, settings.staging_dir, keep=settings.keep_staging)
+        )
+    except (StagingError, OSError) as exc:
+        logger.warning("could not sweep stale staging in %s: %s", settings.staging_dir, exc)
+        return
+    if removed:
+        logger.info("removed %d stale staging director(ies)", len(removed))
+
+
 async def _serve(
     receive_stream: trio.abc.ReceiveStream,
     send_stream: trio.abc.SendStream,
@@ -139,8 +153,36 @@ async def _serve(
         context_window=settings.context_window,
         catalog=catalog,
         store=store,
+        staging_base=settings.staging_dir,
+        keep_staging=settings.keep_staging,
     )
-    agent = AcpAgent(manager, settings.launch, notify_update=send_update)
+
+    def doctor() -> list[str]:
+        found = settings.resolve_agy_bin()
+        lines = [
+            f"agy binary: `{found}`"
+            if found
+            else f"agy binary: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN",
+            f"agy version: {catalog.catalog.agy_version or 'unknown'}",
+            f"models offered: {len(catalog.catalog.models)}, agents: {len(catalog.catalog.agents)}",
+        ]
+        if catalog.error:
+            lines.append(f"discovery failed: {catalog.error}")
+        lines += [
+            f"session database: `{settings.db_path or 'in memory'}`",
+            f"log file: `{settings.log_file or 'disabled'}`",
+            f"staging: `{settings.staging_dir}`",
+            f"live sessions: {len(manager)}",
+        ]
+        return lines
+
+    agent = AcpAgent(
+        manager,
+        settings.launch,
+        notify_update=send_update,
+        limits=settings.prompt_limits,
+        doctor=doctor,
+    )
 
     async def catalog_changed() -> None:
         for session in manager.live():
@@ -177,6 +219,7 @@ async def _serve(
             )
         )
         nursery.start_soon(import_legacy, store, settings.legacy)
+        nursery.start_soon(sweep_staging, settings)
         if handle_signals:
             nursery.start_soon(_watch_signals, shutdown)
 

@@ -192,6 +192,7 @@ class Live:
             "AGY_BIN": self.agy,
             "AGYBRIDGE_LOG_FILE": str(self.log_path),
             "AGYBRIDGE_DB": str(self.log_path.with_suffix(".db")),
+            "AGYBRIDGE_STAGING_DIR": str(self.log_path.with_suffix(".staging")),
             "AGYBRIDGE_LOG_LEVEL": "INFO",
         }
         if self.fake:

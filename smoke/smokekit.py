@@ -427,7 +427,9 @@ def base_env(marker: str, **extra: str) -> dict[str, str]:
     }
     env.update({"AGYBRIDGE_LOG_FILE": "", "PYTHONUNBUFFERED": "1", MARKER_VAR: marker})
     # Benchmarks never touch the user's session history.
-    env.setdefault("AGYBRIDGE_DB", os.path.join(tempfile.mkdtemp(prefix="agyb-smoke-"), "s.db"))
+    scratch = tempfile.mkdtemp(prefix="agyb-smoke-")
+    env.setdefault("AGYBRIDGE_DB", os.path.join(scratch, "s.db"))
+    env.setdefault("AGYBRIDGE_STAGING_DIR", os.path.join(scratch, "staging"))
     env.update(extra)
     return env
 

@@ -446,6 +446,7 @@ def bridge_env(tmp_path: Path, marker: str, scenario: str = "echo", **extra: str
         FAKE_AGY_LAUNCH_LOG=str(tmp_path / "agy-launches.ndjson"),
         AGYBRIDGE_LOG_FILE=str(tmp_path / "agybridge.log"),
         AGYBRIDGE_DB=str(tmp_path / "agybridge.db"),
+        AGYBRIDGE_STAGING_DIR=str(tmp_path / "staging"),
         AGYBRIDGE_LOG_LEVEL="DEBUG",
         PYTHONUNBUFFERED="1",
         **{MARKER_VAR: marker},

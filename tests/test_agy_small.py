@@ -209,7 +209,7 @@ def test_user_values_always_ride_with_their_flag(
 
 def test_settings_defaults() -> None:
     """An empty environment gives the documented defaults."""
-    settings = attrs.evolve(Settings.from_env({}), db_path=None, legacy=None)
+    settings = attrs.evolve(Settings.from_env({}), db_path=None, legacy=None, staging_dir="")
     assert settings == Settings(
         agy_bin="agy",
         sigint_grace_s=2.0,
@@ -234,7 +234,7 @@ def test_settings_from_values() -> None:
             "AGYBRIDGE_LOG_LEVEL": "debug",
         }
     )
-    assert attrs.evolve(settings, db_path=None, legacy=None) == Settings(
+    assert attrs.evolve(settings, db_path=None, legacy=None, staging_dir="") == Settings(
         agy_bin="/opt/agy",
         sigint_grace_s=0.5,
         sigterm_grace_s=0.0,
@@ -270,7 +270,9 @@ def test_empty_values_take_defaults() -> None:
             "AGYBRIDGE_LOG_FILE": "",
         }
     )
-    assert attrs.evolve(settings, db_path=None, legacy=None) == Settings(log_file=None)
+    assert attrs.evolve(settings, db_path=None, legacy=None, staging_dir="") == Settings(
+        log_file=None
+    )
 
 
 def test_database_and_legacy_paths() -> None:

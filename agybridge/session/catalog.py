@@ -16,7 +16,13 @@ from typing import Any
 
 import trio
 
-from ..agy.discovery import DiscoveryError, ModelInfo, discover_agents, discover_models
+from ..agy.discovery import (
+    DiscoveryError,
+    ModelInfo,
+    discover_agents,
+    discover_models,
+    run_subcommand,
+)
 from .config import Catalog
 
 logger = logging.getLogger(__name__)
@@ -59,6 +65,7 @@ class CatalogService:
                 await on_change()
         try:
             with trio.fail_after(DISCOVERY_TIMEOUT_S):
+                version = (await run_subcommand(agy_bin, "--version")).strip() or None
                 models = await discover_models(agy_bin)
                 agents = await discover_agents(agy_bin)
         except (DiscoveryError, trio.TooSlowError) as exc:
@@ -70,7 +77,7 @@ class CatalogService:
             logger.warning("could not list agy's models/agents: %s", self.error)
             self.refreshed.set()
             return
-        catalog = Catalog(models=tuple(models), agents=tuple(agents))
+        catalog = Catalog(models=tuple(models), agents=tuple(agents), agy_version=version)
         self.error = None
         changed = catalog != self.catalog
         self._set(catalog)
@@ -91,6 +98,7 @@ def _to_json(catalog: Catalog) -> dict[str, Any]:
     return {
         "models": [{"slug": m.slug, "name": m.name} for m in catalog.models],
         "agents": list(catalog.agents),
+        "agyVersion": catalog.agy_version,
     }
 
 
@@ -101,4 +109,7 @@ def _from_json(data: dict[str, Any]) -> Catalog:
         if isinstance(m, dict) and m.get("slug")
     )
     agents = tuple(str(a) for a in data.get("agents", []) if isinstance(a, str))
-    return Catalog(models=models, agents=agents)
+    version = data.get("agyVersion")
+    return Catalog(
+        models=models, agents=agents, agy_version=version if isinstance(version, str) else None
+    )

@@ -100,6 +100,8 @@ class Catalog:
 
     models: tuple[ModelInfo, ...] = ()
     agents: tuple[str, ...] = ()
+    #: ``agy --version`` (None until known).
+    agy_version: str | None = None
 
 
 @attrs.frozen

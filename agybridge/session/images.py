@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 
 from ..agy.events import STATE_ACTIVE, StepUpdateEvent
+from ..media import sniff_image_type
 from .tool_calls import ImageData, Observation
 from .tools import edit_target
 
@@ -49,19 +50,6 @@ def image_candidates(text: str, cwd: str) -> list[str]:
         if len(found) >= MAX_CANDIDATES:
             break
     return found
-
-
-def sniff_image_type(data: bytes) -> str | None:
-    """The MIME type the bytes prove (PNG, JPEG, GIF, WebP), or None."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if len(data) >= 12 and data.startswith(b"RIFF") and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:

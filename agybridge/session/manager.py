@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import trio
 
@@ -30,6 +31,8 @@ class SessionManager:
         context_window: int | None = None,
         catalog: Callable[[], Catalog] = Catalog,
         store: AsyncStore | None = None,
+        staging_base: str | None = None,
+        keep_staging: bool = False,
     ) -> None:
         self._agy_bin = agy_bin
         self._policy = policy
@@ -39,6 +42,8 @@ class SessionManager:
         self._context_window = context_window
         self._catalog = catalog
         self.store = store
+        self._staging_base = staging_base
+        self._keep_staging = keep_staging
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -70,6 +75,7 @@ class SessionManager:
         title: str | None = None,
         next_turn: int = 0,
         created_at: str | None = None,
+        mcp_config: Mapping[str, Any] | None = None,
     ) -> Session:
         """Start a session (new, or an earlier one by id) and its agy child;
         returns once agy is spawned.
@@ -89,6 +95,9 @@ class SessionManager:
             store=self.store,
             next_turn=next_turn,
             created_at=created_at,
+            staging_base=self._staging_base,
+            keep_staging=self._keep_staging,
+            mcp_config=mcp_config,
             agy_bin=self._agy_bin,
             policy=self._policy,
             max_line_bytes=self._max_line_bytes,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime as dt
+import functools
 import logging
 import math
 import uuid
@@ -54,6 +55,7 @@ from ..agy import (
     build_argv,
 )
 from ..store import AsyncStore, SessionRecord, StoreError, utc_now
+from .commands import BRIDGE_COMMANDS, available_commands
 from .config import (
     Catalog,
     LaunchSettings,
@@ -64,9 +66,13 @@ from .config import (
 from .history import turn_entries
 from .images import observe, snapshot_edit_target
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
+from .mcp import write_mcp_config
 from .notices import available_models
+from .skills import Skill, find_skills
+from .staging import StagingArea, StagingError
 from .tool_calls import NO_OBSERVATION
 from .usage import context_window
+from .usage import to_meta as usage_meta
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +169,9 @@ class Session:
         store: AsyncStore | None = None,
         next_turn: int = 0,
         created_at: str | None = None,
+        staging_base: str | None = None,
+        keep_staging: bool = False,
+        mcp_config: Mapping[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
         self.cwd = cwd
@@ -173,8 +182,16 @@ class Session:
         self._requested = self.settings
         self._catalog = catalog
         self._store = store
+        self._staging_base = staging_base
+        self._keep_staging = keep_staging
+        self._mcp_config = dict(mcp_config or {})
+        #: The private --add-dir root: staged attachments, MCP config.
+        self.staging: StagingArea | None = None
+        #: Workspace skills offered as slash commands (found after start-up).
+        self.skills: list[Skill] = []
         #: Index of the next turn in the display journal.
         self._next_turn = next_turn
+        self._usage_totals: dict[str, int] = {}
         self.created_at = created_at or utc_now()
         self.agy_bin = agy_bin
         self.policy = policy
@@ -237,6 +254,7 @@ class Session:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._events_task)
+                await self._prepare_private_root()
                 await self._spawn()
                 await self.save()
                 started = True
@@ -256,6 +274,9 @@ class Session:
             if self._turn is not None:
                 # Closing cancels every prompt: the running one answers cancelled.
                 self._turn.finish(TurnOutcome(OutcomeKind.CANCELLED, "CANCELLED"))
+            if self.staging is not None:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self.staging.remove)
             self.closed.set()
             logger.info(
                 "session %s ended; unrecognised agy output: %s",
@@ -303,6 +324,7 @@ class Session:
             self._turn = turn
             try:
                 result = await self._run_turn(turn, text)
+                self._count_usage(turn)
                 await self._apply_pending_settings()
                 if turn.child is not None:  # the prompt reached agy
                     await self._record_turn(display_text or text, turn)
@@ -394,7 +416,63 @@ class Session:
             stop = models.STOP_END_TURN
         return PromptResult(stop, turn.mapper.response_meta())
 
+    # --- private root, commands ------------------------------------------------
+
+    async def _prepare_private_root(self) -> None:
+        """The session's private --add-dir root, with its MCP server config."""
+        if self._staging_base is None:
+            return
+        try:
+            self.staging = await trio.to_thread.run_sync(
+                functools.partial(StagingArea.create, self._staging_base, keep=self._keep_staging)
+            )
+            if self._mcp_config.get("mcpServers"):
+                await trio.to_thread.run_sync(write_mcp_config, self.staging.root, self._mcp_config)
+        except (StagingError, ValueError, OSError) as exc:
+            raise AgyStartError(
+                f"could not prepare the session's private directory: {exc}",
+                data={"base": self._staging_base},
+            ) from exc
+
+    def start_announcements(self) -> None:
+        """After the client has the session id: send the slash commands."""
+        self.announced = True
+        if self._nursery is not None:
+            self._nursery.start_soon(self._announce_commands)
+
+    async def _announce_commands(self) -> None:
+        roots = [self.cwd, *self.additional_dirs]
+        self.skills = await trio.to_thread.run_sync(
+            functools.partial(find_skills, roots, reserved=BRIDGE_COMMANDS.keys())
+        )
+        await self._send_update(
+            self.session_id,
+            models.AvailableCommandsUpdate(available_commands=available_commands(self.skills)),
+        )
+
+    @property
+    def busy(self) -> bool:
+        """A turn is running."""
+        return self._turn is not None
+
+    @property
+    def agy_version(self) -> str | None:
+        return self._catalog().agy_version
+
+    def usage_summary(self) -> dict[str, int]:
+        """Tokens of this session so far (for /status)."""
+        return dict(self._usage_totals)
+
     # --- persistence -----------------------------------------------------------
+
+    def _count_usage(self, turn: _Turn) -> None:
+        spent = turn.mapper.turn_usage
+        if spent is not None:
+            for key, value in usage_meta(spent).items():
+                self._usage_totals[key] = self._usage_totals.get(key, 0) + value
+        if turn.mapper.context_used is not None:
+            self._usage_totals["contextUsed"] = turn.mapper.context_used
+            self._usage_totals["contextSize"] = turn.mapper.context_size
 
     def record(self) -> SessionRecord:
         meta: dict[str, Any] = {}
@@ -579,7 +657,10 @@ class Session:
             self._retiring = None
         self._incarnations += 1
         resume = self.conversation_id if self._resumable else None
-        launch = self.settings.launch_spec(self.cwd, self.additional_dirs, resume)
+        roots = self.additional_dirs
+        if self.staging is not None:
+            roots = (*roots, self.staging.root)
+        launch = self.settings.launch_spec(self.cwd, roots, resume)
         self._resuming = resume
         child = AgyChild(
             argv=build_argv(self.agy_bin, launch),
@@ -644,6 +725,8 @@ class Session:
         seen = NO_OBSERVATION
         if files or images:
             roots = [self.cwd, *self.additional_dirs]
+            if self.staging is not None:
+                roots.append(self.staging.root)
             seen = await trio.to_thread.run_sync(observe, files, images, roots)
         if early:
             seen = attrs.evolve(seen, files={**seen.files, **early})

@@ -1,0 +1,148 @@
+"""From an ACP prompt to what agy receives, and the bridge's own commands.
+
+Prompt blocks are checked and converted completely before anything reaches
+agy (``acp.content.convert_prompt``); attachments are staged as files in the
+session's private ``--add-dir`` root and named by absolute path. A prompt
+that is one of the bridge's commands (``/model``, ``/mode``, ``/effort``,
+``/status``, ``/doctor``) is answered here, without an agy turn; ``/skill``
+prompts are rewritten so they work with agy's slash expansion disabled.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
+
+from .acp import models
+from .acp.content import ConvertedPrompt, PromptLimits, convert_prompt
+from .session import Session
+from .session.commands import BridgeCommand, SkillRequest, parse, skill_prompt
+from .session.config import DEFAULT, ConfigValueError
+
+
+@attrs.frozen
+class PreparedPrompt:
+    text: str
+    #: What the user typed, for the display history.
+    display_text: str
+    converted: ConvertedPrompt
+
+
+def command_of(
+    blocks: Sequence[models.ContentBlock], session: Session
+) -> BridgeCommand | SkillRequest | None:
+    """A slash command, if the prompt is exactly one text block holding one."""
+    if len(blocks) != 1 or not isinstance(blocks[0], models.TextContent):
+        return None
+    return parse(blocks[0].text, session.skills)
+
+
+def display_text(blocks: Sequence[models.ContentBlock]) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, models.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, models.ResourceLink):
+            parts.append(f"[{block.name}]({block.uri})")
+        elif isinstance(block, models.EmbeddedResource):
+            parts.append(f"[resource: {block.resource.get('uri', '?')}]")
+        elif isinstance(block, models.ImageContent):
+            parts.append("[image]")
+    return "\n\n".join(parts)
+
+
+async def prepare(
+    session: Session,
+    blocks: Sequence[models.ContentBlock],
+    key: int,
+    limits: PromptLimits,
+    skill: SkillRequest | None = None,
+) -> PreparedPrompt:
+    """Convert (in a worker thread: base64 of tens of MiB is CPU work) and
+    stage the prompt's files.
+
+    Raises:
+        PromptContentError: a block cannot be passed to agy (-32602).
+        StagingError: the files could not be written (-32603).
+    """
+    shown = display_text(blocks)
+    if skill is not None:
+        blocks = [models.TextContent(text=skill_prompt(skill))]
+    staging = session.staging
+    staging_dir = staging.prompt_dir(key) if staging is not None else "/nonexistent-staging"
+    converted = await trio.to_thread.run_sync(
+        functools.partial(convert_prompt, blocks, staging_dir=staging_dir, limits=limits)
+    )
+    if converted.files:
+        if staging is None:
+            raise RuntimeError("attachments need a staging directory")
+        await trio.to_thread.run_sync(staging.write, converted.files)
+    return PreparedPrompt(text=converted.text, display_text=shown, converted=converted)
+
+
+async def discard(session: Session, key: int) -> None:
+    """Remove a prompt's staged files once its turn is over (shielded: also
+    after a cancel)."""
+    staging = session.staging
+    if staging is not None:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(staging.discard, key)
+
+
+async def run_command(
+    session: Session, command: BridgeCommand, doctor: Callable[[], list[str]]
+) -> str:
+    """The bridge's answer to one of its commands (Markdown)."""
+    if command.name in ("model", "mode", "effort"):
+        return await _option_command(session, command)
+    if command.name == "status":
+        return _status(session)
+    return "**agybridge doctor**\n\n" + "\n".join(f"- {line}" for line in doctor())
+
+
+async def _option_command(session: Session, command: BridgeCommand) -> str:
+    option = next(o for o in session.config_options() if o.id == command.name)
+    if command.args:
+        try:
+            await session.set_config_option(command.name, command.args)
+        except ConfigValueError as exc:
+            return f"⚠️ {exc}"
+        option = next(o for o in session.config_options() if o.id == command.name)
+        busy = " (from the next turn: a turn is running)" if session.busy else ""
+        return f"{option.name} set to `{option.current_value}`{busy}."
+    lines = [f"**{option.name}**: `{option.current_value}`", ""]
+    for choice in option.options:
+        marker = "→" if choice.value == option.current_value else "•"
+        detail = f" — {choice.description}" if choice.description else ""
+        lines.append(f"{marker} `{choice.value}` {choice.name}{detail}")
+    lines += ["", f"Change it with `/{command.name} <value>`."]
+    return "\n".join(lines)
+
+
+def _status(session: Session) -> str:
+    settings = session.settings
+    totals = session.usage_summary()
+    lines = [
+        "**Session status**",
+        "",
+        f"- session: `{session.session_id}`",
+        f"- agy conversation: `{session.conversation_id or 'not started yet'}`",
+        f"- cwd: `{session.cwd}`",
+        f"- mode: `{settings.mode}`, model: `{settings.model or DEFAULT}`, "
+        f"effort: `{settings.effort or DEFAULT}`",
+    ]
+    if session.agy_version:
+        lines.append(f"- agy version: {session.agy_version}")
+    if "contextUsed" in totals:
+        lines.append(f"- context: {totals['contextUsed']:,} of {totals['contextSize']:,} tokens")
+    if "totalTokens" in totals:
+        lines.append(
+            f"- tokens this session: {totals['totalTokens']:,} "
+            f"(input {totals.get('inputTokens', 0):,}, output {totals.get('outputTokens', 0):,})"
+        )
+    if session.conversation_drift:
+        lines.append(f"- agy started a new conversation {len(session.conversation_drift)} time(s)")
+    return "\n".join(lines)
