@@ -73,6 +73,10 @@ class _DemoClient:
 
 
 def _summary(update: dict[str, Any]) -> str:
+    if "availableCommands" in update:
+        return " ".join("/" + c["name"] for c in update["availableCommands"])
+    if "toolCallId" in update:
+        return f"{update.get('title', update['toolCallId'])} ({update.get('status', '')})"
     for key in ("title", "status", "used"):
         if key in update:
             return f"{key}={update[key]!r}"

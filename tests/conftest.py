@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from .acp_wire import Harness
 
 REPO = Path(__file__).resolve().parents[1]
 #: Real agy captures, read from the shared reference folder beside the repo
@@ -21,3 +24,14 @@ def samples_dir() -> Path:
     if not SAMPLES.is_dir():
         pytest.skip(f"agy samples not found at {SAMPLES}")
     return SAMPLES
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    """A bridge environment in ``tmp_path``; kills leftovers as a safety net
+    (every test asserts first that there are none)."""
+    h = Harness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.kill_leftovers()

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,15 +36,6 @@ SLOW = "[fake-agy:slow] stream ticks until cancelled"
 TURN_CONTENT_UPDATES = frozenset(
     {"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
 )
-
-
-@pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    h = Harness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.kill_leftovers()  # safety net; every test asserts there are none first
 
 
 def error_of(response: dict[str, Any]) -> dict[str, Any]:

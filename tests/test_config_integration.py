@@ -8,8 +8,6 @@ validates against the ACP schema.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,15 +18,6 @@ from .acp_wire import Harness, RawClient, WireValidator
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 60
-
-
-@pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    h = Harness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.kill_leftovers()
 
 
 async def new_session(client: RawClient, **params: Any) -> dict[str, Any]:

@@ -28,7 +28,6 @@ import json
 import shlex
 import signal
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +50,6 @@ pytestmark = pytest.mark.integration
 
 ECHO_TEXT = "hello from acpx"
 SLOW_TEXT = "[fake-agy:slow] stream ticks until cancelled"
-
-
-@pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    h = Harness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.kill_leftovers()  # safety net; every test asserts there are none first
 
 
 def acpx_command(harness: Harness, prompt: str) -> list[str]:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,15 +35,6 @@ ECHO_TEXT = "hello from the ACP Python SDK"
 SLOW_TEXT = "[fake-agy:slow] stream ticks until cancelled"
 #: Acceptance: a cancelled ``slow`` turn answers within 1 s of the cancel.
 SLOW_CANCEL_BOUND_S = 1.0
-
-
-@pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    h = Harness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.kill_leftovers()  # safety net; the test asserts there are none first
 
 
 def turn_updates(wire: list[dict[str, Any]], prompt_text: str) -> tuple[list[Any], Any]:

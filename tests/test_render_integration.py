@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +45,6 @@ TEST_TIMEOUT_S = 20
 BIG_TEST_TIMEOUT_S = 40
 
 Update = dict[str, Any]
-
-
-@pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    h = Harness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.kill_leftovers()  # safety net; every test asserts there are none first
 
 
 @pytest.fixture

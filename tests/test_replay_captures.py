@@ -8,7 +8,6 @@ schema.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -47,15 +46,6 @@ def expected_turns(capture: Path) -> list[tuple[str, str, str]]:
         text = response if response.startswith(deltas) else deltas
         turns.append((results[0].status, text, results[0].error or ""))
     return turns
-
-
-@pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    h = Harness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.kill_leftovers()
 
 
 @pytest.mark.parametrize("capture", replayable(), ids=lambda p: p.name)

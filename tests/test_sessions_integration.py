@@ -8,8 +8,6 @@ Every message is schema-validated.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,15 +20,6 @@ from .acp_wire import Harness, RawClient, WireValidator
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 60
-
-
-@pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    h = Harness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.kill_leftovers()
 
 
 async def ok(client: RawClient, method: str, params: dict[str, Any]) -> Any:

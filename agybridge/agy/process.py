@@ -28,7 +28,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -383,84 +383,43 @@ class AgyChild:
                 os.close(fd)
 
     async def _stdout_task(self, stream: trio.abc.ReceiveStream) -> None:
-        framer = LineBuffer(self.max_line_bytes)
         with self._stdout_drain:
-            async with stream:
-                while True:
-                    try:
-                        chunk = await stream.receive_some()
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        chunk = b""
-                    if chunk:
-                        framer.feed(chunk)
-                    else:
-                        framer.feed_eof()
-                    await self._emit_lines(framer)
-                    if not chunk:
-                        return
-
-    async def _emit_lines(self, framer: LineBuffer) -> None:
-        while True:
-            try:
-                line = framer.next_line()
-            except LineTooLongError as exc:
-                logger.error("agy[%s] stdout: %s", self.incarnation, exc)
-                await self._messages.send(
-                    ChildEvent(self.incarnation, MalformedLine(line="", reason=str(exc)))
-                )
-                continue
-            if line is None:
-                return
-            if not line.strip():
-                continue
-            event = parse_event(line)
-            # Tool steps are when agy grows children in groups of their own.
-            is_tool = isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool"
-            if is_tool and self.pid is not None and not self.exited.is_set():
-                self._remember_descendants(self.pid)
-            attachment = None
-            if self._annotate is not None and not isinstance(event, MalformedLine):
-                # Synchronous, right as the line is read: agy acts on what it
-                # announces within milliseconds (e.g. writes the file it edits).
-                try:
-                    attachment = self._annotate(event)
-                except Exception:
-                    logger.exception("agy[%s]: annotating an event failed", self.incarnation)
-            await self._messages.send(ChildEvent(self.incarnation, event, attachment))
+            await _read_lines(stream, self.max_line_bytes, self._on_stdout_line)
 
     async def _stderr_task(self, stream: trio.abc.ReceiveStream) -> None:
-        framer = LineBuffer(MAX_STDERR_LINE_BYTES)
         with self._stderr_drain:
-            async with stream:
-                while True:
-                    try:
-                        chunk = await stream.receive_some()
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        chunk = b""
-                    if chunk:
-                        framer.feed(chunk)
-                    else:
-                        framer.feed_eof()
-                    while True:
-                        try:
-                            raw = framer.next_line()
-                        except LineTooLongError:
-                            logger.warning(
-                                "agy[%s] stderr: over-long line dropped", self.incarnation
-                            )
-                            continue
-                        if raw is None:
-                            break
-                        text = raw.decode("utf-8", "replace")
-                        if not text.strip():
-                            continue
-                        self._stderr_tail.append(text)
-                        logger.info("agy[%s] stderr: %s", self.incarnation, text)
-                        await self._messages.send(
-                            ChildStderr(self.incarnation, classify_stderr(text))
-                        )
-                    if not chunk:
-                        return
+            await _read_lines(stream, MAX_STDERR_LINE_BYTES, self._on_stderr_line)
+
+    async def _on_stdout_line(self, line: bytes | LineTooLongError) -> None:
+        if isinstance(line, LineTooLongError):
+            logger.error("agy[%s] stdout: %s", self.incarnation, line)
+            await self._messages.send(
+                ChildEvent(self.incarnation, MalformedLine(line="", reason=str(line)))
+            )
+            return
+        event = parse_event(line)
+        # Tool steps are when agy grows children in groups of their own.
+        is_tool = isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool"
+        if is_tool and self.pid is not None and not self.exited.is_set():
+            self._remember_descendants(self.pid)
+        attachment = None
+        if self._annotate is not None and not isinstance(event, MalformedLine):
+            # Synchronous, right as the line is read: agy acts on what it
+            # announces within milliseconds (e.g. writes the file it edits).
+            try:
+                attachment = self._annotate(event)
+            except Exception:
+                logger.exception("agy[%s]: annotating an event failed", self.incarnation)
+        await self._messages.send(ChildEvent(self.incarnation, event, attachment))
+
+    async def _on_stderr_line(self, line: bytes | LineTooLongError) -> None:
+        if isinstance(line, LineTooLongError):
+            logger.warning("agy[%s] stderr: over-long line dropped", self.incarnation)
+            return
+        text = line.decode("utf-8", "replace")
+        self._stderr_tail.append(text)
+        logger.info("agy[%s] stderr: %s", self.incarnation, text)
+        await self._messages.send(ChildStderr(self.incarnation, classify_stderr(text)))
 
     async def _stdin_task(self, stream: trio.abc.SendStream) -> None:
         async with stream, self._stdin_receive:
@@ -471,3 +430,36 @@ class AgyChild:
                     logger.info("agy[%s] stdin closed by agy", self.incarnation)
                     return
         # Leaving closes agy's stdin: EOF means "finish the turn, then exit".
+
+
+async def _read_lines(
+    stream: trio.abc.ReceiveStream,
+    max_line_bytes: int,
+    on_line: Callable[[bytes | LineTooLongError], Awaitable[None]],
+) -> None:
+    """Feed every non-blank line of ``stream`` (or the error for an over-long
+    one, which is then skipped) to ``on_line`` until EOF; closes the stream.
+    A broken pipe counts as EOF: the process is gone either way."""
+    framer = LineBuffer(max_line_bytes)
+    async with stream:
+        while True:
+            try:
+                chunk = await stream.receive_some()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                chunk = b""
+            if chunk:
+                framer.feed(chunk)
+            else:
+                framer.feed_eof()
+            while True:
+                try:
+                    line = framer.next_line()
+                except LineTooLongError as exc:
+                    await on_line(exc)
+                    continue
+                if line is None:
+                    break
+                if line.strip():
+                    await on_line(line)
+            if not chunk:
+                return
