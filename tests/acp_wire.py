@@ -784,9 +784,7 @@ class Harness:
 
     def session_argvs(self) -> list[list[str]]:
         """argv of each stream-json agy launch (not discovery's ``models``/``agents``)."""
-        return [
-            e["argv"] for e in self.launches() if "argv" in e and "--input-format" in e["argv"]
-        ]
+        return [e["argv"] for e in self.launches() if "argv" in e and "--input-format" in e["argv"]]
 
     async def assert_no_leftovers(self, timeout_s: float = 2.0) -> None:
         """Fail if any process carrying this test's marker is still running."""
