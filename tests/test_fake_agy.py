@@ -205,7 +205,11 @@ class Harness:
             for key, value in os.environ.items()
             if not key.startswith(("FAKE_AGY_", "AGY_"))
         }
+        # A private HOME: agy (and so the fake) also runs ~/.gemini/config/hooks.json.
+        self.home = tmp_path / "home"
+        self.home.mkdir()
         self.env.update(
+            HOME=str(self.home),
             PYTHONPATH=str(REPO),
             FAKE_AGY_STATE_DIR=str(self.state_dir),
             FAKE_AGY_LAUNCH_LOG=str(self.launch_log),

@@ -46,6 +46,13 @@ ALLOWED_EXTRA: dict[str, str] = {
     "result.result.structured_output": "§3.5",
     # contract.md §3.5, §4: `denied_actions` when tools were soft-denied (1.1.27+) [KAO-EV].
     "result.result.denied_actions": "§3.5",
+    # hooks-and-tools.md §A2: `agy -p /hooks --output-format json` answers with
+    # `command.data.hooks[]` on the result envelope [GOBBY rec. 1.1.21; KAO-CLI].
+    "envelope.command": "hooks-and-tools.md §A2",
+    # The same under stream-json: a `command_result` line, then the result with `command`
+    # ([GOBBY] command-captures.json, the 1.1.18 stream-json form of a CLI command).
+    "command_result": "hooks-and-tools.md §A2 [GOBBY]",
+    "result.result.command": "hooks-and-tools.md §A2 [GOBBY]",
 }
 
 #: Tools no capture shows a step of. Their steps are checked against the union of the
@@ -59,6 +66,13 @@ DOCUMENTED_TOOL_PARAMETERS: dict[str, dict[str, str]] = {
     "replace_file_content": {"TargetFile": "string"},  # §B2 replace_file_content row
     "generate_image": {"ImageName": "string"},  # §B2 generate_image row (full args)
     "finish": {},  # §B2 finish row: "ACTIVE as tool"
+}
+#: Captured tools in a state no capture shows, checked against the union of the captured
+#: tool steps in that state with the tool's stream parameters. hooks-and-tools.md §A6: a
+#: hook-denied tool step ends ERROR with `tool_info.error{type,message}`; §B2: that is the
+#: only error shape, and write_to_file's stream parameters are `TargetFile`.
+DOCUMENTED_TOOL_STATES: dict[str, dict[str, str]] = {
+    "step_update[tool:write_to_file/ERROR]": {"TargetFile": "string"},
 }
 #: Step contexts no capture shows, checked like a captured one. hooks-and-tools.md §B2
 #: finish row: "DONE as step_type:"finish"" (a plumbing step, shaped like checkpoint).
@@ -139,7 +153,13 @@ def with_documented(known: Shape) -> Shape:
             if head.startswith("step_update[tool:") and head.endswith(f"/{state}"):
                 for key, types in keys.items():
                     generic.setdefault(rest, {}).setdefault(key, set()).update(types)
-        for tool, parameters in DOCUMENTED_TOOL_PARAMETERS.items():
+        documented = list(DOCUMENTED_TOOL_PARAMETERS.items())
+        documented += [
+            (context.removeprefix("step_update[tool:").partition("/")[0], parameters)
+            for context, parameters in DOCUMENTED_TOOL_STATES.items()
+            if context.endswith(f"/{state}]")
+        ]
+        for tool, parameters in documented:
             context = f"step_update[tool:{tool}/{state}]"
             if context in known:
                 continue
@@ -193,7 +213,9 @@ def known() -> Shape:
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_AGY_", "AGY_"))}
+    (tmp_path / "home").mkdir()
     base.update(
+        HOME=str(tmp_path / "home"),
         PYTHONPATH=str(REPO),
         FAKE_AGY_STATE_DIR=str(tmp_path / "state"),
         FAKE_AGY_FRAGMENT_DELAY="0",
@@ -362,6 +384,58 @@ def test_interrupted_result_has_a_captured_shape(
     check_lines(lines, known)
 
 
+#: PreToolUse hook answers for the hook shape test: a deny, and a failing handler.
+HOOK_ANSWERS = {
+    "deny": 'echo \'{"decision":"deny","reason":"not now"}\'',
+    "exit": "echo boom >&2; exit 2",
+}
+#: Scenarios whose tool steps cover every tool the fake gates.
+HOOKED_SCENARIOS = ("permission-tool", "edit", "multi-tool", "image-out", "tool", "soft-deny")
+
+
+@pytest.mark.parametrize("answer", sorted(HOOK_ANSWERS))
+@pytest.mark.parametrize("scenario", HOOKED_SCENARIOS)
+def test_hook_blocked_tools_emit_captured_shapes(
+    scenario: str, answer: str, known: Shape, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Tool steps a PreToolUse hook blocks (deny or failure) print documented shapes, with
+    and without --dangerously-skip-permissions (hooks-and-tools.md §A6)."""
+    root = tmp_path / "ws"
+    (root / ".agents").mkdir(parents=True)
+    hook = {"type": "command", "command": HOOK_ANSWERS[answer], "timeout": 10}
+    config = {"gate": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}}
+    (root / ".agents" / "hooks.json").write_text(json.dumps(config))
+    env["FAKE_AGY_SCENARIO"] = scenario
+    for extra in ([], ["--dangerously-skip-permissions"]):
+        lines = run([*STREAM, "--add-dir", str(root), *extra], [user("x")], env, tmp_path)
+        assert any('"state":"ERROR"' in line for line in lines), lines
+        check_lines(lines, known)
+
+
+@pytest.mark.parametrize("output_format", ["json", "stream-json"])
+def test_hooks_command_emits_documented_shapes(
+    output_format: str, known: Shape, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`-p /hooks` prints the captured result shape plus the documented `command`."""
+    root = tmp_path / "ws"
+    (root / ".agents").mkdir(parents=True)
+    config = {
+        "gate": {
+            "PreToolUse": [{"matcher": "*", "hooks": [{"command": "true", "timeout": 5}]}],
+            "Stop": [{"command": "true"}],
+        }
+    }
+    (root / ".agents" / "hooks.json").write_text(json.dumps(config))
+    lines = run(
+        ["-p", "/hooks", "--add-dir", str(root), "--output-format", output_format],
+        [],
+        env,
+        tmp_path,
+    )
+    assert '"command":{"name":"hooks"' in lines[-1]
+    check_lines(lines, known)
+
+
 def test_allow_list_entries_are_not_in_the_captures(known: Shape) -> None:
     """An allow-list entry the captures already cover is stale: remove it."""
     for entry in ALLOWED_EXTRA:
@@ -373,6 +447,10 @@ def test_documented_contexts_are_not_in_the_captures(known: Shape) -> None:
     """A documented context a capture now shows is stale: check it like the others."""
     for tool in DOCUMENTED_TOOL_PARAMETERS:
         assert not any(path.startswith(f"step_update[tool:{tool}/") for path in known), tool
+    for context in DOCUMENTED_TOOL_STATES:
+        tool = context.removeprefix("step_update[tool:").partition("/")[0]
+        assert context not in known, context
+        assert any(path.startswith(f"step_update[tool:{tool}/") for path in known), context
     for context, like in DOCUMENTED_CONTEXTS.items():
         assert context not in known and like in known, context
 

@@ -18,7 +18,7 @@ import os
 import select
 import signal
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 JsonObject = dict[str, Any]
@@ -99,6 +99,23 @@ class Interrupts:
                 pass
         self.check()
         return fd is not None and fd in ready
+
+    def readable(self, fds: Sequence[int], timeout: float | None) -> list[int]:
+        """Like ``wait`` for several fds: the readable ones (maybe none after ``timeout``).
+
+        Raises:
+            Interrupted: a SIGINT/SIGTERM is pending.
+        """
+        self.check()
+        ready, _, _ = select.select([self._wake_r, *fds], [], [], timeout)
+        if self._wake_r in ready:
+            try:
+                while os.read(self._wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        self.check()
+        return [fd for fd in ready if fd != self._wake_r]
 
 
 class LineReader:

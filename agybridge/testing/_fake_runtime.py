@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._fake_hooks import DEFAULT_MODEL_NAME, HookSet
 from ._fake_io import Interrupts, JsonObject, LaunchLog, Output, dumps, stderr_line
 from ._fake_protocol import Usage
 
@@ -132,6 +133,8 @@ class Knobs:
     exit_delay_s: float = 0.0
     stdout_log: str | None = None
     resume_usage: bool = False
+    ignore_hooks: bool = False
+    commands_need_approval: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], version: str) -> Knobs:
@@ -160,6 +163,8 @@ class Knobs:
             exit_delay_s=_env_float(env, "FAKE_AGY_EXIT_DELAY", 0.0),
             stdout_log=env.get("FAKE_AGY_STDOUT_LOG") or None,
             resume_usage=_env_flag(env, "FAKE_AGY_RESUME_USAGE"),
+            ignore_hooks=_env_flag(env, "FAKE_AGY_IGNORE_HOOKS"),
+            commands_need_approval=_env_flag(env, "FAKE_AGY_COMMANDS_NEED_APPROVAL"),
         )
 
 
@@ -187,6 +192,9 @@ class Session:
         print_timeout_s: float,
         print_timeout_text: str,
         state_root: Path | None = None,
+        hooks: HookSet | None = None,
+        workspace_paths: Sequence[str] = (),
+        model_name: str = DEFAULT_MODEL_NAME,
     ) -> None:
         self.conversation_id = conversation_id
         self.next_step_index = next_step_index
@@ -204,6 +212,12 @@ class Session:
         #: Stands in for ``~/.gemini/antigravity-cli`` (contract.md §7): ``brain/<id>/``
         #: artifacts such as generated images go below it.
         self.state_root = state_root
+        #: Hooks loaded at startup (``_fake_hooks``); PreToolUse ones gate tool steps.
+        self.hooks = hooks or HookSet()
+        #: The absolute ``--add-dir`` roots: the hook payload's ``workspacePaths`` (§A3).
+        self.workspace_paths = tuple(workspace_paths)
+        #: The hook payload's ``modelName``: the ``--model`` slug or agy's default.
+        self.model_name = model_name
         self.usage = Usage()
         self.duration_s = 0.0
         #: Turns started by this process (``num_turns`` also counts a resumed history).

@@ -4,7 +4,8 @@ A scenario is ``(turn) -> exit code | None``: it emits the turn's steps through 
 and normally its one ``result`` (``turn.finish``); returning an int ends the process with
 that code (with or without a result, as the scenario models); None serves the next line.
 Shapes follow the captures in ``shared/agy/samples`` and contract.md §3; every invented
-detail is marked as such.
+detail is marked as such. Tool steps are gated (``ToolStep.authorize``: PreToolUse hooks,
+then agy's own headless check; hooks-and-tools.md §A4-§A7) before their effects happen.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import json
 import os
 import re
 import struct
+import tempfile
 import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._fake_hooks import Action, Hook, Verdict, pre_tool_use_payload, run_handler, verdict_of
 from ._fake_io import JsonObject, dumps, stderr_line
 from ._fake_protocol import Usage
 from ._fake_runtime import PrintTimeout, Turn
@@ -39,6 +42,8 @@ THINKING_TOKENS = 8
 #: The demo command of the official docs' tool step (official-docs-misc-lines).
 TOOL_COMMAND = "echo hello_headless_demo"
 TOOL_OUTPUT = "hello_headless_demo\n"
+#: run_command's ``WaitMsBeforeAsync`` in the hook payload (1.1.18 measurement, §A3).
+RUN_COMMAND_WAIT_MS = 2000
 
 QUOTA_ERROR = (
     "Individual quota reached. Please upgrade your subscription to increase your limits. "
@@ -56,6 +61,8 @@ SOFT_DENY_NOTICE = (
     "permissions.allow in settings.json (e.g. command(<target>)). Alternatively, re-run "
     "with --dangerously-skip-permissions to auto-approve all tools."
 )  # samples/stderr-lines-observed.txt
+#: The result's ``denied_actions`` entry of a soft-denied command (contract.md §3.5).
+DENIED_COMMAND: JsonObject = {"action": "command", "display_name": "RunCommand"}
 #: A glog-style line: the kind of non-JSON noise bridges must skip (contract.md §8.16).
 NOISE_LINE = "I1130 05:10:00.000000   4242 server.go:117] language server ready"
 #: A Go runtime panic's first lines (the fake's stand-in for a crash).
@@ -71,6 +78,10 @@ PANIC_LINES = (
 EDIT_DEFAULT_FILE = "fake-agy-edit.txt"
 EDIT_INITIAL_CONTENT = "fake-agy edit target\nthis second line is left alone\n"
 EDIT_SUFFIX = " (edited by fake-agy)"
+
+#: ``permission-tool``: the workspace file its write_to_file creates and view_file reads.
+PERMISSION_FILE = "fake-agy-permission.txt"
+PERMISSION_CONTENT = "written by fake-agy after the permission check\n"
 
 #: ``multi-tool``: the workspace file it reads, searches and prints, and the file it writes.
 NOTES_FILE = "fake-agy-notes.txt"
@@ -284,12 +295,48 @@ def silent_exit(turn: Turn) -> int | None:
     return 0
 
 
+class ToolBlocked(Exception):
+    """A tool step that did not run; ``run_scenario`` ends the turn for it."""
+
+
+class HookBlocked(ToolBlocked):
+    """A PreToolUse hook denied the call or failed: the step has ended ERROR (§A4-§A6)."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+    @property
+    def explanation(self) -> str:
+        """What the model replies about it (wording invented; §A6: "the model usually
+        explains and continues")."""
+        reason = self.verdict.reason
+        if reason is None:
+            return f"The tool call failed: {self.verdict.message}"
+        return f"The tool call was denied: {reason}" if reason else "The tool call was denied."
+
+
+class SoftDenied(ToolBlocked):
+    """agy's own headless permission check refused the tool (§A6, §A7).
+
+    The step has ended DONE without output (the 1.3.x shape the ``soft-deny`` scenario
+    models); the turn stops at this first blocked tool.
+    """
+
+
 class ToolStep:
     """One tool step (contract.md §3.4): ACTIVE now, later DONE or ERROR on its step_index.
 
     ``tool_name`` duplicates ``tool_info.name``. ``parameters`` use the tool's PascalCase
     keys and appear on both updates, or only on the final one when ``on_active`` is False
     (write_to_file in the 1.1.11 capture; run_command carries them on ACTIVE, KAO-EV).
+    They are the stream's reduced display subset; ``args`` are the full model arguments a
+    PreToolUse hook receives (hooks-and-tools.md §B2; default: ``parameters``).
+    ``needs_approval``: agy's headless permission check refuses the tool unless
+    ``--dangerously-skip-permissions`` (shell commands by default, §A9).
+
+    Scenarios call ``authorize`` right after creating a step and before the tool's
+    effects, so hooks see the ACTIVE line first (§A5) and a denied tool does nothing.
     """
 
     def __init__(
@@ -298,12 +345,16 @@ class ToolStep:
         name: str,
         parameters: JsonObject | None = None,
         *,
+        args: JsonObject | None = None,
         on_active: bool = True,
+        needs_approval: bool = False,
         gap: int = 1,
     ) -> None:
         self.turn = turn
         self.name = name
         self.parameters = parameters
+        self.args: JsonObject = dict(parameters or {}) if args is None else args
+        self.needs_approval = needs_approval
         info: JsonObject = {"name": name}
         if parameters is not None and on_active:
             info["parameters"] = parameters
@@ -330,14 +381,116 @@ class ToolStep:
     def fail(self, message: str) -> None:
         self.update("ERROR", error={"type": "TOOL_ERROR", "message": message})
 
+    def authorize(self) -> None:
+        """Gate the tool before it runs: PreToolUse hooks, then agy's own check (§A7).
 
-def _run_command(turn: Turn, *, output: str | None, error: str | None = None) -> None:
-    """One run_command step: ACTIVE with parameters, then DONE or ERROR (§3.4).
+        Every matching hook runs, in ``/hooks`` order, while the turn prints nothing; the
+        first one that does not allow decides (any deny wins; §A2 calls the combination
+        undocumented). A hook's ``allow`` cannot lift the soft-deny (§A7).
+
+        Raises:
+            HookBlocked: a hook denied or failed; the step has ended ERROR.
+            SoftDenied: the tool needs an approval headless mode cannot give.
+            PrintTimeout: ``--print-timeout`` expired while a hook ran.
+            Interrupted: SIGINT/SIGTERM while a hook ran (the hook is killed).
+        """
+        session = self.turn.session
+        blocked: Verdict | None = None
+        for hook, action in session.hooks.pre_tool_use(self.name):
+            verdict = self._run_hook(hook, action)
+            if blocked is None and not verdict.allowed:
+                blocked = verdict
+        if blocked is not None:
+            self.fail(blocked.message)
+            raise HookBlocked(blocked)
+        if self.needs_approval and session.permission_mode != "always-proceed":
+            self.done()
+            raise SoftDenied
+
+    def _run_hook(self, hook: Hook, action: Action) -> Verdict:
+        session = self.turn.session
+        handler_id = hook.handler_id(action)
+        payload = pre_tool_use_payload(
+            tool=self.name,
+            args=self.args,
+            step_index=self.index,
+            conversation_id=session.conversation_id,
+            workspace_paths=session.workspace_paths,
+            model_name=session.model_name,
+            state_root=session.state_root or Path(tempfile.gettempdir()),
+        )
+        run = run_handler(
+            action.handler.command,
+            dumps(payload).encode(),
+            cwd=hook.cwd,
+            env={**os.environ, "ANTIGRAVITY_CONVERSATION_ID": session.conversation_id},
+            timeout_s=action.handler.timeout_s,
+            interrupts=session.interrupts,
+            turn_deadline=self.turn.deadline,
+        )
+        if run.turn_deadline:
+            raise PrintTimeout
+        skip = session.permission_mode == "always-proceed"
+        verdict = verdict_of(handler_id, run, skip_permissions=skip)
+        session.log.record(
+            {
+                "hook": {
+                    "id": handler_id,
+                    "tool": self.name,
+                    "step_index": self.index,
+                    "pid": run.pid,
+                    "returncode": run.returncode,
+                    "verdict": verdict.kind,
+                }
+            }
+        )
+        return verdict
+
+
+def _command_args(turn: Turn, command: str) -> JsonObject:
+    """run_command's full arguments (§A3 payload; ``toolAction``/``toolSummary`` wording
+    invented in the measured style)."""
+    return {
+        "CommandLine": command,
+        "Cwd": str(_workspace(turn)),
+        "WaitMsBeforeAsync": RUN_COMMAND_WAIT_MS,
+        "toolAction": "Running a shell command",
+        "toolSummary": f"Running {command}",
+    }
+
+
+def _command_step(turn: Turn, command: str, *, needs_approval: bool = False) -> ToolStep:
+    """An ACTIVE run_command step; ``FAKE_AGY_COMMANDS_NEED_APPROVAL`` makes every one need
+    approval in request-review mode, as real agy's default rules do (§A9)."""
+    return ToolStep(
+        turn,
+        "run_command",
+        {"CommandLine": command},
+        args=_command_args(turn, command),
+        needs_approval=needs_approval or turn.knobs.commands_need_approval,
+    )
+
+
+def _write_args(path: Path, content: str, *, description: str) -> JsonObject:
+    """write_to_file's full arguments (hooks-and-tools.md §B2)."""
+    return {
+        "TargetFile": str(path),
+        "CodeContent": content,
+        "Overwrite": path.exists(),
+        "Description": description,
+    }
+
+
+def _run_command(
+    turn: Turn, *, output: str | None, error: str | None = None, needs_approval: bool = False
+) -> None:
+    """One run_command step: ACTIVE with parameters, the gate, then DONE or ERROR (§3.4).
 
     Stream ``parameters`` carry only ``CommandLine`` in every live capture
     (hooks-and-tools.md §B2); ``output`` is the combined stdout+stderr text.
     """
-    step = ToolStep(turn, "run_command", {"CommandLine": TOOL_COMMAND})
+    step = _command_step(turn, TOOL_COMMAND, needs_approval=needs_approval)
+    step.authorize()
     turn.pause(turn.knobs.fragment_delay_s)
     if error is None:
         step.done(output)
@@ -345,14 +498,18 @@ def _run_command(turn: Turn, *, output: str | None, error: str | None = None) ->
         step.fail(error)
 
 
-def tool(turn: Turn) -> int | None:
-    """A run_command tool step, then a short reply."""
+def _tool_turn(turn: Turn, *, needs_approval: bool) -> int | None:
     turn.user_input()
-    _run_command(turn, output=TOOL_OUTPUT)
+    _run_command(turn, output=TOOL_OUTPUT, needs_approval=needs_approval)
     reply = "The command printed hello_headless_demo."
     turn.say(split_fragments(reply), usage=reply_usage(turn, reply), gap=1)
     turn.finish()
     return None
+
+
+def tool(turn: Turn) -> int | None:
+    """A run_command tool step, then a short reply."""
+    return _tool_turn(turn, needs_approval=False)
 
 
 def tool_error(turn: Turn) -> int | None:
@@ -374,16 +531,28 @@ def soft_deny(turn: Turn) -> int | None:
 
     1.3.x shape (hooks-and-tools.md §A6): the tool step ends DONE with no output, the turn
     stops at the first blocked tool, the jetski notice goes to stderr (contract.md §4).
-    With ``--dangerously-skip-permissions`` nothing is denied and the tool runs.
+    PreToolUse hooks run first (§A7: an ``allow`` does not lift the denial, a ``deny``
+    wins). With ``--dangerously-skip-permissions`` nothing is denied and the tool runs.
     """
-    if turn.session.permission_mode == "always-proceed":
-        return tool(turn)
-    turn.user_input()
-    _run_command(turn, output=None)
-    stderr_line(SOFT_DENY_NOTICE)
-    turn.finish(
-        response="", extra={"denied_actions": [{"action": "command", "display_name": "RunCommand"}]}
-    )
+    return _tool_turn(turn, needs_approval=True)
+
+
+def run_scenario(scenario: Scenario, turn: Turn) -> int | None:
+    """Run one turn's scenario; a tool it could not run ends the turn (§A6).
+
+    A soft-denied tool: the jetski notice on stderr and a SUCCESS result with
+    ``denied_actions``. A hook-blocked tool (deny, failure, timeout): the model explains in
+    a short reply and the result is SUCCESS; that is the 1.2.3/1.2.5 behaviour ([HD125];
+    1.1.18 ended the turn with an ERROR result instead).
+    """
+    try:
+        return scenario(turn)
+    except SoftDenied:
+        stderr_line(SOFT_DENY_NOTICE)
+        turn.finish(extra={"denied_actions": [dict(DENIED_COMMAND)]})
+    except HookBlocked as blocked:
+        _reply_text(turn, blocked.explanation)
+        turn.finish()
     return None
 
 
@@ -472,12 +641,35 @@ def edit(turn: Turn) -> int | None:
     target = root / (args[0] if args else EDIT_DEFAULT_FILE)  # an absolute arg wins
     turn.pause(turn.knobs.fragment_delay_s)
     if not target.exists():
-        create = ToolStep(turn, "write_to_file", {"TargetFile": str(target)}, on_active=False)
+        create = ToolStep(
+            turn,
+            "write_to_file",
+            {"TargetFile": str(target)},
+            args=_write_args(target, EDIT_INITIAL_CONTENT, description="Create the file."),
+            on_active=False,
+        )
+        create.authorize()
         turn.pause(turn.knobs.edit_delay_s)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(EDIT_INITIAL_CONTENT)
         create.done()
-    replace = ToolStep(turn, "replace_file_content", {"TargetFile": str(target)})
+    old_line = target.read_bytes().partition(b"\n")[0].decode("utf-8", errors="replace")
+    replace = ToolStep(
+        turn,
+        "replace_file_content",
+        {"TargetFile": str(target)},
+        args={
+            "TargetFile": str(target),
+            "TargetContent": old_line,
+            "ReplacementContent": old_line + EDIT_SUFFIX,
+            "StartLine": 1,
+            "EndLine": 1,
+            "AllowMultiple": False,
+            "Instruction": "Append a marker to the first line.",
+            "Description": "Mark the first line as edited.",
+        },
+    )
+    replace.authorize()
     turn.pause(turn.knobs.edit_delay_s)
     first, newline, rest = target.read_bytes().partition(b"\n")
     target.write_bytes(first + EDIT_SUFFIX.encode() + newline + rest)
@@ -507,10 +699,17 @@ def multi_tool(turn: Turn) -> int | None:
     pause = turn.knobs.fragment_delay_s
 
     view = ToolStep(turn, "view_file", {"AbsolutePath": str(notes)})
+    view.authorize()
     turn.pause(pause)
     view.done(f"{len(text.splitlines())} lines, {len(data)} bytes")
 
-    search = ToolStep(turn, "grep_search", {"Query": NOTES_QUERY, "SearchPath": str(root)})
+    search = ToolStep(
+        turn,
+        "grep_search",
+        {"Query": NOTES_QUERY, "SearchPath": str(root)},
+        args={"SearchPath": str(root), "Query": NOTES_QUERY, "MatchPerLine": True},
+    )
+    search.authorize()
     turn.pause(pause)
     matches = [
         f"{NOTES_FILE}:{number}: {line}"
@@ -519,19 +718,100 @@ def multi_tool(turn: Turn) -> int | None:
     ]
     search.done("".join(f"{match}\n" for match in matches))
 
-    command = ToolStep(turn, "run_command", {"CommandLine": f"cat {NOTES_FILE}"})
+    command = _command_step(turn, f"cat {NOTES_FILE}")
+    command.authorize()
     turn.pause(pause)
     command.done(text)
 
     summary = root / SUMMARY_FILE
-    write = ToolStep(turn, "write_to_file", {"TargetFile": str(summary)}, on_active=False)
+    content = f"{NOTES_FILE}: {len(matches)} line(s) mention {NOTES_QUERY!r}\n"
+    write = ToolStep(
+        turn,
+        "write_to_file",
+        {"TargetFile": str(summary)},
+        args=_write_args(summary, content, description="Summarize the matches."),
+        on_active=False,
+    )
+    write.authorize()
     turn.pause(pause)
-    summary.write_text(f"{NOTES_FILE}: {len(matches)} line(s) mention {NOTES_QUERY!r}\n")
+    summary.write_text(content)
     write.done()
 
     _reply_text(
         turn, f"I read {NOTES_FILE}, found {len(matches)} match(es) and wrote {SUMMARY_FILE}."
     )
+    turn.finish()
+    return None
+
+
+def _gate(step: ToolStep, outcomes: list[str]) -> bool:
+    """``step.authorize()``; a hook-blocked step is noted in ``outcomes`` (False)."""
+    try:
+        step.authorize()
+    except HookBlocked as blocked:
+        outcomes.append(f"{step.name}: {blocked.explanation}")
+        return False
+    return True
+
+
+def permission_tool(turn: Turn) -> int | None:
+    """Three gated tools in one turn: ``[fake-agy:permission-tool] [PATH]``.
+
+    run_command ``echo hello_headless_demo`` (needs approval: soft-denied without
+    ``--dangerously-skip-permissions``, which stops the turn, §A7), then write_to_file
+    creating PATH (default ``fake-agy-permission.txt`` in the workspace) and view_file
+    reading it (in-workspace writes and reads need no approval, §A9). Each step runs the
+    PreToolUse hooks; a hook-blocked step ends ERROR and the turn goes on to the next tool
+    (the model "continues", §A6), so one turn exercises several decisions. The reply sums
+    up what ran. A view_file of a missing file ends ERROR (wording invented after the
+    captured ``error executing cascade step: CORTEX_STEP_TYPE_RUN_COMMAND: …``).
+    """
+    turn.user_input()
+    root = _workspace(turn)
+    args = directive_args(turn.prompt)
+    target = root / (args[0] if args else PERMISSION_FILE)
+    shown = _shown(target, root)
+    pause = turn.knobs.fragment_delay_s
+    outcomes: list[str] = []
+    turn.pause(pause)
+
+    command = _command_step(turn, TOOL_COMMAND, needs_approval=True)
+    if _gate(command, outcomes):
+        turn.pause(pause)
+        command.done(TOOL_OUTPUT)
+        outcomes.append(f"run_command printed {TOOL_OUTPUT.strip()}")
+
+    write = ToolStep(
+        turn,
+        "write_to_file",
+        {"TargetFile": str(target)},
+        args=_write_args(target, PERMISSION_CONTENT, description="Record the permission check."),
+        on_active=False,
+    )
+    if _gate(write, outcomes):
+        turn.pause(pause)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(PERMISSION_CONTENT)
+        write.done()
+        outcomes.append(f"write_to_file wrote {shown}")
+
+    view = ToolStep(turn, "view_file", {"AbsolutePath": str(target)})
+    if _gate(view, outcomes):
+        turn.pause(pause)
+        try:
+            data = target.read_bytes()
+        except OSError as exc:
+            view.fail(
+                "error executing cascade step: CORTEX_STEP_TYPE_VIEW_FILE: "
+                f"open {target}: {(exc.strerror or str(exc)).lower()}"
+            )
+            outcomes.append(f"view_file could not read {shown}")
+        else:
+            lines = len(data.decode("utf-8", errors="replace").splitlines())
+            view.done(f"{lines} lines, {len(data)} bytes")
+            outcomes.append(f"view_file read {shown}")
+
+    _reply_text(turn, "; ".join(outcomes) + ".")
     turn.finish()
     return None
 
@@ -554,7 +834,13 @@ def image_out(turn: Turn) -> int | None:
         state = turn.session.state_root or Path(os.getcwd())
         directory = state / "brain" / turn.session.conversation_id
     path = directory / f"{IMAGE_NAME}.png"
-    step = ToolStep(turn, "generate_image", {"ImageName": IMAGE_NAME})
+    step = ToolStep(
+        turn,
+        "generate_image",
+        {"ImageName": IMAGE_NAME},
+        args={"Prompt": "A single blue pixel.", "ImageName": IMAGE_NAME},
+    )
+    step.authorize()
     turn.pause(turn.knobs.fragment_delay_s)
     directory.mkdir(parents=True, exist_ok=True)
     path.write_bytes(NOT_AN_IMAGE if "not-image" in args else tiny_png())
@@ -584,7 +870,7 @@ def schema(turn: Turn) -> int | None:
     text = dumps(structured)
     if "stream" in args:
         _reply_text(turn, text)
-    finish = ToolStep(turn, "finish")
+    finish = ToolStep(turn, "finish")  # no hooks: finish never reached one (§A5, [KAO-TP])
     turn.pause(turn.knobs.fragment_delay_s)
     turn.step("finish", index=finish.index, timed=True, usage=reply_usage(turn, text))
     turn.finish(response=text, extra={"structured_output": structured})
@@ -610,7 +896,8 @@ def unknown_events(turn: Turn) -> int | None:
     )
     turn.pause(turn.knobs.fragment_delay_s)
     turn.step(UNKNOWN_STEP_TYPE, gap=1, timed=True)
-    step = ToolStep(turn, "run_command", {"CommandLine": TOOL_COMMAND})
+    step = _command_step(turn, TOOL_COMMAND)
+    step.authorize()
     turn.pause(turn.knobs.fragment_delay_s)
     step.update(UNKNOWN_STATE)
     turn.pause(turn.knobs.fragment_delay_s)
@@ -643,7 +930,8 @@ def big_output(turn: Turn) -> int | None:
     after the tool step until the file P exists.
     """
     turn.user_input()
-    step = ToolStep(turn, "run_command", {"CommandLine": BIG_OUTPUT_COMMAND})
+    step = _command_step(turn, BIG_OUTPUT_COMMAND)
+    step.authorize()
     turn.pause(turn.knobs.fragment_delay_s)
     step.done(big_output_text())
     _hold(turn)
@@ -721,6 +1009,7 @@ SCENARIOS: dict[str, Scenario] = {
     "multi-response": multi_response,
     "edit": edit,
     "multi-tool": multi_tool,
+    "permission-tool": permission_tool,
     "image-out": image_out,
     "schema": schema,
     "unknown-events": unknown_events,

@@ -19,10 +19,24 @@ NDJSON on stdout, human text on stderr, an exit code. Everything it does is take
    ``result{status:ERROR,error:"interrupted"}`` and exit 1, SIGTERM with ``context
    canceled`` (§5); signals are turned into exceptions only at waiting points
    (``_fake_io.Interrupts``), so no stdout line is ever cut in half by one.
+5. Hooks (``shared/agy/hooks-and-tools.md`` part A, ``_fake_hooks``): at startup the fake
+   loads ``$HOME/.gemini/config/hooks.json`` and ``<root>/{.agents,.agent,_agents,_agent}/
+   hooks.json`` of every absolute ``--add-dir`` root (never the cwd as such), dropping a
+   file agy would reject. ``-p /hooks`` lists them without a turn (json envelope with
+   ``command.data.hooks``, ``num_turns:0``; stream-json: ``command_result`` + ``result``;
+   text: TSV). Every gated tool step (all tool steps except ``finish``) prints its ACTIVE
+   line, then runs each enabled matching PreToolUse handler (``sh -c``, stdin = the
+   camelCase payload with the full tool arguments, its own process group, its
+   ``timeout``) while the turn prints nothing; then agy's own headless check applies
+   (a hook cannot lift a soft-deny, §A7). A denied or failed hook ends the step ERROR
+   (``tool call denied by pre-tool hook: R`` / ``JSON hook "jsonhook__…" failed: …``),
+   the tool does not run, the model explains, and the turn is SUCCESS (1.2.x, §A6).
+   SIGINT/SIGTERM or ``--print-timeout`` during a hook kill it first.
 
 Modules: ``_fake_cli`` (argv, usage, models), ``_fake_protocol`` (stdin validation, usage
 arithmetic, captures; pure), ``_fake_io`` (stdout/stderr/stdin, signals, launch log),
-``_fake_runtime`` (knobs, conversation state, ``Session``/``Turn``), ``_fake_scenarios``.
+``_fake_runtime`` (knobs, conversation state, ``Session``/``Turn``), ``_fake_hooks``
+(hooks.json, ``/hooks``, handler runs), ``_fake_scenarios``.
 
 Entry points: ``python -m agybridge.testing.fake_agy``, the ``fake-agy`` console script and
 ``bin/fake-agy``. Run ``fake-agy --print hi --output-format stream-json`` for one turn.
@@ -35,12 +49,17 @@ Knobs (environment)
                              echo, slow, ignore-sigint, crash, truncated, tool, tool-error,
                              quota, unavailable, soft-deny, print-timeout, noise, silent-exit,
                              multi-response, and for rendering tests edit, multi-tool,
-                             image-out, schema, unknown-events, big-output, huge-line.
+                             image-out, schema, unknown-events, big-output, huge-line, and
+                             for permission tests permission-tool (run_command, then
+                             write_to_file and view_file of one workspace file; a hook-blocked
+                             step does not stop the turn).
                              ``unavailable`` as the first item fails at startup. Words after
                              a directive are the scenario's arguments:
                              ``[fake-agy:edit] PATH`` (file to change, relative to the
                              workspace; created by a write_to_file step if missing),
                              ``[fake-agy:image-out] [outside] [not-image]``,
+                             ``[fake-agy:permission-tool] [PATH]`` (default
+                             ``fake-agy-permission.txt``),
                              ``[fake-agy:schema] [stream]``, and ``gate=PATH`` for
                              big-output/huge-line (hold the turn after the big payload until
                              PATH exists: a test control, not agy behaviour). Scenarios that
@@ -60,7 +79,11 @@ Knobs (environment)
                              env}`` (argv without the program name; env = ``FAKE_AGY_*`` and
                              ``AGY_*`` only), one per stdin line ``{pid, stdin}``, one per
                              spawned child ``{pid, child:{pid,pgid,sid,own_session}}``, one per
-                             ignored signal ``{pid, signal, ignored}`` and ``{pid, exit}``.
+                             ignored signal ``{pid, signal, ignored}`` and ``{pid, exit}``;
+                             hooks add ``{pid, debug}`` lines (``failed to parse hooks.json at
+                             <path>: …``, ``loaded N named hooks from M hooks.json file(s)``)
+                             and one ``{pid, hook:{id,tool,step_index,pid,returncode,verdict}}``
+                             per handler run.
 ``FAKE_AGY_STATE_DIR``       conversation files (default ``<tmp>/fake-agy-state-<uid>``).
 ``FAKE_AGY_STARTUP_DELAY``   seconds before ``init`` (and before subcommands answer).
 ``FAKE_AGY_LAZY_INIT=1``     print ``init`` when the first stdin line arrives instead.
@@ -85,6 +108,14 @@ Knobs (environment)
                              starting from zero in the new process.
 ``FAKE_AGY_STDOUT_LOG``      append every stdout line as ``{pid, stdout}`` (``partial: true``
                              for a cut line): the raw agy lines a bridge was given.
+``FAKE_AGY_IGNORE_HOOKS=1``  load no hooks.json at all (a gate that silently failed to load,
+                             hooks-and-tools.md §A5): ``/hooks`` lists none, nothing runs.
+``FAKE_AGY_COMMANDS_NEED_APPROVAL=1`` every run_command step needs approval, as with agy's
+                             default rules (§A9): in request-review mode (no
+                             ``--dangerously-skip-permissions``) it is soft-denied after the
+                             hooks ran. Off by default; ``soft-deny`` and ``permission-tool``
+                             commands always need it.
+``HOME``                     the user-level ``.gemini/config/hooks.json`` is read below it.
 A bad knob value exits 64 with a ``fake-agy:`` message on stderr.
 """
 
@@ -114,6 +145,7 @@ from ._fake_cli import (
     parse_go_duration,
     usage_text,
 )
+from ._fake_hooks import DEFAULT_MODEL_NAME, HookSet, load_hooks
 from ._fake_io import (
     Interrupted,
     Interrupts,
@@ -133,6 +165,7 @@ from ._fake_scenarios import (
     UNAVAILABLE_ERROR,
     Scenario,
     replay,
+    run_scenario,
     signed_out,
 )
 
@@ -297,6 +330,9 @@ def _serve(opts: Options, knobs: Knobs, log: LaunchLog) -> int:
             f"warning: --mode {opts.mode} has no effect while slash command expansion is disabled."
         )
     out = Output(opts.output_format, tee=knobs.stdout_log)
+    hooks = HookSet() if knobs.ignore_hooks else load_hooks(opts.add_dirs, _home(), log)
+    if _is_hooks_command(opts):
+        return _hooks_command(out, hooks, knobs)
     display_model = None
     if opts.model:
         display_model = model_display_name(opts.model)
@@ -332,7 +368,14 @@ def _serve(opts: Options, knobs: Knobs, log: LaunchLog) -> int:
         return _pre_turn_error(out, UNAVAILABLE_ERROR)
 
     session = _open_session(
-        opts, knobs=knobs, log=log, out=out, interrupts=interrupts, schema=schema, capture=capture
+        opts,
+        knobs=knobs,
+        log=log,
+        out=out,
+        interrupts=interrupts,
+        schema=schema,
+        capture=capture,
+        hooks=hooks,
     )
     init = _init_line(opts, session, display_model, schema, capture)
     stream_input = opts.input_format == "stream-json"
@@ -355,6 +398,7 @@ def _open_session(
     interrupts: Interrupts,
     schema: JsonObject | None,
     capture: Capture | None,
+    hooks: HookSet,
 ) -> Session:
     """Create or resume the conversation (``--conversation``, ``-c``; contract.md §1.1)."""
     workspace = os.path.realpath(opts.add_dirs[0]) if opts.add_dirs else os.getcwd()
@@ -395,6 +439,10 @@ def _open_session(
         print_timeout_s=timeout_s,
         print_timeout_text=opts.print_timeout if timeout_s > 0 else "5m0s",
         state_root=store.root,
+        hooks=hooks,
+        # Relative roots are no workspace for hooks (hooks-and-tools.md §A2, _fake_hooks).
+        workspace_paths=[os.path.realpath(d) for d in opts.add_dirs if os.path.isabs(d)],
+        model_name=_model_slug(opts.model) or DEFAULT_MODEL_NAME,
     )
     if capture is not None:
         session.usage = capture.usage
@@ -428,6 +476,58 @@ def _init_line(
     if schema is not None:
         init["json_schema"] = schema
     return dumps({"event": "init", "conversation_id": session.conversation_id, "init": init})
+
+
+def _home() -> str | None:
+    return os.environ.get("HOME") or None
+
+
+def _model_slug(value: str | None) -> str | None:
+    """The ``agy models`` slug of a ``--model`` value (slug or display name)."""
+    for slug, display in MODELS:
+        if value in (slug, display):
+            return slug
+    return None
+
+
+def _is_hooks_command(opts: Options) -> bool:
+    """``-p /hooks`` in print mode: answered by the CLI itself (contract.md §6)."""
+    prompt = (opts.print_prompt or "").strip()
+    return (
+        opts.input_format != "stream-json"
+        and not opts.disable_slash_commands
+        and prompt.lower() == "/hooks"
+    )
+
+
+def _hooks_command(out: Output, hooks: HookSet, knobs: Knobs) -> int:
+    """``agy -p /hooks``: the loaded hooks without a model turn, exit 0.
+
+    Shapes from [GOBBY] command-captures.json (1.1.18; hooks-and-tools.md §A2): ``json`` is
+    the result envelope (``conversation_id:""``, ``num_turns:0``, zero usage) plus
+    ``command:{name:"hooks",data:{hooks:[…]}}``, ``response`` one TSV line per action;
+    ``stream-json`` is a ``command_result`` line, then the ``result`` (as for ``agy
+    --output-format stream-json models`` in the same capture; no ``init``); ``text``
+    prints the TSV. Signed out: the captured ``authentication failed or timed out``
+    ERROR, exit 1.
+    """
+    time.sleep(knobs.startup_delay_s)
+    envelope: JsonObject = {"conversation_id": "", "status": "SUCCESS", "response": ""}
+    counters: JsonObject = {"duration_seconds": 0, "num_turns": 0, "usage": Usage().to_json()}
+    if knobs.signed_out:
+        error = "authentication failed or timed out"
+        out.event("result", {**envelope, "status": "ERROR", "error": error, **counters})
+        out.close()
+        stderr_line(f"error: {error}")
+        return 1
+    response, command = hooks.listing()
+    if out.format == "stream-json":
+        out.raw(dumps({"event": "command_result", "command": command}))
+    elif out.format == "text":
+        write_all(1, response.encode())
+    out.event("result", {**envelope, "response": response, **counters, "command": command})
+    out.close()
+    return 0
 
 
 def _argv_prompt(prompt: str) -> str:
@@ -520,7 +620,7 @@ def _serve_turn(
             turn.finish("ERROR", error=message, response="")
             stderr_line(message)
             return EXIT_FAKE_MISUSE
-        return scenario(turn)
+        return run_scenario(scenario, turn)
     except Interrupted as exc:
         if not turn.finished:
             sigint = exc.signum == signal.SIGINT
