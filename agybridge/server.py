@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -142,6 +143,10 @@ async def _serve(
         assert peer is not None
         await send_update_via(peer.notify, session_id, update)
 
+    async def ask_client(method: str, params: Any) -> Any:
+        assert peer is not None
+        return await peer.request(method, params)
+
     for warning in settings.warnings:
         logger.warning("%s", warning)
     catalog = CatalogService()
@@ -155,6 +160,7 @@ async def _serve(
         store=store,
         staging_base=settings.staging_dir,
         keep_staging=settings.keep_staging,
+        ask_client=ask_client,
     )
 
     def doctor() -> list[str]:

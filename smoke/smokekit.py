@@ -430,6 +430,9 @@ def base_env(marker: str, **extra: str) -> dict[str, str]:
     scratch = tempfile.mkdtemp(prefix="agyb-smoke-")
     env.setdefault("AGYBRIDGE_DB", os.path.join(scratch, "s.db"))
     env.setdefault("AGYBRIDGE_STAGING_DIR", os.path.join(scratch, "staging"))
+    # The matrix measures streaming and supervision; replayed captures cannot
+    # call the permission gate, so it runs in agy's own safe mode.
+    env.setdefault("AGYBRIDGE_MODE", "safe")
     env.update(extra)
     return env
 

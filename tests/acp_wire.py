@@ -498,6 +498,11 @@ class RawClient:
         self._changed = trio.Event()
         self._next_id = 0
         self._send_lock = trio.Lock()
+        #: session/request_permission requests the bridge sent, in order.
+        self.permission_requests: list[dict[str, Any]] = []
+        #: optionId to answer permission requests with (None: answer "cancelled";
+        #: "hold": do not answer, the test does).
+        self.permission_choice: str | None = "allow_once"
 
     # -- sending
 
@@ -666,11 +671,33 @@ class RawClient:
         try:
             async for line in iter_lines(self.process.stdout):
                 self._on_line(line)
+                message = self.received[-1] if self.received else None
+                if (
+                    isinstance(message, dict)
+                    and message.get("method") == "session/request_permission"
+                    and "id" in message
+                    and (
+                        not self.permission_requests or message is not self.permission_requests[-1]
+                    )
+                ):
+                    self.permission_requests.append(message)
+                    if self.permission_choice != "hold":
+                        await self.answer_permission(message, self.permission_choice)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             self.eof = True
             self._wake()
+
+    async def answer_permission(self, request: dict[str, Any], option_id: str | None) -> None:
+        """Answer a permission request: an option id, or None for "cancelled"."""
+        outcome: dict[str, Any] = (
+            {"outcome": "cancelled"}
+            if option_id is None
+            else {"outcome": "selected", "optionId": option_id}
+        )
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.send({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}})
 
     def _on_line(self, line: bytes) -> None:
         text = line.decode("utf-8", "replace")
@@ -765,9 +792,11 @@ class Harness:
 
     tmp_path: Path
     marker: str = attrs.Factory(new_marker)
+    #: Environment every bridge of this test gets (before per-call extras).
+    extra_env: dict[str, str] = attrs.Factory(dict)
 
     def env(self, scenario: str = "echo", **extra: str) -> dict[str, str]:
-        return bridge_env(self.tmp_path, self.marker, scenario, **extra)
+        return bridge_env(self.tmp_path, self.marker, scenario, **{**self.extra_env, **extra})
 
     def open_bridge(
         self, scenario: str = "echo", *, validator: WireValidator | None = None, **extra: str

@@ -27,10 +27,11 @@ def samples_dir() -> Path:
 
 
 @pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    """A bridge environment in ``tmp_path``; kills leftovers as a safety net
-    (every test asserts first that there are none)."""
-    h = Harness(tmp_path)
+async def harness(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    """A bridge environment in ``tmp_path`` (plus the test module's
+    ``HARNESS_ENV``); kills leftovers as a safety net (every test asserts
+    first that there are none)."""
+    h = Harness(tmp_path, extra_env=dict(getattr(request.module, "HARNESS_ENV", {})))
     try:
         yield h
     finally:

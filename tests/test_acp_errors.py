@@ -392,12 +392,31 @@ async def test_cancel_request_for_other_request_is_request_cancelled(harness: Ha
     await harness.assert_no_leftovers()
 
 
-@pytest.mark.skip(
-    reason='"result": null from the client for an agent->client request is not testable: '
-    "the bridge sends no agent->client requests yet (no permission/fs/terminal calls)"
-)
-async def test_null_result_from_client_is_accepted() -> None:
-    """A client answering an agent->client request with "result": null is accepted."""
+async def test_null_result_from_client_is_accepted(harness: Harness) -> None:
+    """A client answering session/request_permission with "result": null (as
+    some SDK clients do for empty results) is taken as no answer: the action is
+    denied, nothing breaks, and the turn ends normally."""
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with harness.open_bridge(AGYBRIDGE_MODE="ask") as client:
+            client.permission_choice = "hold"
+            session_id = await ready_session(client)
+            prompt_id = await client.start_prompt(session_id, "[fake-agy:permission-tool]")
+            request = await client.wait_for(
+                lambda: client.permission_requests[0] if client.permission_requests else None,
+                "a permission request",
+            )
+            await client.send(
+                {"jsonrpc": "2.0", "id": request["id"], "result": None}, expect_invalid=True
+            )
+            # Later questions of the turn: answered normally.
+            client.permission_choice = "reject_once"
+            for pending in client.permission_requests[1:]:
+                await client.answer_permission(pending, "reject_once")
+            response = await client.response(prompt_id)
+            assert stop_reason(response) == "end_turn", response
+        verdicts = [e["hook"]["verdict"] for e in harness.launches() if "hook" in e]
+        assert verdicts[0] == "deny"
+    await harness.assert_no_leftovers()
 
 
 # --------------------------------------------------------------------------- turns

@@ -71,7 +71,7 @@ async def test_switching_model_and_mode_changes_the_next_argv(harness: Harness) 
         async with harness.open_bridge(validator=validator) as client:
             created = await new_session(client)
             session_id = created["sessionId"]
-            assert created["modes"]["currentModeId"] == "safe"
+            assert created["modes"]["currentModeId"] == "ask"
             assert current(created["configOptions"], "model") == "default"
             assert (await prompt(client, session_id, "one"))["result"]["stopReason"] == "end_turn"
 

@@ -39,6 +39,21 @@ _GO_DURATION = re.compile(r"0|(?:\d+(?:\.\d+)?(?:h|ms|us|µs|ns|m|s))+")
 
 #: id -> (name, description), in the order editors show them.
 MODES: dict[str, tuple[str, str]] = {
+    "ask": (
+        "Ask",
+        "agy asks you before each action: reads inside the workspace are allowed, "
+        "everything else waits for your answer in the editor.",
+    ),
+    "accept-edits": (
+        "Accept edits",
+        "Like Ask, but file edits inside the workspace are applied without asking "
+        "(agy's accept-edits mode).",
+    ),
+    "plan": (
+        "Plan",
+        "agy's plan mode: it drafts a plan before changing anything; "
+        "actions are asked like in Ask.",
+    ),
     "safe": (
         "Safe",
         "agy's own permission checks. Actions that need approval are auto-denied "
@@ -53,13 +68,9 @@ MODES: dict[str, tuple[str, str]] = {
         "Skip agy's permission checks with no sandbox: agy may run any command. "
         "Only for disposable workspaces.",
     ),
-    "plan": ("Plan", "agy's plan mode: it drafts a plan before changing anything."),
-    "accept-edits": (
-        "Accept edits",
-        "agy's accept-edits mode: file edits are applied without asking; other "
-        "actions follow agy's checks.",
-    ),
 }
+#: Modes in which agy's own checks are off and the bridge's hook gate decides.
+GATED_MODES = frozenset({"ask", "accept-edits", "plan"})
 EFFORTS: dict[str, str] = {"low": "Low", "medium": "Medium", "high": "High"}
 
 #: Setting name -> (AGYBRIDGE_* variable, agy-acp-map alias).
@@ -110,7 +121,7 @@ class LaunchSettings:
 
     model: str | None = None
     effort: str | None = None
-    mode: str = "safe"
+    mode: str = "ask"
     agent: str | None = None
     #: Explicit ``--sandbox`` choice; None = what the mode implies.
     sandbox: bool | None = None
@@ -120,19 +131,30 @@ class LaunchSettings:
     slash_commands: bool = False
 
     def launch_spec(
-        self, cwd: str, additional_dirs: Sequence[str] = (), conversation_id: str | None = None
+        self,
+        cwd: str,
+        additional_dirs: Sequence[str] = (),
+        conversation_id: str | None = None,
+        gate_dir: str | None = None,
     ) -> LaunchSpec:
-        """How to launch agy with these settings."""
+        """How to launch agy with these settings.
+
+        ``gate_dir`` is the verified permission gate's hook root: the gated
+        modes need it, and without it they run with agy's own checks (fail
+        closed: never skip agy's checks without the gate).
+        """
+        gated = self.mode in GATED_MODES and gate_dir is not None
+        extra = (*self.agy_flags(), "--dangerously-skip-permissions") if gated else self.agy_flags()
         return LaunchSpec(
             cwd=cwd,
-            additional_dirs=tuple(additional_dirs),
+            additional_dirs=(*additional_dirs, *((gate_dir,) if gated and gate_dir else ())),
             conversation_id=conversation_id,
             model=self.model,
             effort=self.effort,
             mode=self.mode if self.mode in ("plan", "accept-edits") else None,
             agent=self.agent,
             print_timeout=self.print_timeout,
-            extra_args=self.agy_flags(),
+            extra_args=extra,
         )
 
     def agy_flags(self) -> tuple[str, ...]:

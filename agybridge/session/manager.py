@@ -12,6 +12,7 @@ import trio
 from ..agy import EscalationPolicy
 from ..store import AsyncStore
 from .config import Catalog, LaunchSettings
+from .gate import AskClient
 from .session import Session, UpdateSink
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class SessionManager:
         store: AsyncStore | None = None,
         staging_base: str | None = None,
         keep_staging: bool = False,
+        ask_client: AskClient | None = None,
     ) -> None:
         self._agy_bin = agy_bin
         self._policy = policy
@@ -44,6 +46,7 @@ class SessionManager:
         self.store = store
         self._staging_base = staging_base
         self._keep_staging = keep_staging
+        self._ask_client = ask_client
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -98,6 +101,7 @@ class SessionManager:
             staging_base=self._staging_base,
             keep_staging=self._keep_staging,
             mcp_config=mcp_config,
+            ask_client=self._ask_client,
             agy_bin=self._agy_bin,
             policy=self._policy,
             max_line_bytes=self._max_line_bytes,

@@ -101,6 +101,8 @@ class TurnMapper:
     #: The process started a new conversation (no ``--conversation``): its
     #: first ``result.usage`` is then exactly this turn's.
     fresh_process: bool = True
+    #: The hook gate is on: every tool step must have gone through it.
+    gate_active: bool = False
     #: Set when the user cancelled: an ERROR result is then the interruption
     #: agy reports for SIGINT, not something to show as an error.
     cancel_requested: bool = False
@@ -354,6 +356,16 @@ class TurnMapper:
             updates.append(self._message("⚠️ " + notices.soft_deny_message(self.denied)))
         if self.print_timeout:
             updates.append(self._message("⚠️ " + notices.PRINT_TIMEOUT_MESSAGE))
+        ungated = self.tools.ungated_finished() if self.gate_active else []
+        if ungated:
+            logger.warning("tool steps finished without the permission gate: %s", ungated)
+            updates.append(
+                self._message(
+                    "⚠️ agy ran "
+                    + ", ".join(f"`{t}`" for t in ungated)
+                    + " without going through the permission gate."
+                )
+            )
         updates += self._status(result)
         # The meter's final value for the turn (unless it was just sent).
         updates += self._usage_update()

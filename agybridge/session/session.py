@@ -54,15 +54,18 @@ from ..agy import (
     Usage,
     build_argv,
 )
+from ..permissions import HookRootError
 from ..store import AsyncStore, SessionRecord, StoreError, utc_now
 from .commands import BRIDGE_COMMANDS, available_commands
 from .config import (
+    GATED_MODES,
     Catalog,
     LaunchSettings,
     apply_option,
     config_options,
     mode_state,
 )
+from .gate import AskClient, Gate
 from .history import turn_entries
 from .images import observe, snapshot_edit_target
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
@@ -172,6 +175,7 @@ class Session:
         staging_base: str | None = None,
         keep_staging: bool = False,
         mcp_config: Mapping[str, Any] | None = None,
+        ask_client: AskClient | None = None,
     ) -> None:
         self.session_id = session_id
         self.cwd = cwd
@@ -185,6 +189,10 @@ class Session:
         self._staging_base = staging_base
         self._keep_staging = keep_staging
         self._mcp_config = dict(mcp_config or {})
+        self._ask_client = ask_client
+        #: The permission gate (None without a client to ask, e.g. in tests).
+        self.gate: Gate | None = None
+        self._gate_notice_sent = False
         #: The private --add-dir root: staged attachments, MCP config.
         self.staging: StagingArea | None = None
         #: Workspace skills offered as slash commands (found after start-up).
@@ -255,6 +263,7 @@ class Session:
                 self._nursery = nursery
                 nursery.start_soon(self._events_task)
                 await self._prepare_private_root()
+                await self._start_gate(nursery)
                 await self._spawn()
                 await self.save()
                 started = True
@@ -277,6 +286,8 @@ class Session:
             if self.staging is not None:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(self.staging.remove)
+            if self.gate is not None:
+                self.gate.close()
             self.closed.set()
             logger.info(
                 "session %s ended; unrecognised agy output: %s",
@@ -365,6 +376,7 @@ class Session:
         # A change requested while agy was not running applies from this turn.
         await self._apply_pending_settings(announce=False)
         await self._announce_turn(text)
+        await self._ensure_gate(turn)
         for attempt in (1, 2):
             child = await self._ensure_child()
             if self._is_cancelled(turn):
@@ -415,6 +427,69 @@ class Session:
         else:
             stop = models.STOP_END_TURN
         return PromptResult(stop, turn.mapper.response_meta())
+
+    # --- the permission gate ---------------------------------------------------
+
+    async def _start_gate(self, nursery: trio.Nursery) -> None:
+        if self._ask_client is None:
+            return
+        ask_client = self._ask_client
+        roots = (self.cwd, *self.additional_dirs)
+        if self.staging is not None:
+            roots = (*roots, self.staging.root)
+
+        async def send(update: models.SessionUpdate) -> None:
+            await self._send_update(self.session_id, update)
+
+        gate = Gate(
+            session_id=self.session_id,
+            roots=roots,
+            mode=self.settings.mode,
+            ask_client=ask_client,
+            send_update=send,
+            current_turn=lambda: self._turn.mapper if self._turn is not None else None,
+        )
+        try:
+            await gate.start(nursery)
+        except (HookRootError, OSError) as exc:
+            gate.failure = f"could not create the permission gate: {exc}"
+            gate.ready.set()
+            logger.warning("session %s: %s", self.session_id, gate.failure)
+        self.gate = gate
+        if gate.failure is None and self.settings.mode in GATED_MODES:
+            nursery.start_soon(gate.verify, self.agy_bin, self._env)
+
+    async def _ensure_gate(self, turn: _Turn) -> None:
+        """Before a turn in a gated mode: the gate must be verified. If agy
+        does not load it, fall back to agy's own checks and say so once."""
+        gate = self.gate
+        if gate is None or self.settings.mode not in GATED_MODES:
+            return
+        await gate.ready.wait()
+        gate.accept_requests()
+        turn.mapper.gate_active = gate.failure is None
+        if gate.failure is None:
+            return
+        child = self._child
+        if child is not None and "--dangerously-skip-permissions" in child.argv:
+            # Spawned warm with the gate before it was checked: never run a
+            # turn on it.
+            self._child = None
+            self._retiring = child
+            child.kill("permission gate not verified")
+        if not self._gate_notice_sent:
+            self._gate_notice_sent = True
+            await self._send_update(
+                self.session_id,
+                models.AgentMessageChunk(
+                    content=models.TextContent(
+                        text=f"⚠️ The permission gate is not available ({gate.failure}), so this "
+                        "session runs in safe mode: agy's own checks apply, and actions that "
+                        "need approval are auto-denied.\n\n"
+                    ),
+                    message_id=f"{turn.mapper.message_id}-gate",
+                ),
+            )
 
     # --- private root, commands ------------------------------------------------
 
@@ -563,6 +638,11 @@ class Session:
         old, self.settings = self.settings, new
         self.model = new.model
         self._save_soon()
+        if self.gate is not None:
+            self.gate.set_mode(new.mode)
+            if new.mode in GATED_MODES and not self.gate.ready.is_set():
+                assert self._nursery is not None
+                self._nursery.start_soon(self.gate.verify, self.agy_bin, self._env)
         logger.info("session %s: settings changed: %s", self.session_id, new)
         child = self._child
         if child is not None and child.alive:
@@ -607,6 +687,8 @@ class Session:
         self._cancelled_before = max(self._cancelled_before, before_seq)
         turn = self._turn
         if turn is not None and self._is_cancelled(turn):
+            if self.gate is not None:
+                self.gate.refuse_pending()  # answered deny at once
             self._cancel_turn(turn, "session/cancel")
         self._wake_queue()  # queued prompts answer cancelled at once
 
@@ -660,12 +742,14 @@ class Session:
         roots = self.additional_dirs
         if self.staging is not None:
             roots = (*roots, self.staging.root)
-        launch = self.settings.launch_spec(self.cwd, roots, resume)
+        gate = self.gate if self.gate is not None and self.gate.failure is None else None
+        gate_dir = gate.hook_dir if gate is not None else None
+        launch = self.settings.launch_spec(self.cwd, roots, resume, gate_dir=gate_dir)
         self._resuming = resume
         child = AgyChild(
             argv=build_argv(self.agy_bin, launch),
             cwd=launch.cwd,
-            env=self._env,
+            env=gate.agy_env(self._env) if gate is not None else self._env,
             incarnation=self._incarnations,
             policy=self.policy,
             max_line_bytes=self.max_line_bytes,

@@ -57,6 +57,8 @@ class _Call:
     terminal_id: str | None
     kind: str = "other"
     status: str = "in_progress"
+    #: The permission gate saw this step (hook call).
+    gated: bool = False
     before: object = _UNREAD
     output_sent: int = 0
     finished: bool = False
@@ -92,6 +94,7 @@ class ToolCallTracker:
     #: The client sent ``_meta.terminal_output: true`` (Zed's terminal extension).
     terminals: bool = False
     calls: dict[int, _Call] = attrs.Factory(dict)
+    _gated_early: set[int] = attrs.Factory(set)
 
     def feed(self, step: StepUpdate, seen: Observation) -> list[models.SessionUpdate]:
         info = step.tool_info
@@ -103,7 +106,9 @@ class ToolCallTracker:
         updates: list[models.SessionUpdate] = []
         if call is None:
             call = self._announce(step, name, params, seen, updates)
-        elif params is not None and params != call.params:
+        elif params is not None and params != call.params and not call.gated:
+            # (A gated call already has agy's full arguments from the hook;
+            # the stream's are a trimmed subset, §B2.)
             call.params = params
             desc = describe_tool(name, params, self.cwd)
             call.title, call.kind = desc.title, desc.kind
@@ -255,6 +260,82 @@ class ToolCallTracker:
             else None,
             meta=meta,
         )
+
+    def announce_pending(
+        self,
+        step_index: int,
+        name: str,
+        args: dict[str, Any],
+        proposal: models.DiffContent | None,
+    ) -> tuple[str, list[models.SessionUpdate], models.ToolCallUpdate]:
+        """A permission is about to be asked for this step (the hook call):
+        make sure the client knows the call, as pending, with the full
+        arguments and the proposed diff.
+
+        Returns the call id, the updates to send first, and the ``toolCall``
+        of the permission request. Works whether or not the stream's ACTIVE
+        line for the step has arrived yet (two pipes race).
+        """
+        desc = describe_tool(name, args, self.cwd)
+        content: list[models.ToolCallContent] | None = [proposal] if proposal else None
+        call = self.calls.get(step_index)
+        updates: list[models.SessionUpdate] = []
+        if call is None:
+            call_id = f"{self.call_prefix}-{step_index}"
+            call = _Call(call_id, name, desc.title, args, None, desc.kind)
+            self.calls[step_index] = call
+            updates.append(
+                models.ToolCall(
+                    tool_call_id=call_id,
+                    title=desc.title,
+                    kind=desc.kind,
+                    status="pending",
+                    content=content,
+                    locations=list(desc.locations) or None,
+                    raw_input=args,
+                )
+            )
+        else:
+            call.title, call.kind = desc.title, desc.kind
+            updates.append(
+                models.ToolCallUpdate(
+                    tool_call_id=call.call_id,
+                    title=desc.title,
+                    kind=desc.kind,
+                    status="pending",
+                    content=content,
+                    locations=list(desc.locations) or None,
+                    raw_input=args,
+                )
+            )
+        call.params = args
+        call.gated = True
+        request = models.ToolCallUpdate(
+            tool_call_id=call.call_id,
+            title=desc.title,
+            kind=desc.kind,
+            status="pending",
+            content=content,
+            locations=list(desc.locations) or None,
+            raw_input=args,
+        )
+        return call.call_id, updates, request
+
+    def mark_gated(self, step_index: int) -> None:
+        """The hook gate decided this step without asking the user."""
+        call = self.calls.get(step_index)
+        if call is not None:
+            call.gated = True
+        else:
+            self._gated_early.add(step_index)
+
+    def ungated_finished(self) -> list[str]:
+        """Titles of finished tool steps that never went through the gate."""
+        return [
+            c.title
+            for index, c in self.calls.items()
+            if c.finished and not c.gated and index not in self._gated_early
+        ]
 
     def fail_unfinished(self, reason: str) -> list[models.SessionUpdate]:
         """Mark calls still running as failed (the turn ended under them)."""

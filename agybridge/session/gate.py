@@ -1,0 +1,290 @@
+"""The permission gate of one session: agy's PreToolUse hook -> the editor.
+
+Theory of operation (hooks-and-tools.md part A). In the gated modes (``ask``,
+``accept-edits``, ``plan``) agy runs with ``--dangerously-skip-permissions``
+and a private ``--add-dir`` root whose ``.agents/hooks.json`` calls the
+bridge's hook helper before every tool: the hook is then agy's only check.
+The helper reaches this session's :class:`~agybridge.permissions.Broker`
+over a private socket; :meth:`Gate.decide` applies the policy (reads inside
+the roots need no question, remembered "always" answers, no tampering with
+the gate) and otherwise announces the tool call as ``pending`` — with agy's
+full arguments, so an edit shows its real diff — and asks the editor with
+``session/request_permission``.
+
+Fail closed: the gate is verified with ``agy -p /hooks`` before the first
+turn; if agy does not list it, the session falls back to ``safe`` (agy's own
+checks) and says why. Every failure on the way (broker down, no answer in
+time, the editor gone) is a deny. ``session/cancel`` denies every pending
+request at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import trio
+
+from ..acp import codec, models
+from ..permissions import (
+    HOOK_NAME,
+    Broker,
+    Decision,
+    HookRequest,
+    HookRoot,
+    HookRootError,
+    Policy,
+    Verdict,
+    child_env,
+)
+from .images import read_text_file
+from .mapper import TurnMapper
+from .proposals import proposed_diff
+from .tools import edit_target
+
+logger = logging.getLogger(__name__)
+
+GATED_MODES = frozenset({"ask", "accept-edits", "plan"})
+#: ``agy -p /hooks`` starts agy without a model turn (contract.md §6 timing).
+VERIFY_TIMEOUT_S = 60.0
+CANCELLED_REASON = "the user cancelled the turn"
+
+AskClient = Callable[[str, Any], Awaitable[Any]]
+SendUpdate = Callable[[models.SessionUpdate], Awaitable[None]]
+
+
+class Gate:
+    """One session's hook root, broker and policy; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        roots: tuple[str, ...],
+        mode: str,
+        ask_client: AskClient,
+        send_update: SendUpdate,
+        current_turn: Callable[[], TurnMapper | None],
+        hook_timeout_s: int = 600,
+    ) -> None:
+        self.session_id = session_id
+        self._roots = roots
+        self._mode = mode
+        self._ask_client = ask_client
+        self._send_update = send_update
+        self._current_turn = current_turn
+        self._hook_timeout_s = hook_timeout_s
+        self.root: HookRoot | None = None
+        self.policy: Policy | None = None
+        self._broker: Broker | None = None
+        #: Set once verification finished; ``verified`` says how.
+        self.ready = trio.Event()
+        self.verified = False
+        self.failure: str | None = None
+        self._refusing = False
+        self._unnumbered = 0
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Create the hook root and start the broker (before agy is spawned).
+
+        Raises:
+            HookRootError: no private directory could be made.
+        """
+        self.root = await trio.to_thread.run_sync(
+            functools.partial(HookRoot.create, hook_timeout_s=self._hook_timeout_s)
+        )
+        self.policy = Policy((*self._roots,), self._mode, protected=self.root.protected_paths)
+        self._broker = Broker(
+            self.root.socket_path, self.root.token, self.decide, wait_s=self.root.max_wait_s
+        )
+        await nursery.start(self._broker.run)
+
+    def close(self) -> None:
+        """Remove the hook root (sync; the broker ends with the nursery)."""
+        if self.root is not None:
+            self.root.remove()
+
+    def agy_env(self, base: Mapping[str, str] | None) -> dict[str, str]:
+        assert self.root is not None
+        return child_env(self.root, base)
+
+    @property
+    def hook_dir(self) -> str | None:
+        return self.root.hook_dir if self.root is not None else None
+
+    async def verify(self, agy_bin: str, env: Mapping[str, str] | None) -> None:
+        """Check that agy loads the gate (``agy -p /hooks``); sets :attr:`ready`.
+
+        Never raises: a failure is kept in :attr:`failure` for the session to
+        fall back to ``safe`` and tell the user.
+        """
+        try:
+            assert self.root is not None
+            with trio.fail_after(VERIFY_TIMEOUT_S):
+                done = await trio.run_process(
+                    [
+                        agy_bin,
+                        "-p",
+                        "/hooks",
+                        "--add-dir",
+                        self.root.hook_dir,
+                        "--output-format",
+                        "json",
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                    env=self.agy_env(env),
+                    start_new_session=True,
+                )
+            self.failure = _check_hooks_listing(done.stdout, self.root.hooks_json)
+            if done.returncode != 0 and self.failure is None:
+                self.failure = f"agy -p /hooks exited with {done.returncode}"
+        except trio.TooSlowError:
+            self.failure = f"agy -p /hooks did not answer within {VERIFY_TIMEOUT_S:.0f} s"
+        except (OSError, AssertionError) as exc:
+            self.failure = f"could not run agy -p /hooks: {exc}"
+        self.verified = self.failure is None
+        if self.failure:
+            logger.warning(
+                "session %s: permission gate not verified: %s", self.session_id, self.failure
+            )
+        self.ready.set()
+
+    def set_mode(self, mode: str) -> None:
+        self._mode = mode
+        if self.policy is not None:
+            self.policy.mode = mode
+
+    # --- decisions ---------------------------------------------------------
+
+    def refuse_pending(self) -> None:
+        """``session/cancel``: deny every pending request now, and new ones
+        until the next turn starts."""
+        self._refusing = True
+        if self._broker is not None:
+            count = self._broker.deny_all_pending(CANCELLED_REASON)
+            if count:
+                logger.info(
+                    "session %s: denied %d pending permission request(s): %s",
+                    self.session_id,
+                    count,
+                    CANCELLED_REASON,
+                )
+
+    def accept_requests(self) -> None:
+        self._refusing = False
+
+    async def decide(self, request: HookRequest) -> Decision:
+        """The answer for one hook call (cancelled by the broker on deadline,
+        cancel or a hook that went away: then the hook gets a deny)."""
+        mapper = self._current_turn()
+        if self._refusing or mapper is None:
+            return Decision.deny(CANCELLED_REASON if self._refusing else "no turn is running")
+        assert self.policy is not None
+        assessment = self.policy.assess(request)
+        step = request.step_idx
+        if step is None:  # agy always sends it (§A3); never correlate by guess
+            self._unnumbered -= 1
+            step = self._unnumbered
+        if assessment.verdict is Verdict.DENY:
+            mapper.tools.mark_gated(step)
+            return Decision.deny(assessment.reason)
+        if assessment.verdict is Verdict.ALLOW:
+            mapper.tools.mark_gated(step)
+            return Decision.allow()
+        current: str | None = None
+        target = edit_target(request.tool_name, request.args)
+        if target is not None:
+            try:
+                current = await trio.to_thread.run_sync(read_text_file, target)
+            except ValueError:
+                current = None
+        proposal = proposed_diff(request.tool_name, request.args, current)
+        call_id, updates, tool_call = mapper.tools.announce_pending(
+            step, request.tool_name, dict(request.args), proposal
+        )
+        for update in updates:
+            await self._send_update(update)
+        scope = assessment.scope or f"`{request.tool_name}`"
+        options = [
+            {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "allow_always", "name": f"Always allow {scope}", "kind": "allow_always"},
+            {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+            {
+                "optionId": "reject_always",
+                "name": f"Always reject {scope}",
+                "kind": "reject_always",
+            },
+        ]
+        try:
+            answer = await self._ask_client(
+                "session/request_permission",
+                {
+                    "sessionId": self.session_id,
+                    "toolCall": codec.unstructure(tool_call),
+                    "options": options,
+                },
+            )
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # the editor failed or went away: fail closed
+            logger.warning("session %s: permission request failed: %s", self.session_id, exc)
+            return Decision.deny("the editor did not answer the permission request")
+        choice = _chosen_option(answer)
+        if choice in ("allow_always", "reject_always"):
+            self.policy.remember(assessment.key, choice == "allow_always")
+        if choice in ("allow_once", "allow_always"):
+            await self._send_update(
+                models.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
+            )
+            return Decision.allow()
+        if choice is None:
+            return Decision.deny("the user cancelled the permission request")
+        return Decision.deny("the user rejected this action")
+
+
+def _chosen_option(answer: Any) -> str | None:
+    """The optionId the client selected; None for ``cancelled`` (or garbage)."""
+    if not isinstance(answer, dict):
+        return None
+    outcome = answer.get("outcome")
+    if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
+        option = outcome.get("optionId")
+        return option if isinstance(option, str) else None
+    return None
+
+
+def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
+    """None if agy's ``/hooks`` JSON lists our gate loaded from our file."""
+    text = stdout.decode("utf-8", "replace").strip()
+    try:
+        envelope = json.loads(text.splitlines()[-1] if text else "")
+    except ValueError:
+        return "agy -p /hooks printed no JSON"
+    if isinstance(envelope, dict) and "result" in envelope:
+        envelope = envelope["result"]
+    command = envelope.get("command") if isinstance(envelope, dict) else None
+    data = command.get("data") if isinstance(command, dict) else None
+    hooks = data.get("hooks") if isinstance(data, dict) else None
+    if not isinstance(hooks, list):
+        return "agy -p /hooks listed no hooks"
+    for hook in hooks:
+        if (
+            isinstance(hook, dict)
+            and hook.get("name") == HOOK_NAME
+            and hook.get("enabled", True)
+            and hooks_json in str(hook.get("source", ""))
+        ):
+            return None
+    return f"agy did not load the {HOOK_NAME} hook"
+
+
+__all__ = ["GATED_MODES", "Gate", "HookRootError"]
