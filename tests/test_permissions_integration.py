@@ -177,3 +177,47 @@ def test_hooks_json_names_the_helper(tmp_path: Path) -> None:
         assert isinstance(group["hooks"][0]["timeout"], int)
     finally:
         root.remove()
+
+
+async def test_safe_mode_allow_and_retry(harness: Harness) -> None:
+    """Safe mode: agy auto-denies a command; the user is offered to allow it for
+    the session, and the prompt runs again behind the gate, with the command
+    allowed and agy's other checks still in force."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, AGYBRIDGE_MODE="safe") as client:
+            client.permission_choice = "allow"
+            session_id = await open_session(client)
+            response = await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
+            assert response["result"]["stopReason"] == "end_turn"
+            [asked] = client.permission_requests
+            assert '"command"' in asked["params"]["toolCall"]["title"]
+            text = client.message_text(session_id)
+            assert "auto-denied" in text  # the first attempt, explained
+            assert "hello_headless_demo" in text  # the retry ran the command
+            # Later turns keep the allowance without asking again.
+            again = await run_prompt(client, session_id, "[fake-agy:soft-deny] once more")
+            assert again["result"]["stopReason"] == "end_turn"
+            assert len(client.permission_requests) == 1
+        argvs = harness.session_argvs()
+        assert "--dangerously-skip-permissions" not in argvs[0]
+        assert "--dangerously-skip-permissions" in argvs[-1]
+        assert ("run_command", "allow") in hook_verdicts(harness)
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_safe_mode_reject_keeps_the_denial(harness: Harness) -> None:
+    """Declining the offer changes nothing: no retry, agy's checks stay on."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, AGYBRIDGE_MODE="safe") as client:
+            client.permission_choice = "reject"
+            session_id = await open_session(client)
+            response = await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
+            assert response["result"]["stopReason"] == "end_turn"
+            assert len(client.permission_requests) == 1
+            assert "hello_headless_demo" not in client.message_text(session_id)
+        assert all("--dangerously-skip-permissions" not in a for a in harness.session_argvs())
+        await harness.assert_no_leftovers()
+    assert validator.problems == []

@@ -143,7 +143,8 @@ class LaunchSettings:
         modes need it, and without it they run with agy's own checks (fail
         closed: never skip agy's checks without the gate).
         """
-        gated = self.mode in GATED_MODES and gate_dir is not None
+        # The caller passes gate_dir only when the gate is verified and wanted.
+        gated = gate_dir is not None
         extra = (*self.agy_flags(), "--dangerously-skip-permissions") if gated else self.agy_flags()
         return LaunchSpec(
             cwd=cwd,

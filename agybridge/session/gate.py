@@ -49,6 +49,27 @@ from .tools import edit_target
 logger = logging.getLogger(__name__)
 
 GATED_MODES = frozenset({"ask", "accept-edits", "plan"})
+#: agy's permission names (contract.md §4, hooks-and-tools.md §A9) -> its tools.
+PERMISSION_TOOLS: dict[str, frozenset[str]] = {
+    "command": frozenset({"run_command", "send_command_input", "manage_task"}),
+    "read_url": frozenset({"read_url_content", "open_browser_url", "read_browser_page"}),
+    "execute_url": frozenset({"open_browser_url", "execute_browser_javascript"}),
+    "write_file": frozenset(
+        {
+            "write_to_file",
+            "replace_file_content",
+            "multi_replace_file_content",
+            "sed_file",
+            "notebook_edit",
+        }
+    ),
+    "read_file": frozenset({"view_file", "list_dir", "grep_search", "find_by_name"}),
+    "mcp": frozenset({"call_mcp_tool"}),
+}
+SAFE_DENY_REASON = (
+    "this action needs the user's approval, and the session is in safe mode "
+    "(agybridge asks only in Ask mode)"
+)
 #: ``agy -p /hooks`` starts agy without a model turn (contract.md §6 timing).
 VERIFY_TIMEOUT_S = 60.0
 CANCELLED_REASON = "the user cancelled the turn"
@@ -87,6 +108,9 @@ class Gate:
         self.failure: str | None = None
         self._refusing = False
         self._unnumbered = 0
+        #: Safe mode after "allow and retry": tools allowed for the session.
+        self._session_tools: set[str] = set()
+        self._safe_policy: Policy | None = None
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -100,6 +124,11 @@ class Gate:
             functools.partial(HookRoot.create, hook_timeout_s=self._hook_timeout_s)
         )
         self.policy = Policy((*self._roots,), self._mode, protected=self.root.protected_paths)
+        # agy's own defaults, for safe mode behind the gate: reads and edits
+        # inside the workspace pass, the rest needs approval (§A9).
+        self._safe_policy = Policy(
+            (*self._roots,), "accept-edits", protected=self.root.protected_paths
+        )
         self._broker = Broker(
             self.root.socket_path, self.root.token, self.decide, wait_s=self.root.max_wait_s
         )
@@ -158,6 +187,17 @@ class Gate:
             )
         self.ready.set()
 
+    def allow_for_session(self, permissions: set[str]) -> set[str]:
+        """Let agy use these permissions for the rest of the session (safe
+        mode's "allow and retry"); returns the tools that covers."""
+        tools: set[str] = set().union(*(PERMISSION_TOOLS.get(p, frozenset()) for p in permissions))
+        self._session_tools |= tools
+        return tools
+
+    @property
+    def session_allows(self) -> bool:
+        return bool(self._session_tools)
+
     def set_mode(self, mode: str) -> None:
         self._mode = mode
         if self.policy is not None:
@@ -189,6 +229,8 @@ class Gate:
         if self._refusing or mapper is None:
             return Decision.deny(CANCELLED_REASON if self._refusing else "no turn is running")
         assert self.policy is not None
+        if self._mode == "safe":
+            return self._decide_safe(request, mapper)
         assessment = self.policy.assess(request)
         step = request.step_idx
         if step is None:  # agy always sends it (§A3); never correlate by guess
@@ -249,6 +291,18 @@ class Gate:
         if choice is None:
             return Decision.deny("the user cancelled the permission request")
         return Decision.deny("the user rejected this action")
+
+    def _decide_safe(self, request: HookRequest, mapper: TurnMapper) -> Decision:
+        """agy's own rules, plus what the user allowed for the session."""
+        assert self._safe_policy is not None
+        assessment = self._safe_policy.assess(request)
+        if request.step_idx is not None:
+            mapper.tools.mark_gated(request.step_idx)
+        if assessment.verdict is Verdict.DENY:
+            return Decision.deny(assessment.reason)
+        if assessment.verdict is Verdict.ALLOW or request.tool_name in self._session_tools:
+            return Decision.allow()
+        return Decision.deny(SAFE_DENY_REASON)
 
 
 def _chosen_option(answer: Any) -> str | None:

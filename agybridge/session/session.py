@@ -336,6 +336,14 @@ class Session:
             try:
                 result = await self._run_turn(turn, text)
                 self._count_usage(turn)
+                if await self._offer_allow_and_retry(turn):
+                    # The same prompt again, now that agy may do what it needed.
+                    if turn.child is not None:
+                        await self._record_turn(display_text or text, turn)
+                    turn = _Turn(seq=seq, mapper=self._new_mapper())
+                    self._turn = turn
+                    result = await self._run_turn(turn, text)
+                    self._count_usage(turn)
                 await self._apply_pending_settings()
                 if turn.child is not None:  # the prompt reached agy
                     await self._record_turn(display_text or text, turn)
@@ -459,11 +467,104 @@ class Session:
         if gate.failure is None and self.settings.mode in GATED_MODES:
             nursery.start_soon(gate.verify, self.agy_bin, self._env)
 
+    def _gate_in_use(self) -> bool:
+        """Launch agy behind the gate: a gated mode, or safe mode after the
+        user allowed something for the session (never an unchecked gate)."""
+        gate = self.gate
+        if gate is None or gate.failure is not None:
+            return False
+        mode = self.settings.mode
+        return mode in GATED_MODES or (mode == "safe" and gate.verified and gate.session_allows)
+
+    async def _offer_allow_and_retry(self, turn: _Turn) -> bool:
+        """Safe mode, agy auto-denied something: ask whether to allow it for the
+        session and run the prompt again. True when the user allowed it."""
+        gate = self.gate
+        denied = {p for p in turn.mapper.denied if p}
+        outcome = turn.mapper.outcome
+        if (
+            gate is None
+            or self._ask_client is None
+            or self.settings.mode != "safe"
+            or not denied
+            or outcome is None
+            or outcome.kind is not OutcomeKind.END_TURN
+            or self._is_cancelled(turn)
+        ):
+            return False
+        names = ", ".join(f'"{p}"' for p in sorted(denied))
+        call_id = f"{turn.mapper.message_id}-allow"
+        title = f"Allow agy the {names} permission for this session and retry"
+        await self._send_update(
+            self.session_id,
+            models.ToolCall(
+                tool_call_id=call_id,
+                title=title,
+                kind="other",
+                status="pending",
+                raw_input={"permissions": sorted(denied)},
+            ),
+        )
+        try:
+            answer = await self._ask_client(
+                "session/request_permission",
+                {
+                    "sessionId": self.session_id,
+                    "toolCall": {"toolCallId": call_id, "title": title, "status": "pending"},
+                    "options": [
+                        {
+                            "optionId": "allow",
+                            "name": "Allow for this session and retry",
+                            "kind": "allow_always",
+                        },
+                        {"optionId": "reject", "name": "Don't allow", "kind": "reject_once"},
+                    ],
+                },
+            )
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            logger.warning("session %s: allow-and-retry question failed: %s", self.session_id, exc)
+            answer = None
+        outcome_ = answer.get("outcome") if isinstance(answer, dict) else None
+        allowed = isinstance(outcome_, dict) and outcome_.get("optionId") == "allow"
+        await self._send_update(
+            self.session_id,
+            models.ToolCallUpdate(
+                tool_call_id=call_id, status="completed" if allowed else "failed"
+            ),
+        )
+        if not allowed or self._is_cancelled(turn):
+            return False
+        if not gate.ready.is_set():
+            await gate.verify(self.agy_bin, self._env)
+        if gate.failure is not None:
+            await self._send_update(
+                self.session_id,
+                models.AgentMessageChunk(
+                    content=models.TextContent(
+                        text=f"\n\n⚠️ Could not allow it: the permission gate is not available "
+                        f"({gate.failure})."
+                    ),
+                    message_id=turn.mapper.message_id,
+                ),
+            )
+            return False
+        gate.allow_for_session(denied)
+        logger.info("session %s: allowed %s for the session; retrying", self.session_id, names)
+        # agy must run behind the gate from now on: respawn, resuming.
+        child = self._child
+        if child is not None and child.alive:
+            self._child = None
+            self._retiring = child
+            child.kill("allowing for the session")
+        return True
+
     async def _ensure_gate(self, turn: _Turn) -> None:
         """Before a turn in a gated mode: the gate must be verified. If agy
         does not load it, fall back to agy's own checks and say so once."""
         gate = self.gate
-        if gate is None or self.settings.mode not in GATED_MODES:
+        if gate is None or not (self.settings.mode in GATED_MODES or self._gate_in_use()):
             return
         await gate.ready.wait()
         gate.accept_requests()
@@ -742,7 +843,7 @@ class Session:
         roots = self.additional_dirs
         if self.staging is not None:
             roots = (*roots, self.staging.root)
-        gate = self.gate if self.gate is not None and self.gate.failure is None else None
+        gate = self.gate if self._gate_in_use() else None
         gate_dir = gate.hook_dir if gate is not None else None
         launch = self.settings.launch_spec(self.cwd, roots, resume, gate_dir=gate_dir)
         self._resuming = resume
