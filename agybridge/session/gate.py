@@ -194,6 +194,48 @@ class Gate:
         self._session_tools |= tools
         return tools
 
+    async def ask_allow_for_session(self, permissions: set[str], call_id: str) -> bool:
+        """Safe mode, agy auto-denied ``permissions``: ask the user whether to
+        allow them for the session (and retry). True when allowed; any failure
+        to get an answer is a no."""
+        names = ", ".join(f'"{p}"' for p in sorted(permissions))
+        title = f"Allow agy the {names} permission for this session and retry"
+        await self._send_update(
+            models.ToolCall(
+                tool_call_id=call_id,
+                title=title,
+                kind="other",
+                status="pending",
+                raw_input={"permissions": sorted(permissions)},
+            )
+        )
+        try:
+            answer = await self._ask_client(
+                "session/request_permission",
+                {
+                    "sessionId": self.session_id,
+                    "toolCall": {"toolCallId": call_id, "title": title, "status": "pending"},
+                    "options": [
+                        {
+                            "optionId": "allow",
+                            "name": "Allow for this session and retry",
+                            "kind": "allow_always",
+                        },
+                        {"optionId": "reject", "name": "Don't allow", "kind": "reject_once"},
+                    ],
+                },
+            )
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            logger.warning("session %s: allow-and-retry question failed: %s", self.session_id, exc)
+            answer = None
+        allowed = _chosen_option(answer) == "allow"
+        await self._send_update(
+            models.ToolCallUpdate(tool_call_id=call_id, status="completed" if allowed else "failed")
+        )
+        return allowed
+
     @property
     def session_allows(self) -> bool:
         return bool(self._session_tools)

@@ -65,12 +65,17 @@ from .config import (
     config_options,
     mode_state,
 )
+from .errors import (
+    AgyExitedError,
+    AgyStartError,
+    SessionError,
+    classify_agy_error,
+)
 from .gate import AskClient, Gate
 from .history import turn_entries
 from .images import observe, snapshot_edit_target
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
 from .mcp import write_mcp_config
-from .notices import available_models
 from .skills import Skill, find_skills
 from .staging import StagingArea, StagingError
 from .tool_calls import NO_OBSERVATION
@@ -88,31 +93,6 @@ CHILD_MESSAGE_BUFFER = 16
 #: from the other pipe when agy neither prints it nor exits.
 ERROR_DETAILS_GRACE_S = 0.5
 ALL_PROMPTS = math.inf
-
-
-class SessionError(Exception):
-    """A turn or session operation failed in a way the client must hear about."""
-
-    def __init__(self, message: str, *, data: dict[str, object] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.data = data or {}
-
-
-class AgyStartError(SessionError):
-    """agy could not be started."""
-
-
-class AgyExitedError(SessionError):
-    """agy exited during a turn without finishing it."""
-
-
-class AuthRequiredError(SessionError):
-    """agy is not signed in."""
-
-
-class InvalidModelError(SessionError):
-    """agy rejected the configured model."""
 
 
 @attrs.define(eq=False)
@@ -492,48 +472,7 @@ class Session:
             or self._is_cancelled(turn)
         ):
             return False
-        names = ", ".join(f'"{p}"' for p in sorted(denied))
-        call_id = f"{turn.mapper.message_id}-allow"
-        title = f"Allow agy the {names} permission for this session and retry"
-        await self._send_update(
-            self.session_id,
-            models.ToolCall(
-                tool_call_id=call_id,
-                title=title,
-                kind="other",
-                status="pending",
-                raw_input={"permissions": sorted(denied)},
-            ),
-        )
-        try:
-            answer = await self._ask_client(
-                "session/request_permission",
-                {
-                    "sessionId": self.session_id,
-                    "toolCall": {"toolCallId": call_id, "title": title, "status": "pending"},
-                    "options": [
-                        {
-                            "optionId": "allow",
-                            "name": "Allow for this session and retry",
-                            "kind": "allow_always",
-                        },
-                        {"optionId": "reject", "name": "Don't allow", "kind": "reject_once"},
-                    ],
-                },
-            )
-        except trio.Cancelled:
-            raise
-        except Exception as exc:
-            logger.warning("session %s: allow-and-retry question failed: %s", self.session_id, exc)
-            answer = None
-        outcome_ = answer.get("outcome") if isinstance(answer, dict) else None
-        allowed = isinstance(outcome_, dict) and outcome_.get("optionId") == "allow"
-        await self._send_update(
-            self.session_id,
-            models.ToolCallUpdate(
-                tool_call_id=call_id, status="completed" if allowed else "failed"
-            ),
-        )
+        allowed = await gate.ask_allow_for_session(denied, f"{turn.mapper.message_id}-allow")
         if not allowed or self._is_cancelled(turn):
             return False
         if not gate.ready.is_set():
@@ -551,7 +490,7 @@ class Session:
             )
             return False
         gate.allow_for_session(denied)
-        logger.info("session %s: allowed %s for the session; retrying", self.session_id, names)
+        logger.info("session %s: allowed %s for the session; retrying", self.session_id, denied)
         # agy must run behind the gate from now on: respawn, resuming.
         child = self._child
         if child is not None and child.alive:
@@ -975,20 +914,7 @@ class Session:
             logger.debug("session %s: event outside a turn: %r", self.session_id, event)
 
     def _classify_error(self, text: str, turn: _Turn | None) -> SessionError | None:
-        if text.startswith("invalid model selection"):
-            models_known = available_models(text)
-            message = text.split("\n", 1)[0]
-            if models_known:
-                message += "; available models: " + ", ".join(models_known)
-            return InvalidModelError(
-                message, data={"details": text, "availableModels": models_known}
-            )
-        if (turn is not None and turn.auth_failed) or "not logged into antigravity" in text.lower():
-            return AuthRequiredError(
-                "agy is not signed in: run `agy` once in a terminal to log in, then retry",
-                data={"details": text},
-            )
-        return None
+        return classify_agy_error(text, auth_failed=turn is not None and turn.auth_failed)
 
     async def _on_stderr(self, message: ChildStderr) -> None:
         turn = self._turn_for(message.incarnation)

@@ -1,0 +1,49 @@
+"""Why a turn or session operation failed, as the session reports it.
+
+Translated once, to JSON-RPC codes, by the agent (style.md §7).
+"""
+
+from __future__ import annotations
+
+from .notices import available_models
+
+
+class SessionError(Exception):
+    """A turn or session operation failed in a way the client must hear about."""
+
+    def __init__(self, message: str, *, data: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data or {}
+
+
+class AgyStartError(SessionError):
+    """agy could not be started."""
+
+
+class AgyExitedError(SessionError):
+    """agy exited during a turn without finishing it."""
+
+
+class AuthRequiredError(SessionError):
+    """agy is not signed in."""
+
+
+class InvalidModelError(SessionError):
+    """agy rejected the configured model."""
+
+
+def classify_agy_error(text: str, *, auth_failed: bool = False) -> SessionError | None:
+    """The client-actionable error an agy error text is, if any (contract.md §4)."""
+    if text.startswith("invalid model selection"):
+        models_known = available_models(text)
+        message = text.split("\n", 1)[0]
+        if models_known:
+            message += "; available models: " + ", ".join(models_known)
+        return InvalidModelError(message, data={"details": text, "availableModels": models_known})
+    if auth_failed or "not logged into antigravity" in text.lower():
+        return AuthRequiredError(
+            "agy is not signed in: run `agy` once in a terminal to log in, then retry",
+            data={"details": text},
+        )
+    return None
