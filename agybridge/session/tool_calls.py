@@ -277,49 +277,26 @@ class ToolCallTracker:
         line for the step has arrived yet (two pipes race).
         """
         desc = describe_tool(name, args, self.cwd)
-        content: list[models.ToolCallContent] | None = [proposal] if proposal else None
         call = self.calls.get(step_index)
-        updates: list[models.SessionUpdate] = []
+        first_sight = call is None
         if call is None:
-            call_id = f"{self.call_prefix}-{step_index}"
-            call = _Call(call_id, name, desc.title, args, None, desc.kind)
+            call = _Call(
+                f"{self.call_prefix}-{step_index}", name, desc.title, args, None, desc.kind
+            )
             self.calls[step_index] = call
-            updates.append(
-                models.ToolCall(
-                    tool_call_id=call_id,
-                    title=desc.title,
-                    kind=desc.kind,
-                    status="pending",
-                    content=content,
-                    locations=list(desc.locations) or None,
-                    raw_input=args,
-                )
-            )
-        else:
-            call.title, call.kind = desc.title, desc.kind
-            updates.append(
-                models.ToolCallUpdate(
-                    tool_call_id=call.call_id,
-                    title=desc.title,
-                    kind=desc.kind,
-                    status="pending",
-                    content=content,
-                    locations=list(desc.locations) or None,
-                    raw_input=args,
-                )
-            )
-        call.params = args
-        call.gated = True
-        request = models.ToolCallUpdate(
-            tool_call_id=call.call_id,
-            title=desc.title,
-            kind=desc.kind,
-            status="pending",
-            content=content,
-            locations=list(desc.locations) or None,
-            raw_input=args,
-        )
-        return call.call_id, updates, request
+        call.title, call.kind, call.params, call.gated = desc.title, desc.kind, args, True
+        fields: dict[str, Any] = {
+            "tool_call_id": call.call_id,
+            "title": desc.title,
+            "kind": desc.kind,
+            "status": "pending",
+            "content": [proposal] if proposal else None,
+            "locations": list(desc.locations) or None,
+            "raw_input": args,
+        }
+        request = models.ToolCallUpdate(**fields)
+        announce = models.ToolCall(**fields) if first_sight else request
+        return call.call_id, [announce], request
 
     def mark_gated(self, step_index: int) -> None:
         """The hook gate decided this step without asking the user."""
