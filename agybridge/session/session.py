@@ -15,8 +15,9 @@ Theory of operation.
   cancelled, once the child is gone and swept, so a ``cancelled`` answer
   means nothing of that turn is still running. If agy dies mid-turn without a
   result the turn fails with :class:`AgyExitedError` (never a hang).
-* The events task sends every update of a turn (awaiting each) before it marks
-  the turn done, so all of a turn's updates precede its prompt response.
+* The events task (``events.py``, mixed in) sends every update of a turn
+  (awaiting each) before it marks the turn done, so all of a turn's updates
+  precede its prompt response.
 * After a kill the child is respawned at once with ``--conversation <id>``
   (warm for the next prompt); after an unplanned exit it is respawned lazily
   by the next prompt, so a binary that dies at start-up cannot loop.
@@ -42,15 +43,8 @@ from ..acp import models
 from ..agy import (
     AgyChild,
     AgySpawnError,
-    ChildEvent,
-    ChildExited,
     ChildMessage,
-    ChildStderr,
     EscalationPolicy,
-    InitEvent,
-    ResultEvent,
-    StderrKind,
-    StepUpdateEvent,
     Usage,
     build_argv,
 )
@@ -69,16 +63,15 @@ from .errors import (
     AgyExitedError,
     AgyStartError,
     SessionError,
-    classify_agy_error,
 )
+from .events import ChildEvents, Turn
 from .gate import AskClient, Gate
 from .history import turn_entries
-from .images import observe, snapshot_edit_target
+from .images import snapshot_edit_target
 from .mapper import OutcomeKind, TurnMapper, TurnOutcome
 from .mcp import write_mcp_config
 from .skills import Skill, find_skills
 from .staging import StagingArea, StagingError
-from .tool_calls import NO_OBSERVATION
 from .usage import context_window
 from .usage import to_meta as usage_meta
 
@@ -89,36 +82,7 @@ UpdateSink = Callable[[str, models.SessionUpdate], Awaitable[None]]
 #: Messages from the child waiting for the events task; small, so a slow
 #: client pushes back on agy instead of buffering without bound.
 CHILD_MESSAGE_BUFFER = 16
-#: After an ERROR result, how long the turn may wait for the AGY_ERROR line
-#: from the other pipe when agy neither prints it nor exits.
-ERROR_DETAILS_GRACE_S = 0.5
 ALL_PROMPTS = math.inf
-
-
-@attrs.define(eq=False)
-class _Turn:
-    seq: float
-    mapper: TurnMapper
-    child: AgyChild | None = None
-    done: trio.Event = attrs.Factory(trio.Event)
-    outcome: TurnOutcome | None = None
-    error: SessionError | None = None
-    auth_failed: bool = False
-    #: agy has said something about this turn (it read the prompt).
-    heard: bool = False
-    #: agy ended the turn with an error whose AGY_ERROR details may still be
-    #: on their way (stderr is another pipe).
-    awaiting_details: bool = False
-
-    def reset(self) -> None:
-        """Forget an attempt that agy never read, to send the prompt again."""
-        self.child, self.done, self.outcome, self.error = None, trio.Event(), None, None
-
-    def finish(self, outcome: TurnOutcome | None = None, error: SessionError | None = None) -> None:
-        if self.done.is_set():
-            return
-        self.outcome, self.error = outcome, error
-        self.done.set()
 
 
 @attrs.frozen
@@ -129,7 +93,7 @@ class PromptResult:
     meta: Mapping[str, Any] = attrs.Factory(dict)
 
 
-class Session:
+class Session(ChildEvents):
     """One ACP session; see the module docstring."""
 
     def __init__(
@@ -205,7 +169,7 @@ class Session:
         self._incarnations = 0
         self._cancelled_before: float = -1
         self._cancelled_seqs: set[float] = set()
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._closing = False
         self._close_requested = trio.Event()
         self.closed = trio.Event()
@@ -311,7 +275,7 @@ class Session:
                 if self._is_cancelled_seq(seq):
                     return PromptResult(models.STOP_CANCELLED)
                 await self._queue_changed.wait()
-            turn = _Turn(seq=seq, mapper=self._new_mapper())
+            turn = Turn(seq=seq, mapper=self._new_mapper())
             self._turn = turn
             try:
                 result = await self._run_turn(turn, text)
@@ -320,7 +284,7 @@ class Session:
                     # The same prompt again, now that agy may do what it needed.
                     if turn.child is not None:
                         await self._record_turn(display_text or text, turn)
-                    turn = _Turn(seq=seq, mapper=self._new_mapper())
+                    turn = Turn(seq=seq, mapper=self._new_mapper())
                     self._turn = turn
                     result = await self._run_turn(turn, text)
                     self._count_usage(turn)
@@ -355,7 +319,7 @@ class Session:
         self._queue_changed.set()
         self._queue_changed = trio.Event()
 
-    async def _run_turn(self, turn: _Turn, text: str) -> PromptResult:
+    async def _run_turn(self, turn: Turn, text: str) -> PromptResult:
         if self._is_cancelled(turn):
             return PromptResult(models.STOP_CANCELLED)
         if self._startup_failure is not None:
@@ -456,7 +420,7 @@ class Session:
         mode = self.settings.mode
         return mode in GATED_MODES or (mode == "safe" and gate.verified and gate.session_allows)
 
-    async def _offer_allow_and_retry(self, turn: _Turn) -> bool:
+    async def _offer_allow_and_retry(self, turn: Turn) -> bool:
         """Safe mode, agy auto-denied something: ask whether to allow it for the
         session and run the prompt again. True when the user allowed it."""
         gate = self.gate
@@ -499,7 +463,7 @@ class Session:
             child.kill("allowing for the session")
         return True
 
-    async def _ensure_gate(self, turn: _Turn) -> None:
+    async def _ensure_gate(self, turn: Turn) -> None:
         """Before a turn in a gated mode: the gate must be verified. If agy
         does not load it, fall back to agy's own checks and say so once."""
         gate = self.gate
@@ -580,7 +544,7 @@ class Session:
 
     # --- persistence -----------------------------------------------------------
 
-    def _count_usage(self, turn: _Turn) -> None:
+    def _count_usage(self, turn: Turn) -> None:
         spent = turn.mapper.turn_usage
         if spent is not None:
             for key, value in usage_meta(spent).items():
@@ -617,7 +581,7 @@ class Session:
         except StoreError as exc:
             logger.warning("session %s: could not save the session index: %s", self.session_id, exc)
 
-    async def _record_turn(self, text: str, turn: _Turn) -> None:
+    async def _record_turn(self, text: str, turn: Turn) -> None:
         index, self._next_turn = self._next_turn, self._next_turn + 1
         entries = turn_entries(
             self.session_id, index, text, turn.mapper, f"user_{uuid.uuid4().hex}"
@@ -741,13 +705,13 @@ class Session:
             self._cancel_turn(turn, "$/cancel_request")
         self._wake_queue()
 
-    def _is_cancelled(self, turn: _Turn) -> bool:
+    def _is_cancelled(self, turn: Turn) -> bool:
         return self._is_cancelled_seq(turn.seq)
 
     def _is_cancelled_seq(self, seq: float) -> bool:
         return seq < self._cancelled_before or seq in self._cancelled_seqs or self._closing
 
-    def _cancel_turn(self, turn: _Turn, reason: str) -> None:
+    def _cancel_turn(self, turn: Turn, reason: str) -> None:
         turn.mapper.cancel_requested = True
         child = turn.child
         if child is None:
@@ -807,184 +771,6 @@ class Session:
             await self._ensure_child()
         except AgyStartError as exc:
             logger.warning("session %s: warm respawn failed: %s", self.session_id, exc)
-
-    # --- events ------------------------------------------------------------
-
-    async def _events_task(self) -> None:
-        async with self._messages_receive:
-            async for message in self._messages_receive:
-                if isinstance(message, ChildEvent):
-                    await self._on_event(message)
-                elif isinstance(message, ChildStderr):
-                    await self._on_stderr(message)
-                else:
-                    self._on_exit(message)
-
-    def _turn_for(self, incarnation: int) -> _Turn | None:
-        turn = self._turn
-        if turn is None or turn.child is None or turn.child.incarnation != incarnation:
-            return None
-        return turn if not turn.done.is_set() else None
-
-    async def _on_event(self, message: ChildEvent) -> None:
-        event = message.event
-        if isinstance(event, InitEvent):
-            self._learn_conversation(event.conversation_id, "init")
-            if event.init.model:
-                self.model = event.init.model
-        elif isinstance(event, ResultEvent):
-            if event.result.conversation_id:
-                self._learn_conversation(event.result.conversation_id, "result")
-            if event.result.usage is not None:
-                self._last_result_usage = (message.incarnation, event.result.usage)
-        turn = self._turn_for(message.incarnation)
-        if turn is None:
-            self._between_turns(message)
-            return
-        if isinstance(event, StepUpdateEvent | ResultEvent):
-            turn.heard = True
-        files, images = turn.mapper.paths_to_read(event)
-        early = message.attachment if isinstance(message.attachment, dict) else {}
-        files = [path for path in files if path not in early]
-        seen = NO_OBSERVATION
-        if files or images:
-            roots = [self.cwd, *self.additional_dirs]
-            if self.staging is not None:
-                roots.append(self.staging.root)
-            seen = await trio.to_thread.run_sync(observe, files, images, roots)
-        if early:
-            seen = attrs.evolve(seen, files={**seen.files, **early})
-        for update in turn.mapper.feed(event, seen):
-            await self._send_update(self.session_id, update)
-        outcome = turn.mapper.outcome
-        if outcome is None:
-            return
-        if turn.mapper.cancel_requested:
-            return  # finished when the child is gone (see _on_exit)
-        if outcome.kind is OutcomeKind.AGY_ERROR and turn.mapper.agy_error_details is None:
-            # agy prints AGY_ERROR on stderr around its ERROR result, usually
-            # just before exiting (contract.md §4): finish on that line, on
-            # the exit, or after a short grace if agy carries on serving.
-            turn.awaiting_details = True
-            assert self._nursery is not None
-            self._nursery.start_soon(self._complete_after_grace, turn)
-            return
-        self._complete(turn)
-
-    def _complete(self, turn: _Turn) -> None:
-        """Finish a turn whose result arrived: its outcome, or the error it is."""
-        outcome = turn.mapper.outcome
-        assert outcome is not None
-        turn.awaiting_details = False
-        if outcome.kind is OutcomeKind.AGY_ERROR and not turn.mapper.quota:
-            error = self._classify_error(outcome.error or "", turn)
-            if error is not None:
-                turn.finish(error=error)
-                return
-        turn.finish(outcome)
-
-    async def _complete_after_grace(self, turn: _Turn) -> None:
-        await trio.sleep(ERROR_DETAILS_GRACE_S)
-        if turn.awaiting_details and not turn.done.is_set():
-            self._complete(turn)
-
-    def _between_turns(self, message: ChildEvent) -> None:
-        event = message.event
-        child = self._child
-        from_live_child = (
-            child is not None and child.incarnation == message.incarnation and not child.killed
-        )
-        if not from_live_child:
-            # e.g. the "interrupted" result of a child we killed after its
-            # prompt request was withdrawn: nothing anyone waits for.
-            logger.debug(
-                "session %s: late event from agy[%s]: %r",
-                self.session_id,
-                message.incarnation,
-                event,
-            )
-        elif isinstance(event, ResultEvent) and event.result.status != "SUCCESS":
-            # A pre-turn failure (e.g. unknown model: no init, one ERROR
-            # result, exit 1; contract.md §3.1): reported to the next prompt.
-            text = event.result.error or f"agy failed with status {event.result.status}"
-            self._startup_failure = self._classify_error(text, None) or SessionError(
-                f"agy failed before the turn started: {text}"
-            )
-        elif not isinstance(event, InitEvent):
-            logger.debug("session %s: event outside a turn: %r", self.session_id, event)
-
-    def _classify_error(self, text: str, turn: _Turn | None) -> SessionError | None:
-        return classify_agy_error(text, auth_failed=turn is not None and turn.auth_failed)
-
-    async def _on_stderr(self, message: ChildStderr) -> None:
-        turn = self._turn_for(message.incarnation)
-        if turn is not None:
-            for update in turn.mapper.feed_stderr(message.line):
-                await self._send_update(self.session_id, update)
-            if turn.awaiting_details and message.line.kind is StderrKind.AGY_ERROR:
-                self._complete(turn)
-        if message.line.kind is StderrKind.AUTH:
-            logger.warning(
-                "session %s: agy reports an auth problem: %s", self.session_id, message.line.text
-            )
-            if turn is not None:
-                turn.auth_failed = True
-
-    def _on_exit(self, message: ChildExited) -> None:
-        if self._child is not None and self._child.incarnation == message.incarnation:
-            self._child = None
-        turn = self._turn_for(message.incarnation)
-        if turn is not None and turn.awaiting_details:
-            self._complete(turn)  # its result came; the exit is agy's reaction
-        elif turn is not None:
-            if turn.mapper.cancel_requested:
-                turn.finish(TurnOutcome(OutcomeKind.CANCELLED, "CANCELLED"))
-            else:
-                tail = "\n".join(message.stderr_tail[-5:])
-                turn.finish(
-                    error=AgyExitedError(
-                        f"agy exited unexpectedly (exit code {message.returncode}) "
-                        "before finishing the turn" + (f": {tail}" if tail else ""),
-                        data={
-                            "exitCode": message.returncode,
-                            "stderrTail": list(message.stderr_tail),
-                        },
-                    )
-                )
-        elif self._startup_failure is None and not message.killed and message.returncode:
-            tail = "\n".join(message.stderr_tail[-5:])
-            self._startup_failure = AgyExitedError(
-                f"agy exited with code {message.returncode} before the prompt"
-                + (f": {tail}" if tail else ""),
-                data={"exitCode": message.returncode, "stderrTail": list(message.stderr_tail)},
-            )
-        if message.killed and not self._closing and self._nursery is not None:
-            # Warm again right away: the next prompt should not wait for start-up.
-            self._nursery.start_soon(self._respawn_after_kill)
-
-    def _learn_conversation(self, conversation_id: str, source: str) -> None:
-        if not conversation_id or conversation_id == self.conversation_id:
-            return
-        if self._resuming is not None and conversation_id != self._resuming:
-            # An unknown --conversation silently starts a new conversation
-            # (contract.md §1.1): keep working, record it, tell the user once.
-            logger.warning(
-                "session %s: asked agy to resume conversation %s but it reported %s (%s); "
-                "agy started a new conversation",
-                self.session_id,
-                self._resuming,
-                conversation_id,
-                source,
-            )
-            self.conversation_drift.append((self._resuming, conversation_id))
-            self._fork_notice = (
-                f"ℹ️ agy could not resume conversation {self._resuming} and started a new "
-                f"one ({conversation_id}): it does not remember the earlier turns of this "
-                "session."
-            )
-            self._resuming = None
-        self.conversation_id = conversation_id
-        self._save_soon()
 
 
 def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:
