@@ -602,3 +602,31 @@ def test_fenced_block_closes_after_the_text(text: str, info: str) -> None:
     assert closing == fence
     assert longest_backtick_run(body) < len(fence)
     assert body == text.rstrip("\n")
+
+
+def test_a_command_first_named_by_the_hook_still_gets_its_terminal() -> None:
+    """In ask mode the hook can announce a command before the stream does: the
+    card is still a Zed terminal, and the stream's later lines complete it."""
+    tracker = ToolCallTracker(call_prefix="m-tool", cwd=CWD, terminals=True)
+    call_id, [announce], request = tracker.announce_pending(
+        7, "run_command", {"CommandLine": "ls", "Cwd": CWD}, None
+    )
+    assert isinstance(announce, models.ToolCall) and announce.status == "pending"
+    assert announce.meta == {"terminal_info": {"terminal_id": call_id, "cwd": CWD}}
+    assert announce.content == [models.TerminalContent(terminal_id=call_id)]
+    assert request.tool_call_id == call_id
+    done = tracker.feed(
+        events.StepUpdate(
+            step_index=7,
+            state="DONE",
+            step_type="tool",
+            tool_name="run_command",
+            tool_info=events.ToolInfo(
+                name="run_command", parameters={"CommandLine": "ls"}, output="a\n"
+            ),
+        ),
+        NO_OBSERVATION,
+    )
+    [final] = done
+    assert isinstance(final, models.ToolCallUpdate) and final.status == "completed"
+    assert final.meta is not None and "terminal_exit" in final.meta

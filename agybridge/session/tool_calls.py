@@ -280,9 +280,10 @@ class ToolCallTracker:
         call = self.calls.get(step_index)
         first_sight = call is None
         if call is None:
-            call = _Call(
-                f"{self.call_prefix}-{step_index}", name, desc.title, args, None, desc.kind
-            )
+            call_id = f"{self.call_prefix}-{step_index}"
+            # The hook may be first to name a command: it gets its terminal here.
+            terminal_id = call_id if self.terminals and desc.kind == "execute" else None
+            call = _Call(call_id, name, desc.title, args, terminal_id, desc.kind)
             self.calls[step_index] = call
         call.title, call.kind, call.params, call.gated = desc.title, desc.kind, args, True
         fields: dict[str, Any] = {
@@ -295,8 +296,15 @@ class ToolCallTracker:
             "raw_input": args,
         }
         request = models.ToolCallUpdate(**fields)
-        announce = models.ToolCall(**fields) if first_sight else request
-        return call.call_id, [announce], request
+        if not first_sight:
+            return call.call_id, [request], request
+        if call.terminal_id is not None:
+            fields["content"] = [
+                *(fields["content"] or []),
+                models.TerminalContent(terminal_id=call.terminal_id),
+            ]
+            fields["meta"] = {"terminal_info": {"terminal_id": call.terminal_id, "cwd": self.cwd}}
+        return call.call_id, [models.ToolCall(**fields)], request
 
     def mark_gated(self, step_index: int) -> None:
         """The hook gate decided this step without asking the user."""
