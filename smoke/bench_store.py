@@ -17,6 +17,8 @@ real clock (``time.perf_counter``) and is reported as median / p90 / max in ms:
 * ``deep page``        page 100 (rows 4,951-5,000) through a cursor;
 * ``deep page, cwd``   the last page of one cwd through a cursor;
 * ``async first page`` the first page through `AsyncStore` (trio worker thread);
+* ``session/list via the bridge`` a real bridge process answering ``session/list``
+  for one cwd over the filled database (JSON-RPC round trip included);
 * ``open``             `Store.open` of the filled file (quick_check + migrations check);
 * ``full walk``        all pages of 50 in sequence (info only).
 
@@ -39,9 +41,12 @@ from typing import Any
 import trio
 from smokekit import (
     DEFAULT_REPORT_DIR,
+    FAKE_AGY,
+    base_env,
     facts_markdown,
     fmt,
     machine_facts,
+    open_bridge,
     summarize,
     utc_stamp,
     write_reports,
@@ -62,6 +67,7 @@ GATED = (
     "deep page",
     "deep page, cwd",
     "async first page",
+    "session/list via the bridge (cwd)",
 )
 
 
@@ -172,6 +178,23 @@ async def async_first_page(path: Path, repeat: int) -> list[float]:
         await astore.aclose()
 
 
+async def wire_list(path: Path, cwd: str, repeat: int, report_dir: Path) -> list[float]:
+    """``session/list`` through a real bridge process on the filled database:
+    the editor's view (JSON-RPC, the codec and the worker thread included)."""
+    marker = f"agyb-bench-store-{utc_stamp()}"
+    env = base_env(marker, AGYBRIDGE_DB=str(path), AGY_BIN=str(FAKE_AGY))
+    samples = []
+    async with open_bridge(env, report_dir / "bench-store-bridge.stderr") as bridge:
+        await bridge.initialize()
+        for params in ({"cwd": cwd}, {}):
+            await bridge.peer.request("session/list", params)  # warm
+        for _ in range(repeat):
+            started = perf_counter()
+            await bridge.peer.request("session/list", {"cwd": cwd})
+            samples.append((perf_counter() - started) * 1000)
+    return samples
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Store benchmark {report['stamp']}",
@@ -220,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         with Store.open(path) as store:
             filled = fill(store, args.sessions, random.Random(args.seed))
             raw = measure(path, store, args.repeat)
+            some_cwd = store.list_sessions(limit=1)[0][0].cwd
+        args.report_dir.mkdir(parents=True, exist_ok=True)
+        raw["session/list via the bridge (cwd)"] = trio.run(
+            wire_list, path, some_cwd, args.repeat, args.report_dir
+        )
         db_bytes = sum(p.stat().st_size for p in Path(tmp).iterdir())
     rows = {name: summarize(samples) for name, samples in raw.items()}
     medians = [rows[name]["median"] for name in GATED]
