@@ -6,8 +6,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from .acp_wire import Harness
+
+# Deterministic property tests: the same examples on every run and machine, and
+# no per-example deadline (a loaded 2-core CI machine must not make them flaky).
+settings.register_profile("agybridge", derandomize=True, deadline=None, print_blob=True)
+settings.load_profile("agybridge")
 
 REPO = Path(__file__).resolve().parents[1]
 #: Real agy captures, read from the shared reference folder beside the repo
