@@ -253,8 +253,14 @@ class AgyChild:
             )
         except OSError as exc:
             reason = exc.strerror or str(exc)
+            # ENOENT for the binary itself (not the cwd, which session/new checked).
+            hint = (
+                ": install agy or set AGY_BIN to its path"
+                if isinstance(exc, FileNotFoundError)
+                else ""
+            )
             raise AgySpawnError(
-                f"could not start agy ({self.argv[0]!r}) in {self.cwd!r}: {reason}"
+                f"could not start agy ({self.argv[0]!r}) in {self.cwd!r}: {reason}{hint}"
             ) from exc
         self.pid = proc.pid
         logger.info("agy[%s] started pid=%s argv=%s", self.incarnation, proc.pid, self.argv)
