@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agybridge.acp import codec, models
-from agybridge.acp.content import PromptContentError, describe_resource_link, prompt_to_text
+from agybridge.acp.content import describe_resource_link
 
 # --- names ----------------------------------------------------------------------------
 
@@ -389,7 +389,7 @@ def test_round_trip(data: st.DataObject, strategy: st.SearchStrategy[Any], cls: 
     assert codec.structure(wire, cls) == value
 
 
-# --- prompt_to_text -------------------------------------------------------------------
+# --- resource links --------------------------------------------------------------------
 
 LINK = models.ResourceLink(
     uri="file:///home/u/p/a.py",
@@ -409,77 +409,3 @@ def test_describe_resource_link() -> None:
     )
     bare = models.ResourceLink(uri="https://x.test/doc", name="doc", size=0)
     assert describe_resource_link(bare) == "[Resource: doc]\nURI: https://x.test/doc\nSize: 0 bytes"
-
-
-@pytest.mark.parametrize(
-    ("prompt", "text"),
-    [
-        ([models.TextContent(text="hello")], "hello"),
-        ([models.TextContent(text="a"), models.TextContent(text="b\n")], "a\n\nb\n"),
-        (
-            [models.TextContent(text="look at"), LINK],
-            "look at\n\n" + describe_resource_link(LINK),
-        ),
-        ([LINK], describe_resource_link(LINK)),
-        ([models.TextContent(text=" "), models.TextContent(text="x")], " \n\nx"),
-    ],
-)
-def test_prompt_to_text(prompt: list[models.ContentBlock], text: str) -> None:
-    """Text and resource links are joined by blank lines."""
-    assert prompt_to_text(prompt) == text
-
-
-IMAGE = models.ImageContent(data="AA==", mime_type="image/png")
-
-
-@pytest.mark.parametrize(
-    ("prompt", "index", "block_type"),
-    [
-        ([models.TextContent(text="see"), IMAGE], 1, "image"),
-        ([models.AudioContent(data="AA==", mime_type="audio/wav")], 0, "audio"),
-        ([models.EmbeddedResource(resource={"uri": "u", "text": "t"})], 0, "resource"),
-        ([models.TextContent(text="x"), models.UnknownContent(raw={"type": "video"})], 1, "video"),
-        ([models.UnknownContent(raw={})], 0, "<missing>"),
-        ([], 0, "text"),
-        ([models.TextContent(text="  \n")], 0, "text"),
-        ([models.TextContent(text=""), models.TextContent(text="")], 0, "text"),
-    ],
-)
-def test_prompt_content_errors(
-    prompt: list[models.ContentBlock], index: int, block_type: str
-) -> None:
-    """Unsupported blocks and empty prompts fail, naming the block's index and type."""
-    with pytest.raises(PromptContentError) as caught:
-        prompt_to_text(prompt)
-    error = caught.value
-    assert (error.index, error.block_type) == (index, block_type)
-    assert error.data == {"path": f"$.prompt[{index}]", "type": block_type}
-    assert str(error) == error.message
-
-
-unknown_blocks = st.builds(
-    models.UnknownContent,
-    raw=st.fixed_dictionaries({"type": st.sampled_from(["video", "3d", ""])}) | st.just({}),
-)
-
-
-@given(st.lists(blocks | unknown_blocks, max_size=6))
-def test_prompt_converts_completely_or_not_at_all(prompt: list[models.ContentBlock]) -> None:
-    """A prompt gives all its parts as text, or an error naming its first bad block."""
-    supported = (models.TextContent, models.ResourceLink)
-    first_bad = next((i for i, b in enumerate(prompt) if not isinstance(b, supported)), None)
-    parts = [
-        b.text if isinstance(b, models.TextContent) else describe_resource_link(b)
-        for b in prompt
-        if isinstance(b, supported)
-    ]
-    try:
-        text = prompt_to_text(prompt)
-    except PromptContentError as error:
-        if first_bad is not None:
-            assert error.index == first_bad
-        else:
-            assert not any(part.strip() for part in parts)
-    else:
-        assert first_bad is None
-        assert text == "\n\n".join(parts)

@@ -178,45 +178,6 @@ def convert_prompt(
     return converter.finish()
 
 
-def prompt_to_text(blocks: Sequence[models.ContentBlock]) -> str:
-    """The agy prompt text for a prompt of only text and resource_link blocks.
-
-    The baseline every ACP agent must accept, for callers with nowhere to
-    stage files; :func:`convert_prompt` handles every block type.
-
-    Raises:
-        PromptContentError: a block is not text or resource_link, or the
-            prompt is empty.
-    """
-    parts: list[str] = []
-    for index, block in enumerate(blocks):
-        if isinstance(block, models.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, models.ResourceLink):
-            parts.append(describe_resource_link(block))
-        elif isinstance(block, models.UnknownContent):
-            kind = _block_type(block)
-            raise PromptContentError(
-                f"prompt block {index} has unknown type {kind!r}; "
-                "this agent accepts text and resource_link blocks",
-                index,
-                kind,
-            )
-        else:
-            kind = _block_type(block)
-            raise PromptContentError(
-                f"prompt block {index} is {kind!r} content, which this agent does not "
-                "accept (see promptCapabilities); send text or resource_link blocks",
-                index,
-                kind,
-            )
-    if not any(part.strip() for part in parts):
-        raise PromptContentError(
-            "the prompt is empty: send at least one non-empty text block", 0, "text"
-        )
-    return "\n\n".join(parts)
-
-
 def describe_resource_link(link: models.ResourceLink) -> str:
     """A short text naming a linked resource and what is known about it."""
     lines = [f"[Resource: {link.name}]", f"URI: {link.uri}"]
