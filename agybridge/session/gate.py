@@ -48,7 +48,6 @@ from .tools import edit_target
 
 logger = logging.getLogger(__name__)
 
-GATED_MODES = frozenset({"ask", "accept-edits", "plan"})
 #: agy's permission names (contract.md §4, hooks-and-tools.md §A9) -> its tools.
 PERMISSION_TOOLS: dict[str, frozenset[str]] = {
     "command": frozenset({"run_command", "send_command_input", "manage_task"}),
@@ -383,4 +382,4 @@ def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
     return f"agy did not load the {HOOK_NAME} hook"
 
 
-__all__ = ["GATED_MODES", "Gate", "HookRootError"]
+__all__ = ["PERMISSION_TOOLS", "AskClient", "Gate", "HookRootError"]
