@@ -83,9 +83,8 @@ def _summary(update: dict[str, Any]) -> str:
     return ""
 
 
-async def _demo(scenario: str, prompts: list[str], use_real_agy: bool) -> int:
+async def _demo(scenario: str, prompts: list[str], use_real_agy: bool, scratch: str) -> int:
     env = dict(os.environ)
-    scratch = tempfile.mkdtemp(prefix="agybridge-demo-")
     if not use_real_agy:
         env["AGY_BIN"] = fake_agy_command()
         env["FAKE_AGY_SCENARIO"] = scenario
@@ -143,7 +142,8 @@ async def _demo(scenario: str, prompts: list[str], use_real_agy: bool) -> int:
 def run_demo(scenario: str, prompts: list[str], *, use_real_agy: bool = False) -> int:
     """Run the demo; returns the exit status for the command line."""
     try:
-        return trio.run(_demo, scenario, prompts, use_real_agy)
+        with tempfile.TemporaryDirectory(prefix="agybridge-demo-") as scratch:
+            return trio.run(_demo, scenario, prompts, use_real_agy, scratch)
     except RpcError as exc:
         print(f"\nerror {exc.code}: {exc.message} {exc.data or ''}", file=sys.stderr)
         return 1

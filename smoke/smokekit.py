@@ -13,12 +13,14 @@ they escaped. Nothing here imports from ``tests/``.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import json
 import math
 import os
 import platform
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -418,6 +420,18 @@ def bridge_warnings(stderr_path: Path, limit: int = 5) -> tuple[int, list[str]]:
     return len(hits), [line[:300] for line in hits[:limit]]
 
 
+_SCRATCH: list[str] = []
+
+
+def _scratch_root() -> str:
+    """One private temp dir per smoke run, removed when the run ends."""
+    if not _SCRATCH:
+        root = tempfile.mkdtemp(prefix="agyb-smoke-")
+        _SCRATCH.append(root)
+        atexit.register(shutil.rmtree, root, True)
+    return _SCRATCH[0]
+
+
 def base_env(marker: str, **extra: str) -> dict[str, str]:
     """The caller's environment without bridge/agy settings, plus the marker."""
     env = {
@@ -427,7 +441,7 @@ def base_env(marker: str, **extra: str) -> dict[str, str]:
     }
     env.update({"AGYBRIDGE_LOG_FILE": "", "PYTHONUNBUFFERED": "1", MARKER_VAR: marker})
     # Benchmarks never touch the user's session history.
-    scratch = tempfile.mkdtemp(prefix="agyb-smoke-")
+    scratch = tempfile.mkdtemp(prefix="bridge-", dir=_scratch_root())
     env.setdefault("AGYBRIDGE_DB", os.path.join(scratch, "s.db"))
     env.setdefault("AGYBRIDGE_STAGING_DIR", os.path.join(scratch, "staging"))
     # The matrix measures streaming and supervision; replayed captures cannot
