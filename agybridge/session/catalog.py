@@ -5,7 +5,7 @@ closed, bounded by :data:`DISCOVERY_TIMEOUT_S`); ``initialize`` and
 ``session/new`` never wait for it. Until it succeeds, sessions offer the
 current model only; when it completes, live sessions are told through
 ``config_option_update``. A cached result (memory, and the store when the
-caller provides a cache) is used at once and refreshed in the background.
+caller provides a cache) is used instead until it expires.
 """
 
 from __future__ import annotations
@@ -61,8 +61,11 @@ class CatalogService:
         if cache_get is not None:
             cached = await cache_get(_CACHE_KEY)
             if isinstance(cached, dict):
+                # Fresh enough (the store expires it): no agy processes at start-up.
                 self._set(_from_json(cached))
+                self.refreshed.set()
                 await on_change()
+                return
         try:
             with trio.fail_after(DISCOVERY_TIMEOUT_S):
                 version = (await run_subcommand(agy_bin, "--version")).strip() or None
