@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -31,6 +31,8 @@ import attrs
 import jsonschema
 import pytest
 import trio
+
+from agybridge.acp import codec, models
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
@@ -826,3 +828,19 @@ class Harness:
     def kill_leftovers(self) -> None:
         """Safety net for teardown: kill whatever still carries the marker."""
         _kill(leftover_processes(self.marker))
+
+
+def assert_updates_valid(updates: Sequence[Any]) -> None:
+    """Every update, as a session/update notification, matches the official ACP schema."""
+    validator = WireValidator(load_schema())
+    for update in updates:
+        notification = models.SessionNotification(session_id="s", update=update)
+        validator.feed(
+            "a2c",
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": codec.unstructure(notification),
+            },
+        )
+    assert validator.problems == [], validator.report()

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from agybridge.acp import codec, models
+from agybridge.acp import models
 from agybridge.agy import events
 from agybridge.agy.stderr import StderrKind, classify_stderr
 from agybridge.session import notices, usage
 from agybridge.session.mapper import OutcomeKind, TurnMapper, TurnOutcome
 from agybridge.session.tool_calls import ImageData, Observation, fenced
 
-from .acp_wire import WireValidator, load_schema
+from .acp_wire import assert_updates_valid
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 CWD = "/home/user/project"
@@ -55,22 +55,6 @@ def mapper(**fields: Any) -> TurnMapper:
     return TurnMapper(**{"message_id": "m1", "cwd": CWD, "now": NOW, **fields})
 
 
-def assert_wire_valid(updates: Sequence[models.SessionUpdate]) -> None:
-    """Every update, as a session/update notification, matches the official ACP schema."""
-    validator = WireValidator(load_schema())
-    for update in updates:
-        notification = models.SessionNotification(session_id="s", update=update)
-        validator.feed(
-            "a2c",
-            {
-                "jsonrpc": "2.0",
-                "method": "session/update",
-                "params": codec.unstructure(notification),
-            },
-        )
-    assert validator.problems == [], validator.report()
-
-
 def feed_all(
     turn_mapper: TurnMapper, items: Sequence[Event | str | tuple[Event, Observation]]
 ) -> list[models.SessionUpdate]:
@@ -83,7 +67,7 @@ def feed_all(
             updates += turn_mapper.feed(*item)
         else:
             updates += turn_mapper.feed(item)
-    assert_wire_valid(updates)
+    assert_updates_valid(updates)
     return updates
 
 

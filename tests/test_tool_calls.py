@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agybridge.acp import codec, models
+from agybridge.acp import models
 from agybridge.agy import StepUpdate, events
 from agybridge.session.tool_calls import (
     MAX_CONTENT_CHARS,
@@ -21,7 +21,7 @@ from agybridge.session.tool_calls import (
     fenced,
 )
 
-from .acp_wire import WireValidator, load_schema
+from .acp_wire import assert_updates_valid
 from .conftest import sample_files
 
 CWD = "/home/user/project"
@@ -56,22 +56,6 @@ def text_content(text: str) -> models.ContentToolCallContent:
     return models.ContentToolCallContent(models.TextContent(text=text))
 
 
-def assert_wire_valid(updates: Sequence[models.SessionUpdate]) -> None:
-    """Every update, as a session/update notification, matches the official ACP schema."""
-    validator = WireValidator(load_schema())
-    for update in updates:
-        notification = models.SessionNotification(session_id="s", update=update)
-        validator.feed(
-            "a2c",
-            {
-                "jsonrpc": "2.0",
-                "method": "session/update",
-                "params": codec.unstructure(notification),
-            },
-        )
-    assert validator.problems == [], validator.report()
-
-
 def run(
     tracker: ToolCallTracker, steps: Sequence[StepUpdate | tuple[StepUpdate, Observation]]
 ) -> list[list[models.SessionUpdate]]:
@@ -80,7 +64,7 @@ def run(
     for item in steps:
         step, seen = item if isinstance(item, tuple) else (item, NO_OBSERVATION)
         out.append(tracker.feed(step, seen))
-    assert_wire_valid([u for updates in out for u in updates])
+    assert_updates_valid([u for updates in out for u in updates])
     return out
 
 
@@ -490,7 +474,7 @@ def test_fail_unfinished() -> None:
         [tool(1, "ACTIVE", params=LS), tool(2, "DONE", params=LS), tool(3, "ACTIVE", params=LS)],
     )
     updates = tracker.fail_unfinished("the turn ended")
-    assert_wire_valid(updates)
+    assert_updates_valid(updates)
     assert updates == [
         models.ToolCallUpdate(
             tool_call_id=f"m1-tool-{i}", status="failed", content=[text_content("the turn ended")]
