@@ -43,6 +43,9 @@ class Recorder:
         self.release = trio.Event()
         self.peer: Peer | None = None
 
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        pass
+
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         self.calls.append(("request", method, ctx.request_id, ctx.seq))
         self.entered[method].set()

@@ -51,11 +51,13 @@ class RequestContext:
 class Handler(Protocol):
     """What a `Peer` dispatches incoming messages to (the peer knows no method names).
 
-    A handler may also define ``request_received(method, params, ctx) -> None``
-    (synchronous): the peer then calls it in the reader, in wire order, before the
-    request's task starts. Tasks start in no guaranteed order, so this is where a
-    handler can queue requests that must be served in the order they arrived.
+    Tasks start in no guaranteed order: ``request_received`` is where a handler sees
+    requests in the order they arrived (and queues those that must be served so).
     """
+
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        """Synchronous, in the reader, in wire order, before the request's task starts."""
+        ...
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         """Return the (JSON-serialisable) result, or raise `RpcError` to answer an error.

@@ -347,12 +347,10 @@ class Peer:
                 await self._send_line(encode_message(error_message(message.id, error)))
                 return
             self._in_flight[message.id] = ctx
-        received = getattr(self._handler, "request_received", None)
-        if received is not None:
-            try:
-                received(message.method, message.params, ctx)
-            except Exception:
-                logger.exception("request_received for %r failed", message.method)
+        try:
+            self._handler.request_received(message.method, message.params, ctx)
+        except Exception:
+            logger.exception("request_received for %r failed", message.method)
         self._requests_running += 1
         if self._requests_done.is_set():
             self._requests_done = trio.Event()
