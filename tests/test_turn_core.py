@@ -48,6 +48,10 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.applied: list[LaunchSettings] = []
         self.armed: list[turns.ArmDeadline] = []
         self.asking: set[float] = set()
+        #: A cancelled answer went out and the client has not spoken since
+        #: its cancel: the session must stay silent.
+        self.silent = False
+        self.request_since_cancel = True
         self.do(self.core.start())
 
     # --- plumbing ------------------------------------------------------------
@@ -71,6 +75,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
                         or any(mark > action.seq for mark in self.cancel_marks)
                     )
                     assert covered, f"cancelled without a cancel: {action}"
+                    if not self.request_since_cancel:
+                        self.silent = True
                 self.asking.discard(action.seq)
             elif isinstance(action, turns.SpawnChild):
                 assert not self.spawning and not self.alive, (
@@ -89,6 +95,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 self.asking.add(action.seq)
             elif isinstance(action, turns.Closed):
                 self.closed_count += 1
+            elif isinstance(action, turns.SendAnnouncements):
+                assert not self.silent, "announced after a cancelled answer"
 
     def running(self) -> turns.Turn | None:
         turn = self.core.current
@@ -102,6 +110,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def prompt(self, ready_now: bool) -> None:
         seq = self.next_seq()
         self.arrived.append(seq)
+        self.spoke()
         self.feed(turns.PromptArrived(seq))
         if ready_now:
             self.feed(turns.PromptReady(seq))
@@ -125,6 +134,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def cancel(self) -> None:
         seq = self.next_seq()
         self.cancel_marks.append(seq)
+        self.request_since_cancel = False
         self.feed(turns.Cancel(seq))
 
     @rule(data=st.data())
@@ -132,11 +142,22 @@ class TurnCoreMachine(RuleBasedStateMachine):
         if self.arrived:
             seq = data.draw(st.sampled_from(self.arrived))
             self.cancelled_prompts.add(seq)
-            self.feed(turns.CancelPrompt(seq))
+            self.request_since_cancel = False
+            self.feed(turns.CancelPrompt(seq, self.next_seq()))
 
     @rule()
     def client_request(self) -> None:
-        self.feed(turns.ClientRequest(self.next_seq()))
+        seq = self.next_seq()
+        self.spoke()
+        self.feed(turns.ClientRequest(seq))
+
+    def spoke(self) -> None:
+        self.request_since_cancel = True
+        self.silent = False
+
+    @rule(kind=st.sampled_from(["catalog", "commands"]))
+    def announce(self, kind: str) -> None:
+        self.do(self.core.announce(kind))
 
     @rule(mode=st.sampled_from(["safe", "ask", "autonomous"]), model=st.sampled_from([None, "m2"]))
     def configure(self, mode: str, model: str | None) -> None:

@@ -392,7 +392,7 @@ class AcpAgent:
             raise RpcError(ErrorCode.INTERNAL_ERROR, str(exc), {"details": str(exc)}) from None
         # $/cancel_request for a prompt means "cancel this turn", answered with
         # the normal cancelled result (ACP cancellation.mdx).
-        ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
+        ctx.on_cancel = lambda at: session.cancel_prompt(ctx.seq, at)
         try:
             with _translate_session_errors():
                 result = await session.prompt(ctx.seq, prepared.text, prepared.display_text)

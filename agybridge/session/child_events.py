@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import trio
+
 from ..agy import (
     ChildEvent,
     ChildExited,
@@ -49,8 +51,11 @@ async def on_child_message(session: Session, message: ChildMessage) -> None:
             )
         )
         return
-    session.heard_from(inc)
-    notes = session.child_notes(inc)
+    child = session.core.child
+    is_current = child is not None and child.incarnation == inc
+    if is_current:
+        session.last_output = trio.current_time()  # the stall deadline moves
+    notes = session.notes.get(inc)
     on_turn = session.turn_work_on(inc)
     if not isinstance(message, ChildEvent):
         line = message.line
@@ -84,7 +89,7 @@ async def on_child_message(session: Session, message: ChildMessage) -> None:
     mapper = on_turn[1].mapper if on_turn is not None else None
     if on_turn is None or mapper is None or mapper.outcome is not None:
         failed = isinstance(event, ResultEvent) and event.result.status != "SUCCESS"
-        if failed and on_turn is None and session.is_current_child(inc):
+        if failed and on_turn is None and is_current:
             assert isinstance(event, ResultEvent)
             await session.feed(turns.ChildFailedBeforeTurn(inc, output.failure_before_turn(event)))
             return

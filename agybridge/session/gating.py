@@ -54,7 +54,7 @@ async def ask_allow_and_retry(session: Session, seq: float) -> None:
     """Safe mode, agy auto-denied something: show the question's card (from
     the loop), ask in the background, and feed the answer back to the loop."""
     gate = session.gate
-    work = session.prompt_work(seq)
+    work = session.prompts.get(seq)
     assert gate is not None and work is not None and work.mapper is not None
     mapper = work.mapper
     denied = {p for p in mapper.denied if p}
@@ -69,7 +69,8 @@ async def ask_allow_and_retry(session: Session, seq: float) -> None:
         failure = gate.failure if allowed else None
 
         async def answered() -> None:
-            if not session.is_asking(seq):
+            turn = session.core.current
+            if turn is None or turn.seq != seq or turn.state is not turns.TurnState.ASKING:
                 return  # cancelled meanwhile: nothing more for that turn
             status = "completed" if allowed and failure is None else "failed"
             await session.outlet.send(models.ToolCallUpdate(tool_call_id=call_id, status=status))

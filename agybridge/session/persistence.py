@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from ..store import AsyncStore, SessionRecord, StoreError
+from ..store import AsyncStore, SessionRecord, StoreError, utc_now
+from .config import LaunchSettings
 from .history import turn_entries
 from .mapper import TurnMapper
 from .usage import to_meta as usage_meta
@@ -25,6 +26,32 @@ class SessionBook:
         self.next_turn = next_turn
         #: Tokens of this session so far (for /status).
         self.usage_totals: dict[str, int] = {}
+
+    @staticmethod
+    def row(
+        *,
+        session_id: str,
+        cwd: str,
+        additional_dirs: tuple[str, ...],
+        conversation_id: str | None,
+        drift: list[tuple[str, str]],
+        title: str | None,
+        settings: LaunchSettings,
+        created_at: str,
+    ) -> SessionRecord:
+        """The session's index row."""
+        drifted = [{"asked": asked, "got": got} for asked, got in drift]
+        return SessionRecord(
+            session_id=session_id,
+            cwd=cwd,
+            additional_dirs=additional_dirs,
+            conversation_id=conversation_id,
+            title=title,
+            launch=settings.to_store(),
+            created_at=created_at,
+            updated_at=utc_now(),
+            meta={"conversationDrift": drifted} if drifted else {},
+        )
 
     async def save(self, record: SessionRecord) -> None:
         if self._store is None:

@@ -51,6 +51,8 @@ class PromptWork:
     mapper: TurnMapper | None = None
     #: agy said on stderr that it is not signed in, during this turn.
     auth_failed: bool = False
+    #: Its request task holds it (and takes the answer from it).
+    claimed: bool = False
     #: Deadlines of the current attempt (cancelled when it ends).
     timers: AttemptScopes = attrs.Factory(AttemptScopes)
     _done: trio.Event = attrs.Factory(trio.Event)
@@ -75,6 +77,10 @@ class PromptWork:
             self._result = PromptResult(stop, dict(meta or {}))
         self._done.set()
 
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
     async def result(self) -> PromptResult:
         await self._done.wait()
         if self._error is not None:
@@ -93,3 +99,46 @@ def make_title(prompt: str) -> str:
     if len(line) > TITLE_MAX_CHARS:
         line = line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
     return line or "New session"
+
+
+class PromptBook:
+    """A session's prompts from arrival until their request task has taken
+    the answer (a turn may outlive a request task that went away)."""
+
+    def __init__(self) -> None:
+        self._work: dict[float, PromptWork] = {}
+
+    def get(self, seq: float) -> PromptWork | None:
+        return self._work.get(seq)
+
+    def arrived(self, seq: float) -> None:
+        self._work.setdefault(seq, PromptWork())
+
+    def claim(self, seq: float, text: str, display_text: str) -> PromptWork:
+        """The request task takes its prompt, now ready to run."""
+        work = self._work.setdefault(seq, PromptWork())
+        work.claimed = True
+        work.text, work.display_text = text, display_text
+        return work
+
+    def release(self, seq: float, work: PromptWork) -> None:
+        """The request task is done waiting; keep a turn that still runs."""
+        if work.answered:
+            self._work.pop(seq, None)
+
+    def drop(self, seq: float) -> None:
+        """Answered without a turn by the agent (an error, a bridge command)."""
+        work = self._work.get(seq)
+        if work is not None and not work.claimed:
+            del self._work[seq]
+
+    def take_answered(self, seq: float) -> PromptWork | None:
+        """The prompt the core answers; forgotten if its request task holds it."""
+        work = self._work.get(seq)
+        if work is not None and work.claimed:
+            del self._work[seq]
+        return work
+
+    def answer_all(self, *, stop: str | None = None, error: SessionError | None = None) -> None:
+        for work in self._work.values():
+            work.answer(stop=stop, error=error)

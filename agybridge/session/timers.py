@@ -30,7 +30,7 @@ async def arm(session: Session, scope: trio.CancelScope, action: turns.ArmDeadli
             return
         seconds = session.deps.timeouts.startup_s
         await trio.sleep(seconds)
-        error = output.silence_error("startup", seconds, session.child_notes(action.incarnation))
+        error = output.silence_error("startup", seconds, session.notes.get(action.incarnation))
         session.post(turns.DeadlinePassed(action.kind, action.seq, action.incarnation, error))
 
 
@@ -48,9 +48,7 @@ async def _watch_stall(session: Session, action: turns.ArmDeadline) -> None:
         await trio.sleep_until(session.last_output + min(limits))
         silent_for = trio.current_time() - session.last_output
         if timeout_s > 0 and silent_for >= timeout_s:
-            error = output.silence_error(
-                "stall", timeout_s, session.child_notes(action.incarnation)
-            )
+            error = output.silence_error("stall", timeout_s, session.notes.get(action.incarnation))
             kind = turns.Deadline.STALL_TIMEOUT
             session.post(turns.DeadlinePassed(kind, action.seq, action.incarnation, error))
             return

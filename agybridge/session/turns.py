@@ -202,7 +202,7 @@ class TurnCore:
 
     def _on_CancelPrompt(self, event: CancelPrompt) -> None:
         self.cancelled_seqs.add(event.seq)
-        self.last_cancel_seq = max(self.last_cancel_seq, event.seq)
+        self.last_cancel_seq = max(self.last_cancel_seq, event.at)
         self._cancel_matching()
 
     def _on_Close(self, event: Close) -> None:
