@@ -192,11 +192,7 @@ class Session:
                 # A bug while serving: the running turn fails with it (never
                 # "cancelled"), its agy is replaced, the session goes on.
                 logger.exception("session %s: internal error", self.session_id)
-                error = InternalSessionError(
-                    f"internal error in agybridge: {type(exc).__name__}: {exc}",
-                    data={"exception": type(exc).__name__},
-                )
-                await self.feed(turns.InternalError(error))
+                await self.feed(turns.InternalError(_internal_error(exc)))
 
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
@@ -227,16 +223,23 @@ class Session:
 
     # --- for the loop's helpers ----------------------------------------------------
 
-    def start_soon(self, fn: Callable[[], Awaitable[None]], scopes: AttemptScopes) -> None:
-        """Run ``fn`` in the background, cancelled when the attempt ends."""
-        scope = scopes.new()
+    def start_soon(
+        self, fn: Callable[[], Awaitable[None]], scopes: AttemptScopes | None = None
+    ) -> None:
+        """Run ``fn`` in the session's nursery (cancelled when the turn attempt
+        of ``scopes`` ends). A bug in it fails the running turn, not the session."""
+        scope = scopes.new() if scopes is not None else trio.CancelScope()
 
-        async def scoped() -> None:
-            with scope:
-                await fn()
+        async def guarded() -> None:
+            try:
+                with scope:
+                    await fn()
+            except Exception as exc:
+                logger.exception("session %s: background task failed", self.session_id)
+                self.post(turns.InternalError(_internal_error(exc)))
 
         assert self.nursery is not None
-        self.nursery.start_soon(scoped)
+        self.nursery.start_soon(guarded)
 
     def turn_work_on(self, incarnation: int) -> tuple[turns.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""
@@ -429,7 +432,7 @@ class Session:
 
     def _save_soon(self) -> None:
         if self.nursery is not None and self.deps.store is not None and not self.core.closing:
-            self.nursery.start_soon(self.save)
+            self.start_soon(self.save)
 
 
 _PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
@@ -450,6 +453,13 @@ _PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
     turns.SendAnnouncements: actions.announcements,
     turns.Closed: actions.closed,
 }
+
+
+def _internal_error(exc: Exception) -> InternalSessionError:
+    return InternalSessionError(
+        f"internal error in agybridge: {type(exc).__name__}: {exc}",
+        data={"exception": type(exc).__name__},
+    )
 
 
 def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:
