@@ -46,6 +46,14 @@ def assert_clean(client: RawClient) -> None:
     assert not problems, client.validator.report() + "\n" + client.diagnostics()
 
 
+def error_of(response: dict[str, Any], code: int) -> dict[str, Any]:
+    """The response's error, which must carry ``code``."""
+    assert "error" in response, response
+    error: dict[str, Any] = response["error"]
+    assert error["code"] == code, response
+    return error
+
+
 def answers_to(client: RawClient, request_id: int) -> list[dict[str, Any]]:
     """Every response carrying ``request_id`` (a prompt must get exactly one)."""
     return [
@@ -85,6 +93,16 @@ def session_traffic_after(client: RawClient, session_id: str, position: int) -> 
         for m in client.received[position + 1 :]
         if m.get("method") == "session/update" and m["params"].get("sessionId") == session_id
     ]
+
+
+async def streaming_prompt(client: RawClient) -> tuple[str, int]:
+    """A new session running a ``slow`` prompt whose first text has arrived."""
+    await client.initialize()
+    session_id = await client.new_session()
+    mark = client.mark()
+    prompt_id = await client.start_prompt(session_id, SLOW)
+    await client.wait_update(session_id, "agent_message_chunk", since=mark)
+    return session_id, prompt_id
 
 
 async def stored_session(harness: Harness, client: RawClient) -> str:
@@ -150,11 +168,7 @@ async def test_nothing_is_sent_after_a_cancelled_answer(harness: Harness) -> Non
     gate = harness.tmp_path / "discovery-gate"
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(FAKE_AGY_DISCOVERY_GATE=str(gate)) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            mark = client.mark()
-            prompt_id = await client.start_prompt(session_id, SLOW)
-            await client.wait_update(session_id, "agent_message_chunk", since=mark)
+            session_id, prompt_id = await streaming_prompt(client)
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.response(prompt_id)
             assert stop_reason(response) == "cancelled"
@@ -182,11 +196,7 @@ async def test_a_warm_discovery_cache_is_never_pushed(harness: Harness) -> None:
             while not _discovery_cached(db):  # noqa: ASYNC110
                 await trio.sleep(0.05)
         async with harness.open_bridge() as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            mark = client.mark()
-            prompt_id = await client.start_prompt(session_id, SLOW)
-            await client.wait_update(session_id, "agent_message_chunk", since=mark)
+            session_id, prompt_id = await streaming_prompt(client)
             await client.notify("session/cancel", {"sessionId": session_id})
             assert stop_reason(await client.response(prompt_id)) == "cancelled"
             await trio.sleep(QUIET_WINDOW_S)  # observation window
@@ -291,9 +301,7 @@ async def test_an_internal_error_is_not_a_cancel_and_the_session_survives(
             await client.initialize()
             session_id = await client.new_session()
             response = await prompt(client, session_id, "[fake-agy:late-event] go")
-            assert "error" in response, response
-            assert response["error"]["code"] == -32603, response
-            assert response["error"]["message"].strip()
+            assert error_of(response, -32603)["message"].strip()
             again = await prompt(client, session_id, "still there?")
             assert stop_reason(again) == "end_turn", again
         assert_clean(client)
@@ -356,11 +364,7 @@ async def test_stall_notice_is_told_once(harness: Harness) -> None:
         async with harness.open_bridge(
             AGYBRIDGE_STALL_NOTICE_S=str(notice_s), **STALL_ENV
         ) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            mark = client.mark()
-            prompt_id = await client.start_prompt(session_id, SLOW)
-            await client.wait_update(session_id, "agent_message_chunk", since=mark)
+            session_id, prompt_id = await streaming_prompt(client)
             after_tick = client.mark()
 
             def notices() -> list[Any]:
@@ -390,15 +394,10 @@ async def test_stall_timeout_fails_the_turn(harness: Harness) -> None:
         async with harness.open_bridge(
             AGYBRIDGE_STALL_TIMEOUT_S=str(timeout_s), **STALL_ENV
         ) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            mark = client.mark()
-            prompt_id = await client.start_prompt(session_id, SLOW)
-            await client.wait_update(session_id, "agent_message_chunk", since=mark)
+            session_id, prompt_id = await streaming_prompt(client)
             with trio.fail_after(timeout_s + 4):
                 response = await client.response(prompt_id)
-            assert "error" in response, response
-            assert response["error"]["code"] == -32603, response
+            error_of(response, -32603)
             assert await wait_no_agy_session(harness) == []
             assert stop_reason(await prompt(client, session_id, "next")) == "end_turn"
         assert_clean(client)
@@ -441,9 +440,7 @@ async def test_lone_surrogate_in_prompt_text_is_invalid_params(harness: Harness)
             await client.initialize()
             session_id = await client.new_session()
             response = await prompt(client, session_id, "bad \ud800 text")
-            assert "error" in response, response
-            assert response["error"]["code"] == -32602, response
-            assert response["error"]["data"]["path"] == "$.prompt[0].text", response
+            assert error_of(response, -32602)["data"]["path"] == "$.prompt[0].text", response
             assert stop_reason(await prompt(client, session_id, "good text")) == "end_turn"
         assert_clean(client)
     await harness.assert_no_leftovers()
@@ -463,9 +460,7 @@ async def test_nul_in_session_new_meta_is_invalid_params(harness: Harness) -> No
                     "_meta": {"model": "gemini\u0000x"},
                 },
             )
-            assert "error" in response, response
-            assert response["error"]["code"] == -32602, response
-            assert response["error"]["data"]["path"] == "$._meta.model", response
+            assert error_of(response, -32602)["data"]["path"] == "$._meta.model", response
             await client.new_session()  # the connection is fine
         assert_clean(client)
     await harness.assert_no_leftovers()
