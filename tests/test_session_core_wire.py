@@ -15,6 +15,7 @@ under test is "close at any moment", so several moments are tried) and an
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import trio
 from agybridge.store import Store
 from agybridge.testing._fake_edge import GARBAGE_LINE
 
-from .acp_wire import Harness, RawClient, WireValidator, leftover_processes, stop_reason
+from .acp_wire import BridgeGone, Harness, RawClient, WireValidator, leftover_processes, stop_reason
 
 pytestmark = pytest.mark.integration
 
@@ -118,18 +119,26 @@ async def stored_session(harness: Harness, client: RawClient) -> str:
 # --------------------------------------------------------------------------- 1
 
 
-#: Moments (s after the prompt was written) at which session/close is sent.
-CLOSE_DELAYS_S = (0.0, 0.01, 0.02, 0.035, 0.05, 0.1, 0.25)
+#: Moments (s after the prompt was written) at which the turn is ended.
+END_DELAYS_S = (0.0, 0.01, 0.02, 0.035, 0.05, 0.1, 0.25)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 item 1: close during the gate check: no answer")
-async def test_close_at_any_moment_of_a_first_ask_turn_answers_the_prompt_once(
-    harness: Harness,
+def _unanswered_today(end: str) -> Any:
+    mark = pytest.mark.xfail(strict=True, reason=f"issue 9 item 1: {end} in the gate check")
+    return pytest.param(end, marks=mark)
+
+
+@pytest.mark.parametrize(
+    "end", [_unanswered_today("session/close"), "session/cancel", _unanswered_today("eof")]
+)
+async def test_ending_a_first_ask_turn_at_any_moment_answers_the_prompt_once(
+    harness: Harness, end: str
 ) -> None:
-    """ask mode, agy slow to start: session/close at several moments of the first
-    turn (while agy starts and the gate is verified) answers the prompt exactly once,
-    ``cancelled``; the bridge exits 0 and nothing is left."""
-    for delay in CLOSE_DELAYS_S:
+    """ask mode, agy slow to start: session/close, session/cancel or stdin EOF at
+    several moments of the first turn (while agy starts and the gate is verified)
+    answers the prompt exactly once, ``cancelled``; the bridge exits 0 after EOF and
+    nothing is left."""
+    for delay in END_DELAYS_S:
         validator = WireValidator()
         with trio.fail_after(TIMEOUT_S):
             async with harness.open_bridge(
@@ -139,16 +148,21 @@ async def test_close_at_any_moment_of_a_first_ask_turn_answers_the_prompt_once(
                 session_id = await client.new_session()
                 prompt_id = await client.start_prompt(session_id, "hello")
                 await trio.sleep(delay)  # the moment under test, not a synchronisation
-                close_id = await client.start_request("session/close", {"sessionId": session_id})
-                with trio.move_on_after(5):
-                    await client.response(close_id)
+                if end == "session/close":
+                    await client.start_request(end, {"sessionId": session_id})
+                elif end == "session/cancel":
+                    await client.notify(end, {"sessionId": session_id})
+                else:
+                    await client.close_stdin()
+                with trio.move_on_after(5), suppress(BridgeGone):
                     await client.response(prompt_id)
                 response = client.response_nowait(prompt_id)
                 assert stop_reason(response) == "cancelled", (
-                    f"close {delay} s into the turn: prompt answered {response}\n"
+                    f"{end} {delay} s into the turn: prompt answered {response}\n"
                     + client.diagnostics()
                 )
-                await client.close_stdin()
+                if end != "eof":
+                    await client.close_stdin()
                 await client.process.wait()
                 await client.wait_for(lambda: client.eof, "stdout EOF")
                 assert client.process.returncode == 0
