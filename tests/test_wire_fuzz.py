@@ -186,7 +186,6 @@ async def run_seeds(seeds: list[int], tmp_path: Path) -> list[Run]:
     return runs
 
 
-@pytest.mark.xfail(strict=False, reason="issue 9: the session core breaks the wire promises")
 async def test_wire_fuzz(tmp_path: Path) -> None:
     """Every selected seed keeps every promise (see wirefuzz.check)."""
     runs = await run_seeds(selected_seeds(), tmp_path)

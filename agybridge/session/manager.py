@@ -34,7 +34,9 @@ class SessionManager:
             await trio.sleep_forever()
 
     def get(self, session_id: str) -> Session | None:
-        return self._sessions.get(session_id)
+        """The live session with this id (not one that has ended)."""
+        session = self._sessions.get(session_id)
+        return None if session is None or session.ended else session
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -71,6 +73,9 @@ class SessionManager:
         assert self._nursery is not None, "SessionManager.run is not running"
         while True:
             live = self._sessions.get(session_id)
+            if live is not None and live.closing:
+                await live.closed.wait()  # then open it afresh
+                continue
             if live is not None:
                 return live, False
             starting = self._starting.get(session_id)

@@ -14,7 +14,6 @@ perform them.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -76,6 +75,8 @@ class Session:
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
         self.closed = trio.Event()
+        #: The loop is over: nothing posted from now on would ever be done.
+        self.ended = False
         self._inbox = Inbox(CHILD_MESSAGE_BUFFER)
         send, self._child_messages = trio.open_memory_channel[ChildMessage](CHILD_MESSAGE_BUFFER)
         self.slot = ChildSlot(
@@ -160,9 +161,11 @@ class Session:
         if isinstance(failure, BaseExceptionGroup):
             failure = failure.split(trio.Cancelled)[1]
         if failure is None or isinstance(failure, trio.Cancelled | KeyboardInterrupt):
-            self.prompts.answer_all(stop=models.STOP_CANCELLED)
+            self.prompts.close(stop=models.STOP_CANCELLED)
+        elif isinstance(failure, SessionError):  # e.g. agy could not be started
+            self.prompts.close(error=failure)
         else:
-            self.prompts.answer_all(error=InternalSessionError(f"the session failed: {failure!r}"))
+            self.prompts.close(error=InternalSessionError(f"the session failed: {failure!r}"))
 
     # --- the loop ------------------------------------------------------------
 
@@ -204,7 +207,7 @@ class Session:
 
     async def _run_in_loop(self, step: Step) -> None:
         """Post ``step`` and wait until the loop has run it (or has ended)."""
-        if self.closed.is_set():
+        if self.ended:
             return
         done = trio.Event()
         self._waiting.add(done)
@@ -363,14 +366,18 @@ class Session:
         """``commands`` or ``catalog`` changed: tell the client (once it has
         the session; held back while muted after a cancel)."""
         if self.announcer.client_knows:
-            actions = self.core.announce(kind)
-            if actions:
-                self.post_step(functools.partial(self._perform, actions))
+            # Decided in the loop, in order: a cancelled answer may come first.
+            self.post_step(lambda: self._perform(self.core.announce(kind)))
 
     async def announce_now(self) -> None:
         """Everything a load/resume sends, before its response."""
         await self.announcer.send_commands()
         self.options_seen()
+
+    @property
+    def closing(self) -> bool:
+        """Closed, or on its way: a new open must wait for it to end."""
+        return self.ended or self.core.closing
 
     @property
     def busy(self) -> bool:
