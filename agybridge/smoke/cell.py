@@ -96,6 +96,10 @@ class _Conversation:
         self.record = record
         self.workspace = workspace
         self.overrun = trio.Event()
+        self.prompting = trio.Event()
+        self.turn_running = False
+        #: What the conversation waits for (named by a timeout).
+        self.phase = "starting the bridge"
         self.started = trio.current_time()
         self.session_id: str | None = None
         self.client = CellClient(
@@ -124,7 +128,7 @@ class _Conversation:
                         cause = Cause(
                             "timeout",
                             f"the cell took longer than run.timeout_s = "
-                            f"{self.setup.run.timeout_s:g} s",
+                            f"{self.setup.run.timeout_s:g} s ({self.phase})",
                         )
                 finally:
                     with trio.CancelScope(shield=True):
@@ -161,19 +165,25 @@ class _Conversation:
         return result[0]
 
     async def _watch_budget(self, peer: Peer, conversation: trio.CancelScope) -> None:
+        """Budgets count from the first prompt: bridge and agy start-up are not the model's."""
         limit = self.cell.case.budget.max_seconds
-        with trio.move_on_at(self.started + limit if limit is not None else math.inf):
+        await self.prompting.wait()
+        deadline = trio.current_time() + limit if limit is not None else math.inf
+        with trio.move_on_at(deadline):
             await self.overrun.wait()
         if not self.overrun.is_set():
             self.record.budget_exceeded = f"budget.max_seconds {limit:g} s exceeded"
+            self.overrun.set()
         self.client.line(f"[budget] {self.record.budget_exceeded}: cancelling the cell")
-        if self.session_id is not None:
+        if self.turn_running:
+            assert self.session_id is not None
             await peer.notify("session/cancel", {"sessionId": self.session_id})
-        # The turn answers `cancelled` and the conversation ends; past the grace, stop it.
-        await trio.sleep(CANCEL_GRACE_S)
-        conversation.cancel(reason="budget exceeded and the turn did not end")
+            # The turn answers `cancelled` and the conversation ends; past the grace, stop it.
+            await trio.sleep(CANCEL_GRACE_S)
+        conversation.cancel(reason="budget exceeded")
 
     async def _converse(self, peer: Peer) -> Cause | None:
+        self.phase = "waiting for the initialize response"
         await peer.request(
             "initialize",
             {
@@ -185,17 +195,26 @@ class _Conversation:
         params: dict[str, Any] = {"cwd": str(self.workspace), "mcpServers": []}
         if self.cell.session_meta():
             params["_meta"] = self.cell.session_meta()
+        self.phase = "waiting for the session/new response"
         new = await peer.request("session/new", params)
         self.session_id = str(new["sessionId"])
         self.client.line(f"[session {self.session_id} {self.cell.label}]")
         attachments = await trio.to_thread.run_sync(_attachment_blocks, self.cell.case.attachments)
         for index, text in enumerate(self.cell.case.prompts):
             blocks = [{"type": "text", "text": text}, *(attachments if index == 0 else [])]
+            if self.overrun.is_set():
+                break
             self.record.turns.append(TurnRecord(prompt=text, sent_s=self.client.now()))
             self.client.line(f"> {text}")
-            answer = await peer.request(
-                "session/prompt", {"sessionId": self.session_id, "prompt": blocks}
-            )
+            self.phase = f"waiting for the response to prompt {index + 1}"
+            self.prompting.set()
+            self.turn_running = True
+            try:
+                answer = await peer.request(
+                    "session/prompt", {"sessionId": self.session_id, "prompt": blocks}
+                )
+            finally:
+                self.turn_running = False
             self.client.response(answer)
             turn = self.record.turns[-1]
             if turn.agy_error:
