@@ -75,7 +75,7 @@ async def run_attempt(
             argv0 = setup.bridge_argv[0]
             return record, Cause("bridge_start", f"cannot start the bridge {argv0!r}: {exc}"), []
     cause = await conversation.run(process)
-    if cause is not None and cause.kind == "bridge_crash":
+    if cause is not None and cause.kind in ("bridge_crash", "bridge_start"):
         tail = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_TAIL_LINES:]
         cause = attrs.evolve(cause, details={**cause.details, "stderr_tail": tail})
     leftovers = await processes.reap_marked(CELL_MARKER, marker)
@@ -102,6 +102,7 @@ class _Conversation:
         self.phase = "starting the bridge"
         self.started = trio.current_time()
         self.session_id: str | None = None
+        self.initialized = False
         self.client = CellClient(
             record, cell.case.permissions, self.started, on_line, self._check_tokens
         )
@@ -124,12 +125,7 @@ class _Conversation:
                 try:
                     with trio.move_on_after(self.setup.run.timeout_s) as timeout:
                         cause = await self._talk(peer, process)
-                    if timeout.cancelled_caught:
-                        cause = Cause(
-                            "timeout",
-                            f"the cell took longer than run.timeout_s = "
-                            f"{self.setup.run.timeout_s:g} s ({self.phase})",
-                        )
+                    cause = self._explain(cause, timeout.cancelled_caught)
                 finally:
                     with trio.CancelScope(shield=True):
                         how = await processes.stop(process)
@@ -140,6 +136,19 @@ class _Conversation:
             with trio.CancelScope(shield=True), suppress(trio.ClosedResourceError):
                 await process.stdout.aclose()
             raise
+        return cause
+
+    def _explain(self, cause: Cause | None, timed_out: bool) -> Cause | None:
+        """A failure before ``initialize`` is "bridge_start"; a timeout names its phase.
+
+        A bridge that is merely slow to start (a loaded machine) is a timeout, not a
+        bridge that cannot start.
+        """
+        if timed_out:
+            limit = f"run.timeout_s = {self.setup.run.timeout_s:g} s"
+            return Cause("timeout", f"the cell took longer than {limit} ({self.phase})")
+        if not self.initialized and cause is not None and cause.kind != "bridge_start":
+            return Cause("bridge_start", f"the bridge did not answer initialize: {cause.message}")
         return cause
 
     async def _talk(self, peer: Peer, process: trio.Process) -> Cause | None:
@@ -184,7 +193,7 @@ class _Conversation:
 
     async def _converse(self, peer: Peer) -> Cause | None:
         self.phase = "waiting for the initialize response"
-        await peer.request(
+        info = await peer.request(
             "initialize",
             {
                 "protocolVersion": 1,
@@ -192,6 +201,9 @@ class _Conversation:
                 "clientInfo": {"name": "agybridge-smoke", "version": "1"},
             },
         )
+        self.initialized = True
+        agent = info.get("agentInfo") if isinstance(info, dict) else None
+        self.record.agent_info = agent if isinstance(agent, dict) else {}
         params: dict[str, Any] = {"cwd": str(self.workspace), "mcpServers": []}
         if self.cell.session_meta():
             params["_meta"] = self.cell.session_meta()
@@ -244,41 +256,3 @@ def _attachment_blocks(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
                 }
             )
     return blocks
-
-
-async def probe_bridge(setup: Setup, timeout_s: float) -> tuple[dict[str, Any] | None, str]:
-    """Start one bridge and ``initialize`` it: the bridge's agentInfo, or why it failed."""
-    directory = setup.scratch / "probe"
-    directory.mkdir(parents=True, exist_ok=True)
-    env = {**setup.env, **setup.run.env, CELL_MARKER: f"{setup.run_id}-probe"}
-    stderr_path = directory / "bridge.stderr"
-    with stderr_path.open("wb") as stderr:
-        try:
-            process = await processes.spawn(setup.bridge_argv, env, directory, stderr)
-        except OSError as exc:
-            return None, f"cannot start the bridge {setup.bridge_argv[0]!r}: {exc}"
-    record = CellRecord()
-    client = CellClient(record, "fail", trio.current_time(), lambda _: None, lambda: None)
-    assert process.stdin is not None and process.stdout is not None
-    peer = Peer(process.stdout, process.stdin, client)
-    info: Any = None
-    problem = ""
-    async with trio.open_nursery() as nursery:
-        await nursery.start(peer.run)
-        try:
-            with trio.fail_after(timeout_s):
-                info = await peer.request(
-                    "initialize", {"protocolVersion": 1, "clientCapabilities": {}}
-                )
-        except (RpcError, PeerClosedError, trio.TooSlowError) as exc:
-            problem = f"the bridge did not answer initialize: {type(exc).__name__}: {exc}"
-        finally:
-            with trio.CancelScope(shield=True):
-                await processes.stop(process)
-            nursery.cancel_scope.cancel()
-    await processes.reap_marked(CELL_MARKER, f"{setup.run_id}-probe")
-    if problem:
-        tail = stderr_path.read_text(errors="replace").strip().splitlines()[-_STDERR_TAIL_LINES:]
-        return None, problem + ("\nbridge stderr:\n  " + "\n  ".join(tail) if tail else "")
-    agent = info.get("agentInfo") if isinstance(info, dict) else None
-    return (agent if isinstance(agent, dict) else {}), ""

@@ -24,14 +24,13 @@ import attrs
 import trio
 
 from . import baseline, reports
-from .cell import Setup, probe_bridge
+from .cell import Setup
 from .matrix import MatrixError, load_matrix
 from .model import Matrix
 from .progress import Progress
 from .results import CellResult
 from .runner import Runner
 
-PROBE_TIMEOUT_S = 60.0
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NO_AGY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -176,12 +175,6 @@ async def _run(
         note = f"agy not found ({where}): every cell SKIPPED"
         print(f"agybridge smoke: WARNING: {note}; set AGY_BIN or install agy", file=sys.stderr)
         skipped = {cell.index: "agy not found" for cell in cells}
-    agent: dict[str, Any] | None = None
-    if len(skipped) < len(cells):
-        agent, problem = await probe_bridge(setup, PROBE_TIMEOUT_S)
-        if agent is None:
-            print(f"agybridge smoke: the bridge cannot start: {problem}", file=sys.stderr)
-            return EXIT_INVALID
     live = sys.stdout.isatty() and not args.plain
     progress = Progress(sys.stdout, len(cells), live=live, verbose=args.verbose)
     runner = Runner(matrix, setup, progress.events())
@@ -194,6 +187,7 @@ async def _run(
     duration = trio.current_time() - started
     if before:
         baseline.compare(results, before, args.max_slowdown, args.max_token_growth)
+    agent = next((r.record.agent_info for r in results if r.record.agent_info), None)
     _write_reports(args, matrix, results, duration=duration, agent=agent, note=note, setup=setup)
     tally = reports.counts(results)
     print(
@@ -202,6 +196,11 @@ async def _run(
     )
     if agy_missing and args.require_agy:
         return EXIT_NO_AGY
+    ran = [r for r in results if r.status != "skipped"]
+    if ran and all(r.error is not None and r.error.kind == "bridge_start" for r in ran):
+        assert ran[0].error is not None
+        print(f"agybridge smoke: the bridge cannot start: {ran[0].error.message}", file=sys.stderr)
+        return EXIT_INVALID
     return EXIT_FAILED if tally["failed"] or tally["error"] else EXIT_OK
 
 

@@ -60,6 +60,8 @@ class CellRecord:
     context_used: int = 0
     budget_exceeded: str | None = None
     workspace: str | None = None
+    #: ``agentInfo`` from the bridge's ``initialize`` answer.
+    agent_info: dict[str, Any] | None = None
 
     @property
     def tokens(self) -> int:
