@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
+import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
@@ -462,3 +464,55 @@ async def test_the_basic_example_passes_against_the_fake(harness: Harness) -> No
     text = (REPO / "examples/smoke/basic.toml").read_text()
     run = await smoke(harness, text.replace("concurrency = 2", "concurrency = 4"), "--fake", "echo")
     assert run.code == 0, run.explain()
+
+
+async def test_ctrl_c_stops_every_bridge(harness: Harness) -> None:
+    """SIGINT while two cells are mid-turn (one agy deaf to SIGINT): exit 130, nothing left."""
+    path = harness.tmp_path / "matrix.toml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            [run]
+            concurrency = 2
+            [[case]]
+            name = "slow"
+            prompt = "count"
+            env = { FAKE_AGY_SCENARIO = "slow", FAKE_AGY_SLOW_SECONDS = "600" }
+            [[case]]
+            name = "deaf"
+            prompt = "count"
+            env = { FAKE_AGY_SCENARIO = "ignore-sigint", FAKE_AGY_SLOW_SECONDS = "600" }
+            """
+        )
+    )
+    argv = [sys.executable, "-m", "agybridge", "smoke", "run", str(path), "-v", "--plain"]
+    process = await trio.lowlevel.open_process(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # The deaf agy costs the bridge its SIGINT grace: keep it short.
+        env=harness.env("echo", AGYBRIDGE_SIGINT_GRACE_S="0.3"),
+        cwd=str(harness.tmp_path),
+    )
+    assert process.stdout is not None and process.stderr is not None
+    seen = b""
+    try:
+        with trio.fail_after(RUN_LIMIT_S):
+            # Both prompts are on their way to agy (a turn's text shows only at its end).
+            while not (b"[slow [default]] > count" in seen and b"[deaf [default]] > count" in seen):
+                chunk = await process.stdout.receive_some()
+                assert chunk, f"the runner ended early:\n{seen.decode()}"
+                seen += chunk
+            process.send_signal(signal.SIGINT)
+            stderr = b""
+            async for chunk in process.stderr:
+                stderr += chunk
+            await process.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 130, stderr.decode()
+    assert b"interrupted; every bridge was stopped" in stderr
+    await harness.assert_no_leftovers()

@@ -118,7 +118,13 @@ def main(argv: list[str]) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="agybridge-smoke-"))
     try:
         return trio.run(_run, args, matrix, before, scratch)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        # Ctrl-C reaches us from inside the task tree, so maybe inside a group.
+        interrupted = isinstance(exc, KeyboardInterrupt) or (
+            isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
+        )
+        if not interrupted:
+            raise
         print("agybridge smoke: interrupted; every bridge was stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:

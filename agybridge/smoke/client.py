@@ -40,6 +40,8 @@ class CellClient:
         self._on_line = on_line
         self._on_usage = on_usage
         self._text_open = False
+        self._unshown = ""
+        self._shown_lines = 0
 
     def now(self) -> float:
         return trio.current_time() - self.started_at
@@ -52,7 +54,12 @@ class CellClient:
     def _close_text(self) -> None:
         if self._text_open:
             self._text_open = False
-            self._on_line(self.record.transcript[-1])
+            if self._unshown:
+                self._on_line(self._prefix() + self._unshown)
+            self._unshown = ""
+
+    def _prefix(self) -> str:
+        return "agent: " if not self._shown_lines else "       "
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         if method != "session/request_permission" or not isinstance(params, dict):
@@ -99,7 +106,14 @@ class CellClient:
         if not self._text_open:
             self.record.transcript.append("agent: ")
             self._text_open = True
+            self._shown_lines = 0
         self.record.transcript[-1] += text
+        # The live view (-v) gets each complete line as soon as it is complete.
+        self._unshown += text
+        *complete, self._unshown = self._unshown.split("\n")
+        for line in complete:
+            self._on_line(self._prefix() + line)
+            self._shown_lines += 1
 
     def _tool(self, update: dict[str, Any]) -> None:
         call_id = str(update.get("toolCallId"))
