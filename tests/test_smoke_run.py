@@ -414,7 +414,9 @@ async def test_a_baseline_regression_fails_the_cell(harness: Harness) -> None:
     saved["cells"][0]["duration_s"] = saved["cells"][0]["duration_s"] / 100
     saved["cells"][0]["tokens"] = 1
     base.write_text(json.dumps(saved))
-    second = await smoke(harness, matrix, "--baseline", str(base), "--max-slowdown", "2")
+    second = await smoke(
+        harness, matrix, "--baseline", str(base), "--max-slowdown", "2", "--update-baseline"
+    )
     assert second.code == 1, second.explain()
     (cell,) = second.report["cells"] if second.report else [None]
     assert cell is not None and cell["status"] == "failed"
@@ -424,6 +426,9 @@ async def test_a_baseline_regression_fails_the_cell(harness: Harness) -> None:
     failure = testcase.find("failure")
     assert failure is not None and failure.get("type") == "baseline.duration"
     assert second.markdown is not None and "(+" in second.markdown
+    # A failed run does not become the next baseline.
+    assert json.loads(base.read_text()) == saved
+    assert "the run failed" in second.stderr
 
 
 async def test_transient_errors_are_retried(harness: Harness) -> None:

@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--update-baseline",
         action="store_true",
-        help="write this run's JSON report to the --baseline file",
+        help="write this run's JSON report to the --baseline file when the run passed",
     )
     run.add_argument(
         "--require-agy", action="store_true", help="exit 3 when agy is missing (else: skip)"
@@ -231,8 +231,11 @@ def _write_reports(
     data = reports.json_report(results, meta, duration)
     if args.json is not None:
         reports.write(args.json, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    if args.update_baseline:
+    counted = data["counts"]
+    if args.update_baseline and not (counted["failed"] or counted["error"]):
         reports.write(args.baseline, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    elif args.update_baseline:
+        print(f"agybridge smoke: the run failed: {args.baseline} is not updated", file=sys.stderr)
     if args.junit is not None:
         reports.write(args.junit, reports.junit(results, title, duration))
     text = reports.markdown(results, title, duration, note)
