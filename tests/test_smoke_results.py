@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -13,6 +14,7 @@ from agybridge.jsonrpc import RpcError
 from agybridge.smoke import baseline, expectations, reports
 from agybridge.smoke.causes import Cause, from_agy_error, from_rpc_error, go_duration_s
 from agybridge.smoke.model import Budget, Case, Cell, Expect
+from agybridge.smoke.progress import Progress
 from agybridge.smoke.results import CellRecord, CellResult, Failure, ToolCall, TurnRecord
 
 
@@ -232,3 +234,34 @@ def test_json_report_carries_every_cell() -> None:
     assert data["counts"] == {"passed": 1, "failed": 0, "error": 0, "skipped": 0}
     assert cell["id"] == "a [mode=safe]" and cell["tokens"] == 100
     assert cell["first_chunk_s"] == 0.5 and cell["stop_reason"] == "end_turn"
+
+
+# --------------------------------------------------------------------------- progress
+
+
+async def test_progress_plain_lines_and_live_block() -> None:
+    cell = Cell(0, Case(name="a", prompts=("p",)), {"mode": "safe"})
+    plain_out = io.StringIO()
+    plain = Progress(plain_out, 2, live=False, verbose=True)
+    plain.cell_started(cell)
+    plain.cell_line(cell, "> p")
+    failed = result("a", status="failed")
+    failed.failures = [Failure("expect.contains", "text containing 'X'", '"p"')]
+    plain.cell_finished(failed)
+    assert plain_out.getvalue().splitlines() == [
+        "START a [mode=safe]",
+        "  [a [mode=safe]] > p",
+        "FAIL  a [mode=safe]  2.00s  expect.contains: expected text containing 'X'; seen \"p\"",
+    ]
+    live_out = io.StringIO()
+    live = Progress(live_out, 2, live=True, verbose=False)
+    live.cell_started(cell)
+    first = live_out.getvalue()
+    assert "0/2 done" in first and "1 running" in first and "▸ a [mode=safe]" in first
+    live.cell_finished(result("a"))
+    second = live_out.getvalue()[len(first) :]
+    # The block (header + one running cell) is erased, the result printed above a new block.
+    assert second.startswith("\x1b[2F\x1b[J" + "PASS  a [mode=safe]  2.00s\n")
+    assert "1/2 done · 1 passed" in second and "▸" not in second
+    live.close()
+    assert live_out.getvalue().endswith("\x1b[1F\x1b[J")

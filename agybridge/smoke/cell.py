@@ -17,7 +17,6 @@ import base64
 import math
 import shutil
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -119,23 +118,22 @@ class _Conversation:
         assert process.stdin is not None and process.stdout is not None
         cause: Cause | None = None
         peer = Peer(process.stdout, process.stdin, self.client)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(peer.run)
-                try:
-                    with trio.move_on_after(self.setup.run.timeout_s) as timeout:
-                        cause = await self._talk(peer, process)
-                    cause = self._explain(cause, timeout.cancelled_caught)
-                finally:
-                    with trio.CancelScope(shield=True):
-                        how = await processes.stop(process)
-                    self.client.line(f"[bridge stopped: {how}, exit code {process.returncode}]")
-                    nursery.cancel_scope.cancel(reason="the bridge has stopped")
-        except BaseException:
-            # Cancelled from outside (Ctrl-C): the bridge is gone, nothing reads its stdout.
-            with trio.CancelScope(shield=True), suppress(trio.ClosedResourceError):
-                await process.stdout.aclose()
-            raise
+        async with trio.open_nursery() as nursery:
+            await nursery.start(peer.run)
+            try:
+                with trio.move_on_after(self.setup.run.timeout_s) as timeout:
+                    cause = await self._talk(peer, process)
+                cause = self._explain(cause, timeout.cancelled_caught)
+            finally:
+                # Cancelled from outside (Ctrl-C): the peer no longer reads the bridge's
+                # stdout, so a bridge writing to it must not block its own shutdown.
+                abandoned = trio.current_effective_deadline() == -math.inf
+                with trio.CancelScope(shield=True):
+                    if abandoned:
+                        await process.stdout.aclose()
+                    how = await processes.stop(process)
+                self.client.line(f"[bridge stopped: {how}, exit code {process.returncode}]")
+                nursery.cancel_scope.cancel(reason="the bridge has stopped")
         return cause
 
     def _explain(self, cause: Cause | None, timed_out: bool) -> Cause | None:
