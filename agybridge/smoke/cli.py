@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _environment(args: argparse.Namespace, matrix: Matrix, scratch: Path) -> dict[str, str]:
+def _environment(args: argparse.Namespace, scratch: Path) -> dict[str, str]:
     env = dict(os.environ)
     if args.fake:
         from ..demo import fake_agy_command  # noqa: PLC0415 - only --fake needs it
@@ -164,7 +164,7 @@ async def _run(
     run = matrix.run
     if args.concurrency is not None:
         run = attrs.evolve(run, concurrency=args.concurrency)
-    env = _environment(args, matrix, scratch)
+    env = _environment(args, scratch)
     argv = tuple(shlex.split(args.bridge)) if args.bridge else (sys.executable, "-m", "agybridge")
     setup = Setup(argv, env, scratch, run, uuid.uuid4().hex[:12])
     cells = matrix.cells()
