@@ -61,6 +61,9 @@ class CellClient:
     def _prefix(self) -> str:
         return "agent: " if not self._shown_lines else "       "
 
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        """Requests are answered as they come (a permission question needs no order)."""
+
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         if method != "session/request_permission" or not isinstance(params, dict):
             raise RpcError.method_not_found(method)
