@@ -41,10 +41,22 @@ def _parser() -> argparse.ArgumentParser:
         help="use the real agy (AGY_BIN or agy on PATH) instead of the fake",
     )
     commands.add_parser("doctor", help="check that agy can be found and started")
+    smoke = commands.add_parser(
+        "smoke",
+        add_help=False,
+        help="run a smoke matrix through the bridge: agybridge smoke run MATRIX.toml",
+    )
+    smoke.add_argument("smoke_args", nargs=argparse.REMAINDER)  # for --help; main() routes
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
+    raw = sys.argv[1:] if argv is None else argv
+    if raw[:1] == ["smoke"]:
+        # A client of the bridge with its own options; it needs none of the bridge's settings.
+        from .smoke import main as smoke_main  # noqa: PLC0415 - imported only when used
+
+        sys.exit(smoke_main(raw[1:]))
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
