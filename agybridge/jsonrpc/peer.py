@@ -399,7 +399,7 @@ class Peer:
 
     async def _handle_notification(self, message: Notification, seq: int) -> None:
         if message.method == _CANCEL_REQUEST:
-            self._cancel_incoming(message.params, seq)
+            self._cancel_incoming(message.params)
         elif message.method.startswith("$/"):
             logger.debug("ignoring protocol notification %r", message.method)
         else:
@@ -412,7 +412,7 @@ class Peer:
             except Exception:
                 logger.exception("notification %r failed", message.method)
 
-    def _cancel_incoming(self, params: Any, seq: int) -> None:
+    def _cancel_incoming(self, params: Any) -> None:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, int | str):
             logger.debug("ignoring %s with params %r", _CANCEL_REQUEST, params)
@@ -421,7 +421,7 @@ class Peer:
         if ctx is None:
             return  # already answered, or never existed: nothing to do
         try:
-            ctx.cancel(seq)
+            ctx.cancel()
         except Exception:
             logger.exception("on_cancel of request %r (id %r) failed", ctx.method, request_id)
 

@@ -68,7 +68,9 @@ class Session:
         self.book = SessionBook(deps.store, spec.session_id, spec.next_turn)
         self.announcer = Announcer(outlet, deps.catalog, (spec.cwd, *spec.additional_dirs))
         #: The rules; only the loop feeds it (others may read it).
-        self.core = turns.TurnCore(spec.settings, resumable=spec.conversation_id is not None)
+        self.core = turns.TurnCore(
+            spec.settings, resumable=spec.conversation_id is not None, muted=spec.muted
+        )
         self.gate: Gate | None = None
         self.staging: StagingArea | None = None
         self.unrecognised: Counter[str] = Counter()
@@ -335,7 +337,7 @@ class Session:
         except trio.Cancelled:
             # The request itself went away ($/cancel_request without a handler,
             # shutdown): do not leave agy working on a turn nobody awaits.
-            self.post(turns.CancelPrompt(seq, seq))
+            self.post(turns.CancelPrompt(seq))
             raise
         finally:
             self.prompts.release(seq, work)
@@ -344,10 +346,9 @@ class Session:
         """``session/cancel`` at wire position ``seq``."""
         self.post(turns.Cancel(seq))
 
-    def cancel_prompt(self, seq: float, at: float) -> None:
-        """``$/cancel_request`` (at wire position ``at``) for the prompt at
-        ``seq``: answered cancelled."""
-        self.post(turns.CancelPrompt(seq, at))
+    def cancel_prompt(self, seq: float) -> None:
+        """``$/cancel_request`` for the prompt at ``seq``: answered cancelled."""
+        self.post(turns.CancelPrompt(seq))
 
     def client_request(self, seq: float) -> None:
         """The client sent a request for this session (wire order)."""
