@@ -170,7 +170,11 @@ def check(log: Sequence[Entry]) -> list[str]:
     """Violations of: every client request answered exactly once; ``cancelled`` only
     after a cancel/close/load/EOF for that session (or ``$/cancel_request`` of that
     prompt); after a ``cancelled`` answer nothing for the session until a request for
-    it is pending or sent; no turn content for a session without a pending request."""
+    it is pending or sent; no turn content for a session without a pending request.
+
+    A request the client sent after the cancel that a ``cancelled`` answer comes from
+    (pipelined, before that answer arrived) is already its next request: the quiet
+    period is over once the client has moved on."""
     problems: list[str] = []
     requests: dict[Any, Entry] = {}
     answers: dict[Any, list[Entry]] = {}
@@ -179,6 +183,7 @@ def check(log: Sequence[Entry]) -> list[str]:
     cancels: dict[str, int] = {}  # session -> index of its last session/cancel
     ended: dict[str, int] = {}  # session -> index of its last close/load/resume
     cancelled_ids: dict[Any, int] = {}  # prompt id -> index of its $/cancel_request
+    last_request: dict[str, int] = {}  # session -> index of its last request
     eof_at: int | None = None
     for entry in log:
         message = entry.message
@@ -197,6 +202,7 @@ def check(log: Sequence[Entry]) -> list[str]:
                 if session is not None:
                     pending.setdefault(session, set()).add(message["id"])
                     quiet_since.pop(session, None)
+                    last_request[session] = entry.index
                     if method in ENDING_REQUESTS:
                         ended[session] = entry.index
             continue
@@ -225,7 +231,13 @@ def check(log: Sequence[Entry]) -> list[str]:
                         f"#{entry.index}: prompt id {message['id']} answered cancelled with no "
                         f"cancel/close/load/$/cancel_request/EOF for it after #{request.index}"
                     )
-                quiet_since[req_session] = entry
+                cause_at = max(
+                    cancels.get(req_session, -1),
+                    ended.get(req_session, -1),
+                    cancelled_ids.get(message["id"], -1),
+                )
+                if last_request.get(req_session, -1) <= max(cause_at, request.index):
+                    quiet_since[req_session] = entry
             continue
         if method == "session/update" and session is not None:
             kind = (message.get("params") or {}).get("update", {}).get("sessionUpdate")
