@@ -22,9 +22,10 @@ import trio
 
 from .acp import models
 from .agent import AcpAgent, send_update_via
-from .agy import EscalationPolicy
+from .agy import EscalationPolicy, end_orphans, watched
 from .config import Settings
 from .jsonrpc import Peer
+from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionManager
 from .session.catalog import CatalogService
 from .session.staging import StagingError, sweep_stale
@@ -62,7 +63,9 @@ async def serve_stdio(settings: Settings) -> None:
     protocol_in, protocol_out = claim_stdio()
     receive = trio.lowlevel.FdStream(protocol_in)
     send = trio.lowlevel.FdStream(protocol_out)
-    async with receive, send:
+    # Whatever bridges that died (SIGKILL) left, then a watchdog in case we do.
+    await end_orphans(remove_orphaned_roots)
+    async with watched(runtime_bases(), DIR_PREFIX), receive, send:
         await serve(receive, send, settings)
 
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
 from ..acp import codec, models
+from ..agy import run_owned
 from ..permissions import (
     HOOK_NAME,
     Broker,
@@ -155,22 +155,11 @@ class Gate:
         try:
             assert self.root is not None
             with trio.fail_after(VERIFY_TIMEOUT_S):
-                done = await trio.run_process(
-                    [
-                        agy_bin,
-                        "-p",
-                        "/hooks",
-                        "--add-dir",
-                        self.root.hook_dir,
-                        "--output-format",
-                        "json",
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
+                argv = [agy_bin, "-p", "/hooks", "--add-dir", self.root.hook_dir]
+                done = await run_owned(
+                    [*argv, "--output-format", "json"],
+                    label="agy -p /hooks",
                     env=self.agy_env(env),
-                    start_new_session=True,
                 )
             self.failure = _check_hooks_listing(done.stdout, self.root.hooks_json)
             if done.returncode != 0 and self.failure is None:
