@@ -29,7 +29,14 @@ from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionManager
 from .session.catalog import CatalogService
 from .session.staging import StagingError, sweep_stale
-from .store import AsyncStore, LegacyPaths, Store, StoreError, import_agy_acp_map
+from .store import (
+    AsyncStore,
+    LegacyPaths,
+    Store,
+    StoreError,
+    StorePathError,
+    import_agy_acp_map,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +97,17 @@ async def serve(
 
 async def open_store(path: Path | None) -> AsyncStore:
     """The session database; in memory (with a warning) if it cannot be used,
-    so the bridge always starts (a corrupt file is moved aside by the store)."""
+    so the bridge always starts (a corrupt file is moved aside by the store).
+
+    Raises:
+        StorePathError: the path names a directory, FIFO, device...: the user's
+            mistake, and maybe the user's data, so the bridge does not start.
+    """
     if path is not None:
         try:
             return await AsyncStore.open(path)
+        except StorePathError:
+            raise
         except StoreError as exc:
             logger.warning("session history unavailable (%s); keeping sessions in memory", exc)
     return AsyncStore(await trio.to_thread.run_sync(Store.open_memory))
@@ -255,6 +269,11 @@ async def _watch_signals(shutdown: trio.Event) -> None:
 
 
 def run(settings: Settings) -> int:
-    """Run the bridge on stdio; returns the process exit status."""
-    trio.run(serve_stdio, settings)
+    """Run the bridge on stdio; returns the process exit status (2: a start-up
+    error, reported on stderr)."""
+    try:
+        trio.run(serve_stdio, settings)
+    except StorePathError as exc:
+        print(f"agybridge: {exc}", file=sys.stderr)
+        return 2
     return 0
