@@ -286,13 +286,14 @@ class Gate:
         for update in updates:
             await self._send_update(update)
         scope = assessment.scope or f"`{request.tool_name}`"
+        rejected = assessment.rejected_scope or scope
         options = [
             {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
             {"optionId": "allow_always", "name": f"Always allow {scope}", "kind": "allow_always"},
             {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
             {
                 "optionId": "reject_always",
-                "name": f"Always reject {scope}",
+                "name": f"Always reject {rejected}",
                 "kind": "reject_always",
             },
         ]
