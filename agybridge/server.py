@@ -230,8 +230,17 @@ async def _serve(
             logger.info("stdin closed: shutting down")
             shutdown.set()
 
+        async def watch_stdout() -> None:
+            # Nobody reads our output (EPIPE): like stdin EOF, not a reason to
+            # keep running agy turns.
+            assert peer is not None
+            await peer.wait_send_broken()
+            logger.info("stdout closed: shutting down")
+            shutdown.set()
+
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
+        nursery.start_soon(watch_stdout)
         nursery.start_soon(
             functools.partial(
                 catalog.run,
@@ -258,6 +267,16 @@ async def _serve(
         with trio.move_on_after(RESPONSE_FLUSH_S):
             await peer.wait_requests_done()
             await peer.flush()
+        # A line started is finished (a client reading slowly gets it whole), later
+        # ones are dropped; a reader that stopped for good is given up at the grace.
+        if peer.writing:
+            logger.info("shutdown: finishing the line being written to the client")
+        with trio.move_on_after(settings.shutdown_grace_s) as finishing:
+            await peer.close_output()
+        if finishing.cancelled_caught:
+            logger.warning(
+                "the client did not read for %.1f s: exiting mid-line", settings.shutdown_grace_s
+            )
         nursery.cancel_scope.cancel(reason="shutdown")
 
 
