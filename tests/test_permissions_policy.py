@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agybridge.permissions import (
     HookRequest,
@@ -390,3 +393,43 @@ def test_mode_and_roots_are_validated(world: dict[str, str]) -> None:
         rules.mode = "nope"
     with pytest.raises(attrs.exceptions.FrozenAttributeError):
         rules.roots = ("/elsewhere",)
+
+
+_SAFE_WORD = st.from_regex(r"[a-z][a-z0-9_.]{0,8}", fullmatch=True)
+_WIDENING_WORD = st.one_of(
+    st.from_regex(r"/[a-z]{1,8}(/[a-z]{1,8})?", fullmatch=True),
+    st.from_regex(r"\.\./[a-z]{1,8}", fullmatch=True),
+    st.from_regex(r"(https?|git\+ssh|file)://[a-z]{1,8}\.[a-z]{2,3}/[a-z]{0,8}", fullmatch=True),
+    st.from_regex(r"~[a-z]{0,8}", fullmatch=True),
+    st.from_regex(r"[A-Z]{1,4}=[a-z/]{1,8}", fullmatch=True),
+    st.from_regex(r"--[a-z]{2,8}=/[a-z]{1,8}", fullmatch=True),
+    # Short options in no read-only allow-list (e.g. ``-O``), alone or in a cluster.
+    st.from_regex(r"-[a-z]{0,2}[OXYZKJQWxyjk][a-z]{0,2}", fullmatch=True),
+)
+
+
+@given(
+    program=st.sampled_from(["git grep", "git log", "docker run", "pip install", "go run", "ls"]),
+    approved=st.lists(_SAFE_WORD, max_size=3),
+    later=st.lists(_SAFE_WORD, max_size=3),
+    widening=_WIDENING_WORD,
+    at=st.integers(min_value=0, max_value=3),
+)
+def test_always_never_covers_a_widening_word(
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    program: str,
+    approved: list[str],
+    later: list[str],
+    widening: str,
+    at: int,
+) -> None:
+    """Whatever was approved with plain words, a later command of the same program with
+    an absolute path, .., a URL, ~, an assignment, a path-valued option or an unknown
+    short option is asked again."""
+    ws = str(tmp_path_factory.getbasetemp())
+    rules = Policy((ws,), "ask")
+    rules.remember(rules.assess(run(shlex.join([*program.split(), *approved]), ws)).key, True)
+    words = [*later[:at], widening, *later[at:]]
+    line = shlex.join([*program.split(), *words])
+    assert rules.assess(run(line, ws)).verdict is ASK, line
