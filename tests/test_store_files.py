@@ -354,8 +354,8 @@ def test_a_database_deleted_or_replaced_while_open_is_reopened(
     path = tmp_path / "agybridge.db"
     with Store.open(path) as store:
         store.upsert_session(REC)
-        for sidecar in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-            sidecar.unlink(missing_ok=True)
+        # `rm agybridge.db`: the -wal and -shm stay (they must not be replayed).
+        path.unlink()
         if how == "replaced":
             make_real_db(path, 0)
         with caplog.at_level(logging.WARNING, logger="agybridge.store"):
@@ -367,3 +367,5 @@ def test_a_database_deleted_or_replaced_while_open_is_reopened(
         assert str(path) in warning and how in warning
     with Store.open(path) as store:
         assert store.get_session("s2") is not None
+        # A fresh file (deleted) or the replacement: nothing of the old one replayed.
+        assert store.get_session("s1") is None

@@ -275,18 +275,16 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         )
 
 
-def _move_aside(path: Path, reason: str) -> Path:
-    check_path(path)  # never a user's directory, even if it appeared meanwhile
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    serial = 1
-    while aside.exists() or aside.is_symlink():
-        serial += 1
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{serial}")
-    try:
-        os.replace(path, aside)
-    except OSError as exc:
-        raise StoreUnavailableError(path, f"{reason}, and it cannot be moved aside: {exc}") from exc
+def move_sidecars_aside(path: Path) -> None:
+    """Move the ``-wal``/``-shm``/``-journal`` of a database that is gone aside.
+
+    Raises:
+        StoreUnavailableError: one cannot be moved.
+    """
+    _move_sidecars(path, _aside_name(path))
+
+
+def _move_sidecars(path: Path, aside: Path) -> None:
     for suffix in ("-wal", "-shm", "-journal"):
         sidecar = path.with_name(path.name + suffix)
         try:
@@ -295,6 +293,26 @@ def _move_aside(path: Path, reason: str) -> Path:
             pass
         except OSError as exc:  # a stale WAL left behind would be replayed into the new file
             raise StoreUnavailableError(path, f"cannot move {sidecar} aside: {exc}") from exc
+
+
+def _aside_name(path: Path) -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    serial = 1
+    while aside.exists() or aside.is_symlink():
+        serial += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{serial}")
+    return aside
+
+
+def _move_aside(path: Path, reason: str) -> Path:
+    check_path(path)  # never a user's directory, even if it appeared meanwhile
+    aside = _aside_name(path)
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        raise StoreUnavailableError(path, f"{reason}, and it cannot be moved aside: {exc}") from exc
+    _move_sidecars(path, aside)
     logger.warning(
         "the session database %s is unusable (%s): moved it aside to %s and started a fresh one",
         path,

@@ -314,8 +314,14 @@ class Store:
         if now == self._identity:
             return
         what = "deleted" if now is None else "replaced"
-        conn = _opening.open_file(self._path)
+        # Close first: the old connection checkpoints into the file it has open.
         self._conn.close()
+        self._conn = None
+        if now is None:
+            # A WAL left beside a deleted database belongs to it: never replay it
+            # into the fresh file.
+            _opening.move_sidecars_aside(self._path)
+        conn = _opening.open_file(self._path)
         self._conn = conn
         self._cursor_key = _opening.cursor_key(conn)
         self._identity = _opening.file_identity(self._path)
