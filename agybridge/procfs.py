@@ -56,6 +56,18 @@ class ProcRef:
         ticks = start_ticks(pid)
         return None if ticks is None else cls(pid, ticks)
 
+    def alive(self) -> bool:
+        """This very process still runs (its pid was not handed out again)."""
+        return start_ticks(self.pid) == self.start_ticks
+
+    def leads_group(self) -> bool:
+        """It leads its own process group (and so still holds that group's id)."""
+        fields = _stat_fields(self.pid)
+        try:
+            return fields is not None and int(fields[2]) == self.pid and self.alive()
+        except (IndexError, ValueError):
+            return False
+
     def open_pidfd(self) -> int | None:
         """A pidfd for this very process, or None if it is gone (or recycled)."""
         try:

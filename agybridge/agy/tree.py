@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 #: How long the sweep waits for SIGKILLed processes to be gone. SIGKILL
 #: cannot be ignored, so this only bounds a process stuck in the kernel.
 SWEEP_WAIT_S = 2.0
+#: Scans per sweep: each kills whom the previous ones missed (a fork in between).
+SWEEP_ROUNDS = 5
 #: After the leader exited and its tree was swept, how long pipes may still
 #: drain. Only a process that escaped every sweep can hold them beyond this.
 DRAIN_AFTER_EXIT_S = 2.0
@@ -119,18 +121,35 @@ class ProcessTree:
     async def sweep(self) -> int:
         """SIGKILL what is left of the tree and wait until it is gone (bounded).
 
-        Returns how many processes were signalled. Processes that are not our
-        children cannot be waited for; a pidfd becomes readable when its
-        process exits, so the wait is on that event, not a polling loop.
+        Returns how many processes were signalled. Call it right after the
+        leader was reaped: its group is signalled at once (its pid cannot have
+        been handed out again in between: pids are allocated in sequence, and
+        not at all while the group has members). A descendant's pid names a
+        group only while that descendant still runs (same start time); a dead
+        one's pid may already lead someone else's group. Then every member,
+        descendant seen and marked process is killed through a pidfd checked
+        against its start time, scanning again until a round finds nobody new
+        (a member may fork meanwhile). A pidfd becomes readable when its process
+        exits, so the wait is on that event, not a polling loop.
         """
         if self.pid is None:
             return 0
-        pgids = {self.pid, *self._known}
-        for group in pgids:
-            procfs.signal_group(group, signal.SIGKILL)
-        targets = await trio.to_thread.run_sync(self._targets, pgids)
-        fds = procfs.kill_refs(targets)
+        procfs.signal_group(self.pid, signal.SIGKILL)
+        alive = [ref for ref in self._known.values() if ref.alive()]
+        pgids = {self.pid, *(ref.pid for ref in alive)}
+        for ref in alive:
+            if ref.leads_group():
+                procfs.signal_group(ref.pid, signal.SIGKILL)
+        fds: list[int] = []
+        seen: set[procfs.ProcRef] = set()
         try:
+            for _ in range(SWEEP_ROUNDS):
+                targets = await trio.to_thread.run_sync(self._targets, pgids)
+                fresh = [ref for ref in targets if ref not in seen]
+                if not fresh:
+                    break
+                seen.update(fresh)
+                fds += procfs.kill_refs(fresh)
             with trio.move_on_after(SWEEP_WAIT_S) as waited:
                 for fd in fds:
                     await trio.lowlevel.wait_readable(fd)
