@@ -18,7 +18,7 @@ import trio
 
 from agybridge import procfs, watchdog
 from agybridge.agy import EscalationPolicy, run_owned
-from tests.acp_wire import wait_no_leftovers
+from tests.acp_wire import leftover_processes, wait_no_leftovers
 
 MARKER_VAR = "AGYBRIDGE_TEST_MARKER"
 FAST = EscalationPolicy(sigint_grace_s=0.5, sigterm_grace_s=0.5)
@@ -29,20 +29,7 @@ def marked_env(marker: str) -> dict[str, str]:
 
 
 def live(marker: str) -> list[int]:
-    needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                continue
-        except OSError:
-            continue
-        found.append(int(entry.name))
-    return found
+    return [int(line.split()[0]) for line in leftover_processes(marker)]
 
 
 def wrapper(tmp_path: Path, body: str) -> str:
