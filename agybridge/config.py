@@ -19,6 +19,7 @@ import platformdirs
 from .acp.content import MAX_FILE_BYTES, MAX_PROMPT_BYTES, PromptLimits
 from .lines import DEFAULT_MAX_LINE_BYTES
 from .session.config import ConfigValueError, LaunchSettings, settings_from_env
+from .session.deps import DEFAULT_STALL_NOTICE_S, DEFAULT_STARTUP_TIMEOUT_S, Timeouts
 from .session.staging import default_base_dir as default_staging_dir
 from .store import LegacyPaths, default_db_path, legacy_paths
 
@@ -60,6 +61,8 @@ class Settings:
     #: AGYBRIDGE_KEEP_STAGING=1 keeps staged files (debugging).
     keep_staging: bool = False
     prompt_limits: PromptLimits = attrs.Factory(PromptLimits)
+    #: Bounds on waiting for agy: start-up, stall notice, stall timeout.
+    timeouts: Timeouts = attrs.Factory(Timeouts)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -114,6 +117,7 @@ class Settings:
             log_file=log_file,
             log_level=level,
             context_window=_positive_int(env, "AGYBRIDGE_CONTEXT_WINDOW", None),
+            timeouts=_timeouts(env),
         )
 
     def resolve_agy_bin(self) -> str | None:
@@ -129,6 +133,17 @@ class Settings:
                 return str(path.resolve())
             return None
         return shutil.which(self.agy_bin)
+
+
+def _timeouts(env: Mapping[str, str]) -> Timeouts:
+    startup = _seconds(env, "AGYBRIDGE_STARTUP_TIMEOUT_S", DEFAULT_STARTUP_TIMEOUT_S)
+    if startup <= 0:
+        raise ConfigError("AGYBRIDGE_STARTUP_TIMEOUT_S must be more than 0 seconds")
+    return Timeouts(
+        startup_s=startup,
+        stall_notice_s=_seconds(env, "AGYBRIDGE_STALL_NOTICE_S", DEFAULT_STALL_NOTICE_S),
+        stall_timeout_s=_seconds(env, "AGYBRIDGE_STALL_TIMEOUT_S", 0.0),
+    )
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

@@ -43,6 +43,9 @@ class _DemoClient:
     def __init__(self) -> None:
         self.text_open = False
 
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        pass
+
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         if method == "session/request_permission":
             self._end_text()

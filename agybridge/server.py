@@ -26,7 +26,7 @@ from .agy import EscalationPolicy, end_orphans, watched
 from .config import Settings
 from .jsonrpc import Peer
 from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
-from .session import SessionManager
+from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.staging import StagingError, sweep_stale
 from .store import (
@@ -168,16 +168,18 @@ async def _serve(
         logger.warning("%s", warning)
     catalog = CatalogService()
     manager = SessionManager(
-        agy_bin=agy_bin,
-        policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
-        max_line_bytes=settings.max_line_bytes,
-        send_update=send_update,
-        context_window=settings.context_window,
-        catalog=catalog,
-        store=store,
-        staging_base=settings.staging_dir,
-        keep_staging=settings.keep_staging,
-        ask_client=ask_client,
+        SessionDeps(
+            agy_bin=agy_bin,
+            policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
+            max_line_bytes=settings.max_line_bytes,
+            context_window_override=settings.context_window,
+            catalog=catalog,
+            store=store,
+            staging_base=settings.staging_dir,
+            keep_staging=settings.keep_staging,
+            ask_client=ask_client,
+            timeouts=settings.timeouts,
+        )
     )
 
     def doctor() -> list[str]:
@@ -201,15 +203,16 @@ async def _serve(
 
     agent = AcpAgent(
         manager,
-        settings.launch,
-        notify_update=send_update,
+        send_update,
+        default_settings=settings.launch,
         limits=settings.prompt_limits,
         doctor=doctor,
+        catalog_ready=catalog.loaded.wait,
     )
 
     async def catalog_changed() -> None:
         for session in manager.live():
-            await session.announce_config_options()
+            session.announce("catalog")
 
     peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)
     shutdown = trio.Event()
@@ -246,6 +249,7 @@ async def _serve(
                 catalog.run,
                 agy_bin,
                 catalog_changed,
+                timeout_s=settings.timeouts.startup_s,
                 cache_get=store.cache_get,
                 cache_put=lambda key, value: store.cache_put(key, value, DISCOVERY_CACHE_TTL_S),
             )

@@ -43,6 +43,9 @@ class Recorder:
         self.release = trio.Event()
         self.peer: Peer | None = None
 
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        pass
+
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         self.calls.append(("request", method, ctx.request_id, ctx.seq))
         self.entered[method].set()
@@ -69,7 +72,7 @@ class Recorder:
             case "takeover":
                 # Like session/prompt: a cancel ends the turn, answered normally.
                 cancelled = trio.Event()
-                ctx.on_cancel = cancelled.set
+                ctx.on_cancel = lambda _seq: cancelled.set()
                 await cancelled.wait()
                 return {"stopReason": "cancelled"}
             case "ask_client":

@@ -71,6 +71,12 @@ def test_context_used_counts_input_cache_and_output() -> None:
     assert usage.context_used(step) == 278 + 30214 + 4
 
 
+def test_context_used_falls_back_to_total_tokens() -> None:
+    """agy 1.2.x gives later steps only ``total_tokens``: the meter must not say 0."""
+    assert usage.context_used(Usage(total_tokens=31_000)) == 31_000
+    assert usage.context_used(Usage()) == 0
+
+
 TURN1 = Usage(input_tokens=15575, output_tokens=20, thinking_tokens=19, total_tokens=15595)
 TURN2_SUM = Usage(
     input_tokens=15575 + 278,

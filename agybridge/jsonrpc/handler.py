@@ -32,18 +32,19 @@ class RequestContext:
     method: str
     seq: int
     """Wire-order index, comparable with `MessageContext.seq`."""
-    on_cancel: Callable[[], None] | None = None
-    """Set by a handler to take over ``$/cancel_request`` (and answer normally)."""
+    on_cancel: Callable[[int], None] | None = None
+    """Set by a handler to take over ``$/cancel_request`` (and answer normally); it is
+    given the wire position (``seq``) of the ``$/cancel_request``."""
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False, repr=False)
 
-    def cancel(self) -> None:
+    def cancel(self, seq: int) -> None:
         """Handle ``$/cancel_request``: call ``on_cancel`` if set, else cancel the request.
 
         Cancelling the request's scope makes the peer answer -32800. This works before the
         request's task has started: the scope is entered already cancelled.
         """
         if self.on_cancel is not None:
-            self.on_cancel()
+            self.on_cancel(seq)
         else:
             self._scope.cancel(reason=f"$/cancel_request for request {self.request_id!r}")
 
@@ -51,11 +52,13 @@ class RequestContext:
 class Handler(Protocol):
     """What a `Peer` dispatches incoming messages to (the peer knows no method names).
 
-    A handler may also define ``request_received(method, params, ctx) -> None``
-    (synchronous): the peer then calls it in the reader, in wire order, before the
-    request's task starts. Tasks start in no guaranteed order, so this is where a
-    handler can queue requests that must be served in the order they arrived.
+    Tasks start in no guaranteed order: ``request_received`` is where a handler sees
+    requests in the order they arrived (and queues those that must be served so).
     """
+
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        """Synchronous, in the reader, in wire order, before the request's task starts."""
+        ...
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         """Return the (JSON-serialisable) result, or raise `RpcError` to answer an error.

@@ -389,12 +389,10 @@ class Peer:
                 await self._send_line(encode_message(error_message(message.id, error)))
                 return
             self._in_flight[message.id] = ctx
-        received = getattr(self._handler, "request_received", None)
-        if received is not None:
-            try:
-                received(message.method, message.params, ctx)
-            except Exception:
-                logger.exception("request_received for %r failed", message.method)
+        try:
+            self._handler.request_received(message.method, message.params, ctx)
+        except Exception:
+            logger.exception("request_received for %r failed", message.method)
         self._requests_running += 1
         if self._requests_done.is_set():
             self._requests_done = trio.Event()
@@ -443,7 +441,7 @@ class Peer:
 
     async def _handle_notification(self, message: Notification, seq: int) -> None:
         if message.method == _CANCEL_REQUEST:
-            self._cancel_incoming(message.params)
+            self._cancel_incoming(message.params, seq)
         elif message.method.startswith("$/"):
             logger.debug("ignoring protocol notification %r", message.method)
         else:
@@ -456,7 +454,7 @@ class Peer:
             except Exception:
                 logger.exception("notification %r failed", message.method)
 
-    def _cancel_incoming(self, params: Any) -> None:
+    def _cancel_incoming(self, params: Any, seq: int) -> None:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, int | str):
             logger.debug("ignoring %s with params %r", _CANCEL_REQUEST, params)
@@ -465,7 +463,7 @@ class Peer:
         if ctx is None:
             return  # already answered, or never existed: nothing to do
         try:
-            ctx.cancel()
+            ctx.cancel(seq)
         except Exception:
             logger.exception("on_cancel of request %r (id %r) failed", ctx.method, request_id)
 

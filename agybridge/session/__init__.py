@@ -1,5 +1,8 @@
-"""Sessions: one nursery per ACP session, the turn queue and the pure mapper."""
+"""Sessions: one nursery per ACP session, its sans-I/O turn core and the pure mapper."""
 
+from .deps import SessionDeps as SessionDeps
+from .deps import SessionSpec as SessionSpec
+from .deps import Timeouts as Timeouts
 from .errors import AgyExitedError as AgyExitedError
 from .errors import AgyStartError as AgyStartError
 from .errors import AuthRequiredError as AuthRequiredError
@@ -8,5 +11,5 @@ from .errors import SessionError as SessionError
 from .manager import SessionManager as SessionManager
 from .mapper import MapperError as MapperError
 from .mapper import TurnMapper as TurnMapper
-from .session import PromptResult as PromptResult
+from .prompts import PromptResult as PromptResult
 from .session import Session as Session

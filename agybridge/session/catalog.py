@@ -41,6 +41,9 @@ class CatalogService:
     def __init__(self) -> None:
         self.catalog = Catalog()
         self.error: str | None = None
+        #: The cache was read (or there is none): what a session is offered
+        #: before discovery finishes.
+        self.loaded = trio.Event()
         self.refreshed = trio.Event()
 
     def __call__(self) -> Catalog:
@@ -53,21 +56,24 @@ class CatalogService:
         *,
         cache_get: CacheGet | None = None,
         cache_put: CachePut | None = None,
+        timeout_s: float = DISCOVERY_TIMEOUT_S,
     ) -> None:
         """Load the cache, then discover; ``on_change`` after each change.
 
         Never raises for agy failures (logged, and kept in :attr:`error`).
         """
-        if cache_get is not None:
-            cached = await cache_get(_CACHE_KEY)
-            if isinstance(cached, dict):
-                # Fresh enough (the store expires it): no agy processes at start-up.
-                self._set(_from_json(cached))
-                self.refreshed.set()
-                await on_change()
-                return
         try:
-            with trio.fail_after(DISCOVERY_TIMEOUT_S):
+            if cache_get is not None:
+                cached = await cache_get(_CACHE_KEY)
+                if isinstance(cached, dict):
+                    # Fresh enough (the store expires it): no agy processes at start-up.
+                    self._set(_from_json(cached))
+                    self.refreshed.set()
+                    return
+        finally:
+            self.loaded.set()
+        try:
+            with trio.fail_after(timeout_s):
                 version = (await run_subcommand(agy_bin, "--version")).strip() or None
                 models = await discover_models(agy_bin)
                 agents = await discover_agents(agy_bin)
@@ -75,7 +81,7 @@ class CatalogService:
             self.error = (
                 str(exc)
                 if isinstance(exc, DiscoveryError)
-                else (f"agy discovery took longer than {DISCOVERY_TIMEOUT_S:.0f} s")
+                else (f"agy discovery took longer than {timeout_s:g} s")
             )
             logger.warning("could not list agy's models/agents: %s", self.error)
             self.refreshed.set()

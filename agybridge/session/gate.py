@@ -26,12 +26,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from ..acp import codec, models
 from ..agy import run_owned
 from ..permissions import (
     HOOK_NAME,
+    Assessment,
     Broker,
     Decision,
     HookRequest,
@@ -75,6 +77,11 @@ CANCELLED_REASON = "the user cancelled the turn"
 
 AskClient = Callable[[str, Any], Awaitable[Any]]
 SendUpdate = Callable[[models.SessionUpdate], Awaitable[None]]
+#: Runs ``work`` on the running turn's mapper inside the session's loop and
+#: sends the updates it returns, so the turn's state has one writer and
+#: nothing is sent for a turn that has been answered; False without a turn.
+TurnWork = Callable[[TurnMapper], list[models.SessionUpdate]]
+InTurn = Callable[[TurnWork], Awaitable[bool]]
 
 
 class Gate:
@@ -88,16 +95,18 @@ class Gate:
         mode: str,
         ask_client: AskClient,
         send_update: SendUpdate,
-        current_turn: Callable[[], TurnMapper | None],
+        in_turn: InTurn,
         hook_timeout_s: int = 600,
+        verify_timeout_s: float = VERIFY_TIMEOUT_S,
     ) -> None:
         self.session_id = session_id
         self._roots = roots
         self._mode = mode
         self._ask_client = ask_client
         self._send_update = send_update
-        self._current_turn = current_turn
+        self._in_turn = in_turn
         self._hook_timeout_s = hook_timeout_s
+        self._verify_timeout_s = verify_timeout_s
         self.root: HookRoot | None = None
         self.policy: Policy | None = None
         self._broker: Broker | None = None
@@ -154,7 +163,7 @@ class Gate:
         """
         try:
             assert self.root is not None
-            with trio.fail_after(VERIFY_TIMEOUT_S):
+            with trio.fail_after(self._verify_timeout_s):
                 argv = [agy_bin, "-p", "/hooks", "--add-dir", self.root.hook_dir]
                 done = await run_owned(
                     [*argv, "--output-format", "json"],
@@ -165,7 +174,7 @@ class Gate:
             if done.returncode != 0 and self.failure is None:
                 self.failure = f"agy -p /hooks exited with {done.returncode}"
         except trio.TooSlowError:
-            self.failure = f"agy -p /hooks did not answer within {VERIFY_TIMEOUT_S:.0f} s"
+            self.failure = f"agy -p /hooks did not answer within {self._verify_timeout_s:g} s"
         except (OSError, AssertionError) as exc:
             self.failure = f"could not run agy -p /hooks: {exc}"
         self.verified = self.failure is None
@@ -182,47 +191,46 @@ class Gate:
         self._session_tools |= tools
         return tools
 
-    async def ask_allow_for_session(self, permissions: set[str], call_id: str) -> bool:
-        """Safe mode, agy auto-denied ``permissions``: ask the user whether to
-        allow them for the session (and retry). True when allowed; any failure
-        to get an answer is a no."""
+    def allow_question(
+        self, permissions: set[str], call_id: str
+    ) -> tuple[models.ToolCall, dict[str, Any]]:
+        """Safe mode, agy auto-denied ``permissions``: the pending card and the
+        ``session/request_permission`` params asking whether to allow them
+        for the session (and retry)."""
         names = ", ".join(f'"{p}"' for p in sorted(permissions))
         title = f"Allow agy the {names} permission for this session and retry"
-        await self._send_update(
-            models.ToolCall(
-                tool_call_id=call_id,
-                title=title,
-                kind="other",
-                status="pending",
-                raw_input={"permissions": sorted(permissions)},
-            )
+        card = models.ToolCall(
+            tool_call_id=call_id,
+            title=title,
+            kind="other",
+            status="pending",
+            raw_input={"permissions": sorted(permissions)},
         )
-        try:
-            answer = await self._ask_client(
-                "session/request_permission",
+        params = {
+            "sessionId": self.session_id,
+            "toolCall": {"toolCallId": call_id, "title": title, "status": "pending"},
+            "options": [
                 {
-                    "sessionId": self.session_id,
-                    "toolCall": {"toolCallId": call_id, "title": title, "status": "pending"},
-                    "options": [
-                        {
-                            "optionId": "allow",
-                            "name": "Allow for this session and retry",
-                            "kind": "allow_always",
-                        },
-                        {"optionId": "reject", "name": "Don't allow", "kind": "reject_once"},
-                    ],
+                    "optionId": "allow",
+                    "name": "Allow for this session and retry",
+                    "kind": "allow_always",
                 },
-            )
+                {"optionId": "reject", "name": "Don't allow", "kind": "reject_once"},
+            ],
+        }
+        return card, params
+
+    async def ask_allowed(self, params: dict[str, Any]) -> bool:
+        """Ask :meth:`allow_question`'s question; any failure to get an
+        answer is a no."""
+        try:
+            answer = await self._ask_client("session/request_permission", params)
         except trio.Cancelled:
             raise
         except Exception as exc:
             logger.warning("session %s: allow-and-retry question failed: %s", self.session_id, exc)
             answer = None
-        allowed = _chosen_option(answer) == "allow"
-        await self._send_update(
-            models.ToolCallUpdate(tool_call_id=call_id, status="completed" if allowed else "failed")
-        )
-        return allowed
+        return _chosen_option(answer) == "allow"
 
     @property
     def session_allows(self) -> bool:
@@ -255,22 +263,22 @@ class Gate:
     async def decide(self, request: HookRequest) -> Decision:
         """The answer for one hook call (cancelled by the broker on deadline,
         cancel or a hook that went away: then the hook gets a deny)."""
-        mapper = self._current_turn()
-        if self._refusing or mapper is None:
-            return Decision.deny(CANCELLED_REASON if self._refusing else "no turn is running")
+        if self._refusing:
+            return Decision.deny(CANCELLED_REASON)
         assert self.policy is not None
-        if self._mode == "safe":
-            return self._decide_safe(request, mapper)
-        assessment = self.policy.assess(request)
         step = request.step_idx
         if step is None:  # agy always sends it (§A3); never correlate by guess
             self._unnumbered -= 1
             step = self._unnumbered
-        if assessment.verdict is Verdict.DENY:
-            mapper.tools.mark_gated(step)
-            return Decision.deny(assessment.reason)
-        if assessment.verdict is Verdict.ALLOW:
-            mapper.tools.mark_gated(step)
+        if self._mode == "safe":
+            assessment = self._safe_assess(request)
+        else:
+            assessment = self.policy.assess(request)
+        if assessment.verdict is not Verdict.ASK:
+            if not await self._in_turn(lambda mapper: _marked_gated(mapper, step)):
+                return Decision.deny("no turn is running")
+            if assessment.verdict is Verdict.DENY:
+                return Decision.deny(assessment.reason)
             return Decision.allow()
         current: str | None = None
         target = edit_target(request.tool_name, request.args)
@@ -280,11 +288,18 @@ class Gate:
             except ValueError:
                 current = None
         proposal = proposed_diff(request.tool_name, request.args, current)
-        call_id, updates, tool_call = mapper.tools.announce_pending(
-            step, request.tool_name, dict(request.args), proposal
-        )
-        for update in updates:
-            await self._send_update(update)
+        announced: list[tuple[str, models.ToolCallUpdate]] = []
+
+        def announce(mapper: TurnMapper) -> list[models.SessionUpdate]:
+            call_id, updates, tool_call = mapper.tools.announce_pending(
+                step, request.tool_name, dict(request.args), proposal
+            )
+            announced.append((call_id, tool_call))
+            return updates
+
+        if not await self._in_turn(announce):
+            return Decision.deny("no turn is running")
+        call_id, tool_call = announced[0]
         scope = assessment.scope or f"`{request.tool_name}`"
         rejected = assessment.rejected_scope or scope
         options = [
@@ -315,25 +330,29 @@ class Gate:
         if choice in ("allow_always", "reject_always"):
             self.policy.remember(assessment.key, choice == "allow_always")
         if choice in ("allow_once", "allow_always"):
-            await self._send_update(
-                models.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
-            )
+            update = models.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
+            if not await self._in_turn(lambda _mapper: [update]):
+                return Decision.deny(CANCELLED_REASON)
             return Decision.allow()
         if choice is None:
             return Decision.deny("the user cancelled the permission request")
         return Decision.deny("the user rejected this action")
 
-    def _decide_safe(self, request: HookRequest, mapper: TurnMapper) -> Decision:
-        """agy's own rules, plus what the user allowed for the session."""
+    def _safe_assess(self, request: HookRequest) -> Assessment:
+        """agy's own rules, plus what the user allowed for the session: safe
+        mode never asks (what would need a question is denied)."""
         assert self._safe_policy is not None
         assessment = self._safe_policy.assess(request)
-        if request.step_idx is not None:
-            mapper.tools.mark_gated(request.step_idx)
         if assessment.verdict is Verdict.DENY:
-            return Decision.deny(assessment.reason)
+            return assessment
         if assessment.verdict is Verdict.ALLOW or request.tool_name in self._session_tools:
-            return Decision.allow()
-        return Decision.deny(SAFE_DENY_REASON)
+            return attrs.evolve(assessment, verdict=Verdict.ALLOW)
+        return attrs.evolve(assessment, verdict=Verdict.DENY, reason=SAFE_DENY_REASON)
+
+
+def _marked_gated(mapper: TurnMapper, step: int) -> list[models.SessionUpdate]:
+    mapper.tools.mark_gated(step)
+    return []
 
 
 def _chosen_option(answer: Any) -> str | None:

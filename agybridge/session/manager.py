@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import trio
 
-from ..agy import EscalationPolicy
-from ..store import AsyncStore
-from .config import Catalog, LaunchSettings
-from .gate import AskClient
-from .session import Session, UpdateSink
+from .deps import SessionDeps, SessionSpec
+from .outlet import ClientSink, Outlet
+from .session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -21,33 +17,13 @@ logger = logging.getLogger(__name__)
 class SessionManager:
     """Creates, finds and closes sessions; :meth:`run` is their nursery."""
 
-    def __init__(
-        self,
-        *,
-        agy_bin: str,
-        policy: EscalationPolicy,
-        max_line_bytes: int,
-        send_update: UpdateSink,
-        env: Mapping[str, str] | None = None,
-        context_window: int | None = None,
-        catalog: Callable[[], Catalog] = Catalog,
-        store: AsyncStore | None = None,
-        staging_base: str | None = None,
-        keep_staging: bool = False,
-        ask_client: AskClient | None = None,
-    ) -> None:
-        self._agy_bin = agy_bin
-        self._policy = policy
-        self._max_line_bytes = max_line_bytes
-        self._send_update = send_update
-        self._env = env
-        self._context_window = context_window
-        self._catalog = catalog
-        self.store = store
-        self._staging_base = staging_base
-        self._keep_staging = keep_staging
-        self._ask_client = ask_client
+    def __init__(self, deps: SessionDeps) -> None:
+        self.deps = deps
+        self.store = deps.store
         self._sessions: dict[str, Session] = {}
+        #: Sessions being started, so two loads of one stored session race
+        #: to one agy child, not two.
+        self._starting: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -66,52 +42,50 @@ class SessionManager:
     def live(self) -> list[Session]:
         return list(self._sessions.values())
 
-    async def create(
+    async def create(self, spec: SessionSpec, client: ClientSink | None) -> Session:
+        """Start a session and its agy child; returns once agy is spawned.
+
+        Raises:
+            AgyStartError: agy could not be started.
+        """
+
+        async def given() -> SessionSpec:
+            return spec
+
+        session, _ = await self.open(spec.session_id, given, client)
+        return session
+
+    async def open(
         self,
-        *,
-        cwd: str,
-        additional_dirs: tuple[str, ...] = (),
-        settings: LaunchSettings | None = None,
-        terminals: bool = False,
-        session_id: str | None = None,
-        conversation_id: str | None = None,
-        title: str | None = None,
-        next_turn: int = 0,
-        created_at: str | None = None,
-        mcp_config: Mapping[str, Any] | None = None,
-    ) -> Session:
-        """Start a session (new, or an earlier one by id) and its agy child;
-        returns once agy is spawned.
+        session_id: str,
+        make_spec: Callable[[], Awaitable[SessionSpec]],
+        client: ClientSink | None,
+    ) -> tuple[Session, bool]:
+        """The live session with this id, or a new one from ``make_spec``:
+        (session, started now). An open while another is starting the same
+        session waits for it and gets that session: one agy child per session.
 
         Raises:
             AgyStartError: agy could not be started.
         """
         assert self._nursery is not None, "SessionManager.run is not running"
-        session = Session(
-            session_id=session_id or f"sess_{uuid.uuid4().hex}",
-            cwd=cwd,
-            additional_dirs=additional_dirs,
-            settings=settings,
-            catalog=self._catalog,
-            conversation_id=conversation_id,
-            title=title,
-            store=self.store,
-            next_turn=next_turn,
-            created_at=created_at,
-            staging_base=self._staging_base,
-            keep_staging=self._keep_staging,
-            mcp_config=mcp_config,
-            ask_client=self._ask_client,
-            agy_bin=self._agy_bin,
-            policy=self._policy,
-            max_line_bytes=self._max_line_bytes,
-            send_update=self._send_update,
-            env=self._env,
-            terminals=terminals,
-            context_window_override=self._context_window,
-        )
-        await self._nursery.start(self._session_task, session)
-        return session
+        while True:
+            live = self._sessions.get(session_id)
+            if live is not None:
+                return live, False
+            starting = self._starting.get(session_id)
+            if starting is None:
+                break
+            await starting.wait()  # then look again (it may have failed)
+        started = self._starting[session_id] = trio.Event()
+        try:
+            spec = await make_spec()
+            session = Session(spec, self.deps, Outlet(spec.session_id, client))
+            await self._nursery.start(self._session_task, session)
+        finally:
+            del self._starting[session_id]
+            started.set()
+        return session, True
 
     async def _session_task(
         self, session: Session, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -130,10 +104,12 @@ class SessionManager:
         except Exception:
             if not ready:
                 raise
-            # One broken session must not take the others down.
+            # One broken session must not take the others down; its prompts
+            # were answered with the error as it ended.
             logger.exception("session %s failed", session.session_id)
         finally:
-            self._sessions.pop(session.session_id, None)
+            if self._sessions.get(session.session_id) is session:
+                del self._sessions[session.session_id]
 
     async def close(self, session_id: str) -> bool:
         """Close one session; False if it is not live. Waits for agy to be gone."""

@@ -5,7 +5,8 @@ agy reports ``usage`` per finished model step and a running sum on every
 
 * context in use now = the latest model step's ``input + cache_read + output``
   (``cache_read_tokens`` is reported separately from ``input_tokens``;
-  checkpoint steps are agy's own side calls and do not change the context);
+  checkpoint steps are agy's own side calls and do not change the context),
+  or its ``total_tokens`` when a step carries only that;
 * a turn's figures = this result minus the previous result of the same
   process (zero for a fresh process); for the first turn of a resumed process
   (``--conversation``, where some agy versions carry older turns in the sum)
@@ -45,7 +46,10 @@ def context_window(model: str | None, override: int | None = None) -> int:
 
 
 def context_used(usage: Usage) -> int:
-    return usage.input_tokens + usage.cache_read_tokens + usage.output_tokens
+    """Tokens the step leaves in the context. Some agy versions (1.2.x) give
+    later steps only ``total_tokens``: then that is the best figure there is."""
+    parts = usage.input_tokens + usage.cache_read_tokens + usage.output_tokens
+    return parts if parts > 0 else usage.total_tokens
 
 
 def add(a: Usage, b: Usage) -> Usage:

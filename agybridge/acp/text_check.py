@@ -1,0 +1,53 @@
+"""Strings a JSON message may carry but nothing downstream can use.
+
+JSON allows ``"\\ud800"`` (a lone surrogate), which no UTF-8 consumer (agy's
+stdin, a file, SQLite) accepts, and ``"\\u0000"``, which no path, argv entry
+or environment value can hold. Finding them at the door turns a crash deep
+inside (``embedded null byte``, ``surrogates not allowed``) into a -32602
+naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+#: Fields that are free text, where a NUL is content, not a path or a flag.
+FREE_TEXT = re.compile(r"^\$\.prompt\[\d+\]\.(text|resource\.text)$")
+
+
+def find_bad_text(value: Any, path: str = "$") -> tuple[str, str] | None:
+    """(JSON path, what is wrong) of the first unusable string in ``value``."""
+    return _walk(value, path, lambda p: FREE_TEXT.match(p) is not None)
+
+
+def _walk(value: Any, path: str, nul_ok: Callable[[str], bool]) -> tuple[str, str] | None:
+    if isinstance(value, str):
+        return _check(value, path, nul_ok)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            child = f"{path}.{key}"
+            if isinstance(key, str) and (problem := _check(key, child, lambda _p: False)):
+                return problem
+            if problem := _walk(item, child, nul_ok):
+                return problem
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if problem := _walk(item, f"{path}[{index}]", nul_ok):
+                return problem
+    return None
+
+
+def _check(text: str, path: str, nul_ok: Callable[[str], bool]) -> tuple[str, str] | None:
+    if text.isascii():
+        if "\x00" in text and not nul_ok(path):
+            return path, "contains a NUL character (\\u0000)"
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return path, "is not valid Unicode (it contains a lone surrogate such as \\ud800)"
+    if "\x00" in text and not nul_ok(path):
+        return path, "contains a NUL character (\\u0000)"
+    return None

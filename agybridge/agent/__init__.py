@@ -1,0 +1,5 @@
+"""The ACP agent layer: method handlers, prompt preparation and the
+bridge's own slash commands, on top of the sessions."""
+
+from .handlers import AcpAgent as AcpAgent
+from .handlers import send_update_via as send_update_via

@@ -1,0 +1,86 @@
+"""Request parameters: parsed once, checked completely, errors that name the field."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, TypeVar
+
+from ..acp import codec
+from ..acp.text_check import find_bad_text
+from ..jsonrpc import ErrorCode, RpcError
+from ..session.config import ConfigValueError, LaunchSettings, settings_from_meta
+from ..session.mcp import McpServerError, build_mcp_config
+
+T = TypeVar("T")
+
+
+def check_text(params: Any) -> None:
+    """-32602 for a string nothing downstream could use (see ``text_check``)."""
+    problem = find_bad_text(params)
+    if problem is not None:
+        path, what = problem
+        raise RpcError(ErrorCode.INVALID_PARAMS, f"Invalid params: {path} {what}", {"path": path})
+
+
+def parse(params: Any, cls: type[T]) -> T:
+    try:
+        return codec.structure(params if params is not None else {}, cls)
+    except Exception as exc:
+        problems = codec.describe_error(exc)
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {problems[0]}" if problems else "Invalid params",
+            {"problems": problems},
+        ) from None
+
+
+def settings_from(defaults: LaunchSettings, meta: Any) -> LaunchSettings:
+    try:
+        return settings_from_meta(defaults, meta if isinstance(meta, dict) else None)
+    except ConfigValueError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"path": "$._meta"}) from None
+
+
+def unknown_session(session_id: str) -> RpcError:
+    return RpcError(
+        ErrorCode.RESOURCE_NOT_FOUND,
+        f"Resource not found: no live session {session_id!r}",
+        {"sessionId": session_id},
+    )
+
+
+def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """agy's MCP config for the session's private root (-32602 for a bad entry;
+    sse servers are skipped with a warning, as Zed sends them regardless)."""
+    try:
+        config, _skipped = build_mcp_config(servers)
+    except McpServerError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
+    return config
+
+
+def normalise(path: str) -> str:
+    return os.path.normpath(path)
+
+
+def check_directories(paths: list[str] | None) -> tuple[str, ...]:
+    checked = [
+        check_directory(path, f"additionalDirectories[{i}]") for i, path in enumerate(paths or [])
+    ]
+    return tuple(dict.fromkeys(checked))  # each root once, in order
+
+
+def check_directory(path: str, field: str, *, must_exist: bool = True) -> str:
+    if not os.path.isabs(path):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"{field} must be an absolute path, not {path!r}",
+            {"path": f"$.{field}", "value": path},
+        )
+    if must_exist and not os.path.isdir(path):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"{field} {path!r} does not exist or is not a directory",
+            {"path": f"$.{field}", "value": path},
+        )
+    return os.path.normpath(path)

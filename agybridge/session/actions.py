@@ -1,0 +1,212 @@
+"""The core's actions, as the session loop performs them: a new turn
+(mapper, title), sending the prompt to agy, answering it, the journal, the
+notices a turn can carry (gate fallback, stall), and the session's side
+effects (agy children, the gate, settings, deadlines, announcements)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ..acp import models
+from ..agy import AgySpawnError, build_argv
+from . import output, timers, turns
+from .errors import AgyStartError
+from .gating import ask_allow_and_retry
+from .mapper import TurnMapper
+from .prompts import AttemptScopes, make_title
+from .usage import context_window
+
+if TYPE_CHECKING:
+    from .session import Session
+
+logger = logging.getLogger(__name__)
+
+
+async def start_turn(session: Session, action: turns.StartTurn) -> None:
+    work = session.prompts.get(action.seq)
+    assert work is not None
+    if work.mapper is not None:  # a retry: the first attempt's tokens count too
+        session.book.count_usage(work.mapper)
+    work.mapper = TurnMapper(
+        message_id=f"msg_{uuid.uuid4().hex}",
+        cwd=session.cwd,
+        terminals=session.spec.terminals,
+        context_size=context_window(session.model, session.deps.context_window_override),
+    )
+    work.timers.cancel()
+    work.timers = AttemptScopes()
+    if action.attempt == 1:
+        # Title (first turn) and updatedAt (every turn) for session lists.
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        update = models.SessionInfoUpdate(updated_at=now)
+        if session.title is None:
+            session.title = make_title(work.display_text)
+            update = attrs.evolve(update, title=session.title)
+        await session.outlet.send(update)
+
+
+async def send_user_turn(session: Session, action: turns.SendUserTurn) -> None:
+    work = session.prompts.get(action.seq)
+    child = session.slot.get(action.incarnation)
+    assert work is not None and work.mapper is not None and child is not None
+    mapper = work.mapper
+    usage = session.result_usage(action.incarnation)
+    if usage is not None:
+        mapper.previous_result_usage = usage
+    mapper.fresh_process = "--conversation" not in child.argv
+    mapper.gate_active = session.core.gate_in_use()
+    notice = session.conversation.take_fork_notice()
+    if notice is not None:
+        await say(session, mapper, notice + "\n\n", "notice")
+    session.last_output = trio.current_time()
+    # If agy is already going away, its exit finishes the attempt.
+    with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+        await child.send_user(work.text)
+
+
+async def answer(session: Session, action: turns.AnswerPrompt) -> None:
+    work = session.prompts.take_answered(action.seq)
+    if work is None:
+        return
+    if work.mapper is not None:
+        session.book.count_usage(work.mapper)
+        session.unrecognised.update(work.mapper.unrecognised)
+    if action.error is not None:
+        work.answer(error=action.error)
+    elif action.stop is turns.Stop.CANCELLED:
+        work.answer(stop=models.STOP_CANCELLED)
+    else:
+        assert work.mapper is not None
+        work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
+
+
+async def record_turn(session: Session, action: turns.RecordTurn) -> None:
+    work = session.prompts.get(action.seq)
+    if work is not None and work.mapper is not None:
+        await session.book.record_turn(work.display_text, work.mapper)
+    await session.save()
+
+
+async def gate_notice(session: Session, action: turns.GateFallbackNotice) -> None:
+    work = session.prompts.get(action.seq)
+    assert session.gate is not None and work is not None and work.mapper is not None
+    await say(
+        session,
+        work.mapper,
+        f"⚠️ The permission gate is not available ({session.gate.failure}), so this session "
+        "runs in safe mode: agy's own checks apply, and actions that need approval are "
+        "auto-denied.\n\n",
+        "gate",
+    )
+
+
+async def stall_notice(session: Session, action: turns.StallNotice) -> None:
+    work = session.prompts.get(action.seq)
+    assert work is not None and work.mapper is not None
+    text = output.stall_notice_text(session.deps.timeouts.stall_notice_s)
+    await session.outlet.send(
+        models.AgentThoughtChunk(
+            content=models.TextContent(text=text), message_id=f"{work.mapper.message_id}-stall"
+        )
+    )
+
+
+async def say(session: Session, mapper: TurnMapper, text: str, suffix: str) -> None:
+    """A paragraph of the bridge's own in the turn's reply."""
+    await session.outlet.send(
+        models.AgentMessageChunk(
+            content=models.TextContent(text=text), message_id=f"{mapper.message_id}-{suffix}"
+        )
+    )
+
+
+async def spawn_child(session: Session, action: turns.SpawnChild) -> None:
+    assert session.nursery is not None
+    roots = session.additional_dirs
+    if session.staging is not None:
+        roots = (*roots, session.staging.root)
+    gate = session.gate if action.gated else None
+    resume = session.conversation.resume_id(action.resume)
+    launch = session.core.settings.launch_spec(
+        session.cwd, roots, resume, gate_dir=gate.hook_dir if gate is not None else None
+    )
+    argv = build_argv(session.deps.agy_bin, launch)
+    env = gate.agy_env(session.deps.env) if gate is not None else session.deps.env
+    session.notes[action.incarnation] = output.ChildNotes()
+    try:
+        await session.slot.ensure(session.nursery, action.incarnation, argv, launch.cwd, env)
+    except AgySpawnError as exc:
+        error = AgyStartError(str(exc), data={"argv": argv})
+        if action.incarnation == 1:
+            raise error from exc  # session/new fails with it
+        await session.feed(turns.ChildSpawnFailed(action.incarnation, error))
+        return
+    await session.feed(turns.ChildSpawned(action.incarnation))
+
+
+async def retire_child(session: Session, action: turns.RetireChild) -> None:
+    turn = session.core.current
+    work = session.prompts.get(turn.seq) if turn is not None else None
+    if turn is not None and turn.incarnation == action.incarnation and work and work.mapper:
+        # An ERROR result is then agy's answer to SIGINT, not an error.
+        work.mapper.cancel_requested = turn.pending_stop is turns.Stop.CANCELLED
+    session.slot.retire(action.incarnation, action.reason)
+
+
+async def verify_gate(session: Session, action: turns.VerifyGate) -> None:
+    gate = session.gate
+    assert gate is not None and session.nursery is not None
+
+    async def verify() -> None:
+        await gate.verify(session.deps.agy_bin, session.deps.env)
+        session.post(turns.GateVerified(gate.failure is None))
+
+    session.start_soon(verify)
+
+
+async def permissions(
+    session: Session, action: turns.RefusePermissions | turns.AcceptPermissions
+) -> None:
+    if session.gate is not None and isinstance(action, turns.RefusePermissions):
+        session.gate.refuse_pending()
+    elif session.gate is not None:
+        session.gate.accept_requests()
+
+
+async def apply_settings(session: Session, action: turns.ApplySettings) -> None:
+    session.model = action.new.model
+    session._save_soon()
+    if session.gate is not None:
+        session.gate.set_mode(action.new.mode)
+    logger.info("session %s: settings changed: %s", session.session_id, action.new)
+    if action.announce:
+        await session.announcer.settings_applied(action.old, action.new)
+
+
+async def ask_allow(session: Session, action: turns.AskAllowRetry) -> None:
+    await ask_allow_and_retry(session, action.seq)
+
+
+async def arm_deadline(session: Session, action: turns.ArmDeadline) -> None:
+    work = session.prompts.get(action.seq)
+    assert work is not None
+    session.start_soon(functools.partial(timers.arm, session, action), work.timers)
+
+
+async def announcements(session: Session, action: turns.SendAnnouncements) -> None:
+    if "commands" in action.kinds:
+        await session.announcer.send_commands()
+    if "catalog" in action.kinds:
+        await session.announcer.send_options(session.core.requested, only_if_changed=True)
+
+
+async def closed(session: Session, action: turns.Closed) -> None:
+    pass  # the loop ends

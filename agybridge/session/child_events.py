@@ -1,0 +1,115 @@
+"""agy's messages, as the session loop handles them.
+
+Output of the running turn goes through its mapper and out as updates;
+events outside a turn update the session (conversation id, model, usage) or
+record a failure for the next prompt; every fact that matters to the turn's
+fate (agy spoke, its result, an exit) is fed to the core.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..agy import (
+    ChildEvent,
+    ChildExited,
+    ChildMessage,
+    InitEvent,
+    MalformedLine,
+    ResultEvent,
+    StderrKind,
+    StepUpdateEvent,
+)
+from . import output, turns
+from .mapper import OutcomeKind
+
+if TYPE_CHECKING:
+    from .session import Session
+
+logger = logging.getLogger(__name__)
+
+
+async def on_child_message(session: Session, message: ChildMessage) -> None:
+    inc = message.incarnation
+    if isinstance(message, ChildExited):
+        session.forget_child(inc)
+        on_turn = session.turn_work_on(inc)
+        details_error = None
+        if on_turn is not None and on_turn[1].mapper is not None:
+            details_error = output.result_error(
+                on_turn[1].mapper, auth_failed=on_turn[1].auth_failed
+            )
+        await session.feed(
+            turns.ChildExited(
+                inc,
+                output.exit_error(message),
+                clean=message.returncode == 0,
+                result_error=details_error,
+            )
+        )
+        return
+    child = session.core.child
+    is_current = child is not None and child.incarnation == inc
+    if is_current:
+        session.last_output = trio.current_time()  # the stall deadline moves
+    notes = session.notes.get(inc)
+    on_turn = session.turn_work_on(inc)
+    if not isinstance(message, ChildEvent):
+        line = message.line
+        if notes is not None:
+            notes.stderr.append(output.quote(line.text))
+        if on_turn is None:
+            return
+        turn, work = on_turn
+        if line.kind is StderrKind.AUTH:
+            logger.warning(
+                "session %s: agy reports an auth problem: %s", session.session_id, line.text
+            )
+            work.auth_failed = True
+        assert work.mapper is not None
+        for update in work.mapper.feed_stderr(line):
+            await session.outlet.send(update)
+        if turn.state is turns.TurnState.AWAITING_DETAILS and line.kind is StderrKind.AGY_ERROR:
+            error = output.result_error(work.mapper, auth_failed=work.auth_failed)
+            await session.feed(turns.ErrorDetails(inc, error))
+        return
+    event = message.event
+    if isinstance(event, MalformedLine):
+        if notes is not None and notes.garbage is None and event.line:
+            notes.garbage = output.quote(event.line)
+    else:
+        if isinstance(event, InitEvent | ResultEvent):
+            session.learned(event, inc)
+        heard = on_turn is not None and isinstance(event, StepUpdateEvent | ResultEvent)
+        await session.feed(turns.ChildOutput(inc, heard=heard))
+        on_turn = session.turn_work_on(inc)
+    mapper = on_turn[1].mapper if on_turn is not None else None
+    if on_turn is None or mapper is None or mapper.outcome is not None:
+        failed = isinstance(event, ResultEvent) and event.result.status != "SUCCESS"
+        if failed and on_turn is None and is_current:
+            assert isinstance(event, ResultEvent)
+            await session.feed(turns.ChildFailedBeforeTurn(inc, output.failure_before_turn(event)))
+            return
+        logger.debug(
+            "session %s: event outside a turn from agy[%s]: %r", session.session_id, inc, event
+        )
+        return
+    turn, work = on_turn
+    seen = await output.observe_for(mapper, message, session.roots())
+    for update in mapper.feed(event, seen):
+        await session.outlet.send(update)
+    outcome = mapper.outcome
+    if outcome is None:
+        return
+    await session.feed(
+        turns.TurnResult(
+            inc,
+            needs_details=outcome.kind is OutcomeKind.AGY_ERROR
+            and mapper.agy_error_details is None,
+            error=output.result_error(mapper, auth_failed=work.auth_failed),
+            offer_retry=session.offers_retry(mapper),
+        )
+    )

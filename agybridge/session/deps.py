@@ -1,0 +1,65 @@
+"""What a session is made of: what every session of a bridge shares
+(:class:`SessionDeps`, frozen) and what is its own (:class:`SessionSpec`)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ..agy import EscalationPolicy
+from ..store import AsyncStore
+from .config import Catalog, LaunchSettings
+
+#: Asks the client something (``session/request_permission``): (method, params).
+AskClient = Callable[[str, Any], Awaitable[Any]]
+
+#: AGYBRIDGE_STARTUP_TIMEOUT_S, AGYBRIDGE_STALL_NOTICE_S, AGYBRIDGE_STALL_TIMEOUT_S.
+DEFAULT_STARTUP_TIMEOUT_S = 60.0
+DEFAULT_STALL_NOTICE_S = 300.0
+
+
+@attrs.frozen
+class Timeouts:
+    #: agy starting: first valid output after the prompt, the gate check.
+    startup_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    #: A running turn with no agy output for this long: tell the user once.
+    stall_notice_s: float = DEFAULT_STALL_NOTICE_S
+    #: ... and fail it after this long (0: never; for unattended use).
+    stall_timeout_s: float = 0.0
+
+
+@attrs.frozen
+class SessionDeps:
+    """Shared by every session of one bridge."""
+
+    agy_bin: str
+    policy: EscalationPolicy
+    max_line_bytes: int
+    env: Mapping[str, str] | None = None
+    context_window_override: int | None = None
+    catalog: Callable[[], Catalog] = Catalog
+    store: AsyncStore | None = None
+    staging_base: str | None = None
+    keep_staging: bool = False
+    #: None: no client to ask, so no permission gate (tests).
+    ask_client: AskClient | None = None
+    timeouts: Timeouts = attrs.Factory(Timeouts)
+
+
+@attrs.frozen
+class SessionSpec:
+    """One session's own parameters (new, or restored from the store)."""
+
+    session_id: str
+    cwd: str
+    additional_dirs: tuple[str, ...] = ()
+    settings: LaunchSettings = attrs.Factory(LaunchSettings)
+    #: Zed's display-only terminal extension (client ``_meta.terminal_output``).
+    terminals: bool = False
+    conversation_id: str | None = None
+    title: str | None = None
+    next_turn: int = 0
+    created_at: str | None = None
+    mcp_config: Mapping[str, Any] = attrs.field(factory=dict)

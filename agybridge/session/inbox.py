@@ -1,0 +1,61 @@
+"""The session loop's work queue: one ordered queue for everything the loop
+does, so the order in which things happen is the order they were posted.
+
+Control events and posted steps never block the poster (they are few and
+must get through, e.g. a cancel while the client is slow); agy's messages
+wait for room, so a slow client pushes back on agy's readers instead of
+buffering without bound.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from ..agy import ChildMessage
+
+Step = Callable[[], Awaitable[None]]
+
+
+class Inbox:
+    def __init__(self, child_limit: int) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._child_limit = child_limit
+        self._children_queued = 0
+        self._nonempty = trio.Event()
+        self._room = trio.Event()
+
+    def post(self, item: Any) -> None:
+        """A core event or a :data:`Step`; never blocks."""
+        self._items.append(item)
+        self._nonempty.set()
+
+    async def put_child(self, message: ChildMessage) -> None:
+        while self._children_queued >= self._child_limit:
+            if self._room.is_set():
+                self._room = trio.Event()
+            await self._room.wait()
+        self._children_queued += 1
+        self.post(_Child(message))
+
+    async def get(self) -> Any:
+        while not self._items:
+            if self._nonempty.is_set():
+                self._nonempty = trio.Event()
+            await self._nonempty.wait()
+        item = self._items.popleft()
+        if isinstance(item, _Child):
+            self._children_queued -= 1
+            self._room.set()
+            return item.message
+        return item
+
+
+class _Child:
+    __slots__ = ("message",)
+
+    def __init__(self, message: ChildMessage) -> None:
+        self.message = message

@@ -1,0 +1,84 @@
+"""A session's row in the session index and its display journal.
+
+A store failure is logged, not raised: history is a convenience, the turn is
+what matters.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from ..store import AsyncStore, SessionRecord, StoreError, utc_now
+from .config import LaunchSettings
+from .history import turn_entries
+from .mapper import TurnMapper
+from .usage import to_meta as usage_meta
+
+logger = logging.getLogger(__name__)
+
+
+class SessionBook:
+    def __init__(self, store: AsyncStore | None, session_id: str, next_turn: int) -> None:
+        self._store = store
+        self._session_id = session_id
+        #: Index of the next turn in the display journal.
+        self.next_turn = next_turn
+        #: Tokens of this session so far (for /status).
+        self.usage_totals: dict[str, int] = {}
+
+    @staticmethod
+    def row(
+        *,
+        session_id: str,
+        cwd: str,
+        additional_dirs: tuple[str, ...],
+        conversation_id: str | None,
+        drift: list[tuple[str, str]],
+        title: str | None,
+        settings: LaunchSettings,
+        created_at: str,
+    ) -> SessionRecord:
+        """The session's index row."""
+        drifted = [{"asked": asked, "got": got} for asked, got in drift]
+        return SessionRecord(
+            session_id=session_id,
+            cwd=cwd,
+            additional_dirs=additional_dirs,
+            conversation_id=conversation_id,
+            title=title,
+            launch=settings.to_store(),
+            created_at=created_at,
+            updated_at=utc_now(),
+            meta={"conversationDrift": drifted} if drifted else {},
+        )
+
+    async def save(self, record: SessionRecord) -> None:
+        if self._store is None:
+            return
+        try:
+            await self._store.upsert_session(record)
+        except StoreError as exc:
+            logger.warning(
+                "session %s: could not save the session index: %s", self._session_id, exc
+            )
+
+    async def record_turn(self, text: str, mapper: TurnMapper) -> None:
+        """Journal one finished turn (the prompt reached agy)."""
+        index, self.next_turn = self.next_turn, self.next_turn + 1
+        entries = turn_entries(self._session_id, index, text, mapper, f"user_{uuid.uuid4().hex}")
+        if self._store is None:
+            return
+        try:
+            await self._store.append_journal(entries)
+        except StoreError as exc:
+            logger.warning("session %s: could not save turn %d: %s", self._session_id, index, exc)
+
+    def count_usage(self, mapper: TurnMapper) -> None:
+        spent = mapper.turn_usage
+        if spent is not None:
+            for key, value in usage_meta(spent).items():
+                self.usage_totals[key] = self.usage_totals.get(key, 0) + value
+        if mapper.context_used is not None:
+            self.usage_totals["contextUsed"] = mapper.context_used
+            self.usage_totals["contextSize"] = mapper.context_size

@@ -1,0 +1,37 @@
+"""The session's private ``--add-dir`` root: staged attachments and the
+editor's MCP servers (never the user's project or agy's global config)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from .errors import AgyStartError
+from .mcp import write_mcp_config
+from .staging import StagingArea, StagingError
+
+
+async def prepare_private_root(
+    base: str | None, keep: bool, mcp_config: Mapping[str, Any]
+) -> StagingArea | None:
+    """Create it (None without a staging base, e.g. in tests).
+
+    Raises:
+        AgyStartError: it could not be made (session/new fails with it).
+    """
+    if base is None:
+        return None
+    try:
+        staging = await trio.to_thread.run_sync(
+            functools.partial(StagingArea.create, base, keep=keep)
+        )
+        if mcp_config.get("mcpServers"):
+            await trio.to_thread.run_sync(write_mcp_config, staging.root, dict(mcp_config))
+    except (StagingError, ValueError, OSError) as exc:
+        raise AgyStartError(
+            f"could not prepare the session's private directory: {exc}", data={"base": base}
+        ) from exc
+    return staging

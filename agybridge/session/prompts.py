@@ -1,0 +1,144 @@
+"""One prompt as the session serves it: what agy is sent, its turn's mapper,
+and the answer its request task waits for."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from .errors import SessionError
+from .mapper import TurnMapper
+
+
+@attrs.frozen
+class PromptResult:
+    stop_reason: str
+    #: The prompt response's ``_meta``: token figures, structured output,
+    #: parsed agy errors, counts of output the bridge could not map.
+    meta: Mapping[str, Any] = attrs.Factory(dict)
+
+
+class AttemptScopes:
+    """Cancel scopes of one turn attempt's background work (deadlines, a
+    question to the client); all cancelled together when the attempt ends."""
+
+    def __init__(self) -> None:
+        self._scopes: list[trio.CancelScope] = []
+        self._cancelled = False
+
+    def new(self) -> trio.CancelScope:
+        scope = trio.CancelScope()
+        if self._cancelled:
+            scope.cancel()
+        self._scopes.append(scope)
+        return scope
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        for scope in self._scopes:
+            scope.cancel()
+        self._scopes.clear()
+
+
+@attrs.define(eq=False)
+class PromptWork:
+    text: str = ""
+    #: What the user typed, for the title and the display history.
+    display_text: str = ""
+    mapper: TurnMapper | None = None
+    #: agy said on stderr that it is not signed in, during this turn.
+    auth_failed: bool = False
+    #: Its request task holds it (and takes the answer from it).
+    claimed: bool = False
+    #: Deadlines of the current attempt (cancelled when it ends).
+    timers: AttemptScopes = attrs.Factory(AttemptScopes)
+    _done: trio.Event = attrs.Factory(trio.Event)
+    _result: PromptResult | None = None
+    _error: SessionError | None = None
+
+    def answer(
+        self,
+        *,
+        stop: str | None = None,
+        error: SessionError | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Set the answer (the first one wins: exactly one per prompt)."""
+        if self._done.is_set():
+            return
+        self.timers.cancel()
+        if error is not None:
+            self._error = error
+        else:
+            assert stop is not None
+            self._result = PromptResult(stop, dict(meta or {}))
+        self._done.set()
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    async def result(self) -> PromptResult:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+TITLE_MAX_CHARS = 80
+
+
+def make_title(prompt: str) -> str:
+    """A one-line session title from the first prompt."""
+    line = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
+    line = " ".join(line.split())
+    if len(line) > TITLE_MAX_CHARS:
+        line = line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+    return line or "New session"
+
+
+class PromptBook:
+    """A session's prompts from arrival until their request task has taken
+    the answer (a turn may outlive a request task that went away)."""
+
+    def __init__(self) -> None:
+        self._work: dict[float, PromptWork] = {}
+
+    def get(self, seq: float) -> PromptWork | None:
+        return self._work.get(seq)
+
+    def arrived(self, seq: float) -> None:
+        self._work.setdefault(seq, PromptWork())
+
+    def claim(self, seq: float, text: str, display_text: str) -> PromptWork:
+        """The request task takes its prompt, now ready to run."""
+        work = self._work.setdefault(seq, PromptWork())
+        work.claimed = True
+        work.text, work.display_text = text, display_text
+        return work
+
+    def release(self, seq: float, work: PromptWork) -> None:
+        """The request task is done waiting; keep a turn that still runs."""
+        if work.answered:
+            self._work.pop(seq, None)
+
+    def drop(self, seq: float) -> None:
+        """Answered without a turn by the agent (an error, a bridge command)."""
+        work = self._work.get(seq)
+        if work is not None and not work.claimed:
+            del self._work[seq]
+
+    def take_answered(self, seq: float) -> PromptWork | None:
+        """The prompt the core answers; forgotten if its request task holds it."""
+        work = self._work.get(seq)
+        if work is not None and work.claimed:
+            del self._work[seq]
+        return work
+
+    def answer_all(self, *, stop: str | None = None, error: SessionError | None = None) -> None:
+        for work in self._work.values():
+            work.answer(stop=stop, error=error)

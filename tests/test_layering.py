@@ -1,0 +1,90 @@
+"""The architecture's layering is what the code does (architecture.md):
+``cli → server → agent → session → {agy, permissions, store}``, with
+``jsonrpc``, ``acp``, ``lines`` and ``media`` as leaves every layer may use.
+A lower layer never imports a higher one; the three lower packages do not
+import each other; the leaves import only leaves. Checked on the source's
+import statements (including function-local and TYPE_CHECKING ones)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
+LEAVES = {"jsonrpc", "acp", "lines", "media"}
+LOWER = {"agy", "permissions", "store"}
+#: Layer rank; a module may import its own rank or lower (leaves: rank 0).
+RANK = {
+    **dict.fromkeys(LEAVES, 0),
+    **dict.fromkeys(LOWER, 1),
+    "session": 2,
+    "agent": 3,
+    "server": 4,
+    "config": 4,  # the settings server and cli read (session defaults inside)
+}
+#: The entry points and their helpers sit on top.
+TOP = 5
+#: The fake agy is a separate program: it may use only the leaves.
+SEPARATE = {"testing": 0}
+
+
+def _unit(module: Path) -> str:
+    """The layer unit of a module: its top-level package or module name."""
+    rel = module.relative_to(PACKAGE)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _rank(unit: str) -> int:
+    return RANK.get(unit, SEPARATE.get(unit, TOP))
+
+
+def _imported_units(module: Path) -> set[str]:
+    tree = ast.parse(module.read_text(), str(module))
+    depth = len(module.relative_to(PACKAGE).parts) - 1  # packages above the module
+    units: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "agybridge" and len(parts) > 1:
+                    units.add(parts[1])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                parts = (node.module or "").split(".")
+                if parts[0] == "agybridge":
+                    if len(parts) > 1:
+                        units.add(parts[1])
+                    else:
+                        units.update(alias.name for alias in node.names)
+            elif node.level > depth:  # reaches the package root: another unit
+                if node.module:
+                    units.add(node.module.split(".")[0])
+                else:
+                    units.update(alias.name for alias in node.names)
+    return units
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_follow_the_layers(module: Path) -> None:
+    own = _unit(module)
+    if own == "__init__":
+        return  # the package's own version only
+    problems = []
+    for unit in sorted(_imported_units(module) - {own, "__version__"}):
+        if unit in SEPARATE or (own in SEPARATE and unit not in LEAVES):
+            problems.append(f"{own} and {unit} must not import each other")
+        elif own in LOWER and unit in LOWER:
+            problems.append(f"{own} imports its sibling {unit}")
+        elif _rank(unit) > _rank(own):
+            problems.append(f"{own} (rank {_rank(own)}) imports {unit} (rank {_rank(unit)})")
+    assert not problems, problems
+
+
+def test_the_layer_table_knows_every_package() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert packages <= set(RANK) | set(SEPARATE), packages - set(RANK) - set(SEPARATE)
