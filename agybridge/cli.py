@@ -7,14 +7,18 @@ protocol bytes before anything else runs.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 
+import trio
+
 from . import __version__
+from .agy import Completed, run_owned
 from .config import ConfigError, Settings
 from .demo import run_demo
 from .logs import configure_logging
 from .server import run
+
+DOCTOR_TIMEOUT_S = 30.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,18 +82,19 @@ def _doctor(settings: Settings) -> int:
     if agy is None:
         print(f"agy: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN")
         return 1
+
+    async def ask_version() -> Completed:
+        # Owned like every agy invocation: a hanging wrapper script's children die too.
+        with trio.fail_after(DOCTOR_TIMEOUT_S):
+            return await run_owned([agy, "--version"], label="agy --version")
+
     try:
-        done = subprocess.run(
-            [agy, "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"agy: {agy} could not run: {exc}")
+        done = trio.run(ask_version)
+    except (OSError, trio.TooSlowError) as exc:
+        reason = exc if isinstance(exc, OSError) else f"no answer within {DOCTOR_TIMEOUT_S:g} s"
+        print(f"agy: {agy} could not run: {reason}")
         return 1
-    version = (done.stdout or done.stderr).strip().splitlines()
+    output = done.stdout or done.stderr
+    version = output.decode("utf-8", "replace").strip().splitlines()
     print(f"agy: {agy} ({version[0] if version else 'no version output'}, exit {done.returncode})")
     return 0 if done.returncode == 0 else 1

@@ -1,6 +1,7 @@
 """The architecture's layering is what the code does (architecture.md):
 ``cli → server → agent → session → {agy, permissions, store}``, with
-``jsonrpc``, ``acp``, ``lines`` and ``media`` as leaves every layer may use.
+``jsonrpc``, ``acp``, ``lines``, ``media``, ``procfs`` and ``watchdog`` as leaves every
+layer may use.
 A lower layer never imports a higher one; the three lower packages do not
 import each other; the leaves import only leaves. Checked on the source's
 import statements (including function-local and TYPE_CHECKING ones)."""
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
-LEAVES = {"jsonrpc", "acp", "lines", "media"}
+#: ``procfs`` (process ownership primitives) and ``watchdog`` (run without
+#: site-packages) are stdlib-only leaves: agy and permissions share them.
+LEAVES = {"jsonrpc", "acp", "lines", "media", "procfs", "watchdog"}
 LOWER = {"agy", "permissions", "store"}
 #: Layer rank; a module may import its own rank or lower (leaves: rank 0).
 RANK = {

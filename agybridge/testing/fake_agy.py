@@ -54,7 +54,8 @@ Knobs (environment)
                              image-out, schema, unknown-events, big-output, huge-line, and
                              for permission tests permission-tool (run_command, then
                              write_to_file and view_file of one workspace file; a hook-blocked
-                             step does not stop the turn).
+                             step does not stop the turn), gated-command (one run_command
+                             of the rest of the prompt, gated but never run).
                              ``unavailable`` as the first item fails at startup. Words after
                              a directive are the scenario's arguments:
                              ``[fake-agy:edit] PATH`` (file to change, relative to the
