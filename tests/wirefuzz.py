@@ -180,9 +180,9 @@ def check(log: Sequence[Entry]) -> list[str]:
     answers: dict[Any, list[Entry]] = {}
     pending: dict[str, set[Any]] = {}  # session -> ids of its unanswered requests
     quiet_since: dict[str, Entry] = {}  # session -> its last cancelled answer, until a request
-    cancels: dict[str, int] = {}  # session -> index of its last session/cancel
-    ended: dict[str, int] = {}  # session -> index of its last close/load/resume
-    cancelled_ids: dict[Any, int] = {}  # prompt id -> index of its $/cancel_request
+    cancels: dict[str, list[int]] = {}  # session -> indices of its session/cancels
+    ended: dict[str, list[int]] = {}  # session -> indices of its close/load/resume
+    cancelled_ids: dict[Any, int] = {}  # prompt id -> index of its first $/cancel_request
     last_request: dict[str, int] = {}  # session -> index of its last request
     eof_at: int | None = None
     for entry in log:
@@ -194,9 +194,10 @@ def check(log: Sequence[Entry]) -> list[str]:
         method = message.get("method")
         if entry.direction == "c2a" and isinstance(method, str):
             if method == "session/cancel" and session is not None:
-                cancels[session] = entry.index
+                cancels.setdefault(session, []).append(entry.index)
             elif method == "$/cancel_request":
-                cancelled_ids[(message.get("params") or {}).get("requestId")] = entry.index
+                target = (message.get("params") or {}).get("requestId")
+                cancelled_ids.setdefault(target, entry.index)
             if "id" in message:
                 requests[message["id"]] = entry
                 if session is not None:
@@ -204,7 +205,7 @@ def check(log: Sequence[Entry]) -> list[str]:
                     quiet_since.pop(session, None)
                     last_request[session] = entry.index
                     if method in ENDING_REQUESTS:
-                        ended[session] = entry.index
+                        ended.setdefault(session, []).append(entry.index)
             continue
         if entry.direction == "a2c" and method is None and "id" in message:
             request = requests.get(message["id"])
@@ -218,12 +219,14 @@ def check(log: Sequence[Entry]) -> list[str]:
             stop = result.get("stopReason") if isinstance(result, dict) else None
             if request.message.get("method") == "session/prompt" and stop == "cancelled":
                 assert req_session is not None
+                # A session/cancel covers the prompts sent before it (a watermark);
+                # a close/load/resume of the session ends any prompt it finds.
+                after = [i for i in cancels.get(req_session, []) if i > request.index]
+                own = cancelled_ids.get(message["id"], -1)
                 reasons = [
-                    # A session/cancel covers the prompts sent before it (a watermark);
-                    # a close/load/resume of the session ends any prompt it finds.
-                    cancels.get(req_session, -1) > request.index,
-                    ended.get(req_session, -1) >= 0,
-                    cancelled_ids.get(message["id"], -1) > request.index,
+                    bool(after),
+                    bool(ended.get(req_session)),
+                    own > request.index,
                     eof_at is not None,
                 ]
                 if not any(reasons):
@@ -231,11 +234,11 @@ def check(log: Sequence[Entry]) -> list[str]:
                         f"#{entry.index}: prompt id {message['id']} answered cancelled with no "
                         f"cancel/close/load/$/cancel_request/EOF for it after #{request.index}"
                     )
-                cause_at = max(
-                    cancels.get(req_session, -1),
-                    ended.get(req_session, -1),
-                    cancelled_ids.get(message["id"], -1),
-                )
+                # What ended it first: the first cancel after it was sent, its own
+                # $/cancel_request, or the first close/load/resume.
+                causes = [*after[:1], *([own] if own > request.index else [])]
+                causes += ended.get(req_session, [])[:1]
+                cause_at = min(causes, default=request.index)
                 if last_request.get(req_session, -1) <= max(cause_at, request.index):
                     quiet_since[req_session] = entry
             continue
