@@ -1,7 +1,10 @@
-"""Command line: ``agybridge`` serves ACP on stdio; ``demo`` and ``doctor`` help people.
+"""Command line: ``agybridge`` serves ACP on stdio; ``demo`` and ``doctor`` help people;
+``daemon``, ``attach``, ``status`` and ``stop`` are the workstation supervisor.
 
 Nothing here writes to stdout while serving: the server claims stdout for
-protocol bytes before anything else runs.
+protocol bytes before anything else runs. The heavy modules (trio, attrs,
+the server) are imported only by the commands that need them: ``attach``,
+``status`` and ``stop`` run on the standard library alone.
 """
 
 from __future__ import annotations
@@ -9,12 +12,15 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .config import ConfigError, Settings
-from .demo import run_demo
-from .logs import configure_logging
-from .server import run
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+#: Commands that do not need the bridge's settings (nor its imports).
+_LIGHT = ("attach", "status", "stop")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,21 +47,55 @@ def _parser() -> argparse.ArgumentParser:
         help="use the real agy (AGY_BIN or agy on PATH) instead of the fake",
     )
     commands.add_parser("doctor", help="check that agy can be found and started")
+    daemon = commands.add_parser(
+        "daemon", help="run the workstation supervisor in the foreground (systemd, launchd)"
+    )
+    daemon.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    commands.add_parser(
+        "attach", help="speak ACP on stdio through the daemon (started if needed)", add_help=False
+    )
+    commands.add_parser("status", help="what the daemon is doing (--json)", add_help=False)
+    commands.add_parser("stop", help="stop the daemon gracefully (--timeout)", add_help=False)
     return parser
 
 
+def _light(command: str, rest: list[str]) -> int:
+    if command == "attach":
+        from .attach.relay import main as attach_main
+
+        return attach_main(rest)
+    from .attach import control
+
+    return control.status_main(rest) if command == "status" else control.stop_main(rest)
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in _LIGHT:
+        sys.exit(_light(argv[0], argv[1:]))
     args = _parser().parse_args(argv)
+    from .config import ConfigError, Settings
+    from .logs import configure_logging
+
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
         print(f"agybridge: {exc}", file=sys.stderr)
         sys.exit(2)
     if args.command == "demo":
+        from .demo import run_demo
+
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
         sys.exit(_doctor(settings))
     configure_logging(settings.log_file, settings.log_level)
+    if args.command == "daemon":
+        from .attach.paths import socket_path
+        from .daemon import run_daemon
+
+        sys.exit(run_daemon(settings, socket_path(), args.ready_fd))
+    from .server import run
+
     sys.exit(run(settings))
 
 

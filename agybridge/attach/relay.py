@@ -1,0 +1,241 @@
+"""``agybridge attach``: relay ACP bytes between stdio and the daemon.
+
+What an editor launches instead of ``agybridge``. It connects to the daemon's
+socket (starting the daemon, detached, if none answers) and copies bytes both
+ways without looking at them: the daemon speaks ACP, framing included. One
+thread, one ``selectors`` loop, non-blocking fds with a bounded buffer per
+direction, so neither side can stall the other's traffic.
+
+Ends when the editor closes stdin (what is read is delivered first; the
+daemon then detaches this client's sessions, their turns go on), when the
+daemon closes the connection (stop), or when the editor stops reading.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import selectors
+import socket
+import sys
+from pathlib import Path
+
+from .paths import STDERR_NAME, ensure_private_dir, socket_path
+
+CHUNK_BYTES = 2**16
+#: Per direction; reading pauses while this much waits to be written.
+BUFFER_LIMIT_BYTES = 2**20
+#: How long a freshly started daemon may take to listen.
+START_TIMEOUT_S = 60.0
+
+
+class AttachError(Exception):
+    """attach cannot reach a daemon (the message says why and what to do)."""
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(
+            "usage: agybridge attach\n\nSpeak ACP on stdin/stdout through the agybridge daemon "
+            "(started if none runs); sessions survive the editor."
+        )
+        return 0
+    if argv:
+        print(f"agybridge attach: unexpected arguments {argv!r}", file=sys.stderr)
+        return 2
+    try:
+        sock = connect_or_start(socket_path())
+    except AttachError as exc:
+        print(f"agybridge attach: {exc}", file=sys.stderr)
+        return 1
+    try:
+        relay(sock, sys.stdin.fileno(), sys.stdout.fileno())
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        sock.close()
+    return 0
+
+
+def connect(path: Path) -> socket.socket:
+    """A connection to the daemon at ``path``.
+
+    Raises:
+        OSError: nothing listens there (FileNotFoundError, ConnectionRefusedError).
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def connect_or_start(path: Path) -> socket.socket:
+    """Connect, starting the daemon first if nothing listens at ``path``."""
+    try:
+        return connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass
+    except OSError as exc:
+        raise AttachError(f"cannot connect to {path}: {exc}") from None
+    start_daemon(path)
+    try:
+        return connect(path)
+    except OSError as exc:
+        raise AttachError(
+            f"the daemon was started but {path} does not answer ({exc}); see "
+            f"{path.parent / STDERR_NAME} and the log file"
+        ) from None
+
+
+def start_daemon(path: Path) -> None:
+    """Start ``agybridge daemon`` detached (own session, no stdio of ours) and
+    wait until it listens: it writes one byte to a pipe once it does, and
+    closing the pipe without it means it exited (another daemon may have won
+    the race: then connecting works anyway)."""
+    import subprocess  # noqa: PLC0415  # only when starting: keeps the common path light
+
+    try:
+        ensure_private_dir(path.parent)
+    except OSError as exc:
+        raise AttachError(str(exc)) from None
+    ready_r, ready_w = os.pipe()
+    stderr_path = path.parent / STDERR_NAME
+    try:
+        with open(stderr_path, "ab") as stderr:
+            subprocess.Popen(
+                [sys.executable, "-m", "agybridge", "daemon", "--ready-fd", str(ready_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                pass_fds=(ready_w,),
+                start_new_session=True,
+                env={**os.environ, "AGYBRIDGE_SOCKET": str(path)},
+            )
+    except OSError as exc:
+        os.close(ready_r)
+        raise AttachError(f"could not start the daemon: {exc}") from None
+    finally:
+        os.close(ready_w)
+    try:
+        selector = selectors.DefaultSelector()
+        selector.register(ready_r, selectors.EVENT_READ)
+        if not selector.select(START_TIMEOUT_S):
+            raise AttachError(
+                f"the daemon did not start listening on {path} within {START_TIMEOUT_S:.0f} s; "
+                f"see {stderr_path}"
+            )
+        selector.close()
+        if os.read(ready_r, 1) != b"R":
+            try:
+                connect(path).close()  # a daemon started by someone else?
+            except OSError:
+                raise AttachError(
+                    f"the daemon exited during start-up; its last words:\n{_tail(stderr_path)}"
+                ) from None
+    finally:
+        os.close(ready_r)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"({path} unreadable)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def relay(sock: socket.socket, in_fd: int, out_fd: int) -> None:
+    """Copy ``in_fd`` → ``sock`` and ``sock`` → ``out_fd`` until one side ends."""
+    sock.setblocking(False)
+    os.set_blocking(in_fd, False)
+    os.set_blocking(out_fd, False)
+    up = bytearray()  # editor -> daemon
+    down = bytearray()  # daemon -> editor
+    editor_open = daemon_open = True
+    # poll(), not epoll: stdio may be a regular file, which epoll refuses.
+    selector = getattr(selectors, "PollSelector", selectors.DefaultSelector)()
+    try:
+        while True:
+            if not editor_open and not up:
+                return  # the editor is done: its sessions stay with the daemon
+            if not daemon_open and not down:
+                return
+            wanted = {
+                in_fd: selectors.EVENT_READ if editor_open and len(up) < BUFFER_LIMIT_BYTES else 0,
+                out_fd: selectors.EVENT_WRITE if down else 0,
+            }
+            sock_events = (
+                selectors.EVENT_READ if daemon_open and len(down) < BUFFER_LIMIT_BYTES else 0
+            ) | (selectors.EVENT_WRITE if up else 0)
+            _set_interest(selector, sock, sock_events)
+            for fd, events in wanted.items():
+                _set_interest(selector, fd, events)
+            for key, events in selector.select():
+                if key.fileobj is sock:
+                    if events & selectors.EVENT_READ:
+                        data = _recv(sock)
+                        if data is not None:
+                            daemon_open = bool(data)
+                            down += data
+                    if events & selectors.EVENT_WRITE and up:
+                        del up[: _send(sock, up)]
+                elif key.fileobj == in_fd:
+                    data = _read(in_fd)
+                    if data is not None:
+                        editor_open = bool(data)
+                        up += data
+                elif key.fileobj == out_fd and down:
+                    del down[: _write(out_fd, down)]
+    except BrokenPipeError:
+        return  # the editor stopped reading, or the daemon went away
+    finally:
+        selector.close()
+
+
+def _set_interest(
+    selector: selectors.BaseSelector, fileobj: socket.socket | int, events: int
+) -> None:
+    registered = selector.get_map().get(fileobj)
+    if registered is None:
+        if events:
+            selector.register(fileobj, events)
+    elif not events:
+        selector.unregister(fileobj)
+    elif registered.events != events:
+        selector.modify(fileobj, events)
+
+
+def _recv(sock: socket.socket) -> bytes | None:
+    """Bytes, b"" at EOF, None when nothing is there after all."""
+    try:
+        return sock.recv(CHUNK_BYTES)
+    except BlockingIOError:
+        return None
+    except ConnectionResetError:
+        return b""
+
+
+def _send(sock: socket.socket, data: bytearray) -> int:
+    try:
+        return sock.send(data)
+    except BlockingIOError:
+        return 0
+    except ConnectionResetError as exc:
+        raise BrokenPipeError(errno.EPIPE, "the daemon went away") from exc
+
+
+def _read(fd: int) -> bytes | None:
+    try:
+        return os.read(fd, CHUNK_BYTES)
+    except BlockingIOError:
+        return None
+
+
+def _write(fd: int, data: bytearray) -> int:
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
