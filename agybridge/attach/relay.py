@@ -14,6 +14,7 @@ daemon closes the connection (stop), or when the editor stops reading.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import selectors
 import socket
@@ -80,7 +81,23 @@ def connect_or_start(path: Path) -> socket.socket:
         pass
     except OSError as exc:
         raise AttachError(f"cannot connect to {path}: {exc}") from None
-    start_daemon(path)
+    try:
+        ensure_private_dir(path.parent)
+        starting = os.open(
+            path.with_name(path.name + ".start"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+    except OSError as exc:
+        raise AttachError(str(exc)) from None
+    try:
+        # Editors start several agents at once: one attach starts the daemon,
+        # the others wait for it here, then connect.
+        fcntl.flock(starting, fcntl.LOCK_EX)
+        try:
+            return connect(path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            start_daemon(path)
+    finally:
+        os.close(starting)
     try:
         return connect(path)
     except OSError as exc:
@@ -93,14 +110,9 @@ def connect_or_start(path: Path) -> socket.socket:
 def start_daemon(path: Path) -> None:
     """Start ``agybridge daemon`` detached (own session, no stdio of ours) and
     wait until it listens: it writes one byte to a pipe once it does, and
-    closing the pipe without it means it exited (another daemon may have won
-    the race: then connecting works anyway)."""
+    closing the pipe without it means it exited."""
     import subprocess  # noqa: PLC0415  # only when starting: keeps the common path light
 
-    try:
-        ensure_private_dir(path.parent)
-    except OSError as exc:
-        raise AttachError(str(exc)) from None
     ready_r, ready_w = os.pipe()
     stderr_path = path.parent / STDERR_NAME
     try:
@@ -129,12 +141,9 @@ def start_daemon(path: Path) -> None:
             )
         selector.close()
         if os.read(ready_r, 1) != b"R":
-            try:
-                connect(path).close()  # a daemon started by someone else?
-            except OSError:
-                raise AttachError(
-                    f"the daemon exited during start-up; its last words:\n{_tail(stderr_path)}"
-                ) from None
+            raise AttachError(
+                f"the daemon exited during start-up; its last words:\n{_tail(stderr_path)}"
+            )
     finally:
         os.close(ready_r)
 
