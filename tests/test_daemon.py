@@ -324,3 +324,53 @@ def test_peer_of_another_uid_is_refused() -> None:
     with ours, theirs:
         assert peer_allowed(ours, os.getuid())
         assert not peer_allowed(ours, os.getuid() + 1)
+
+
+async def test_a_permission_question_waits_for_the_next_client(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A question open when its client dies is asked again of the client that
+    loads the session next; until then status lists it."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first:
+        first.permission_choice = "hold"
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await first.start_prompt(session_id, "[fake-agy:permission-tool]")
+        await first.wait_for(lambda: first.permission_requests or None, "a question")
+        first.process.kill()
+        await first.process.wait()
+    waiting = await supervisor.wait_session_state(session_id, "waiting_for_permission")
+    assert waiting["permissionQuestions"] == 1 and not waiting["attached"]
+    async with supervisor.attach() as second:
+        second.permission_choice = "allow_once"
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        await second.wait_for(lambda: _turn_states(second, session_id)[1:], "the outcome")
+        assert _turn_states(second, session_id)[-1] == {"state": "ended", "stopReason": "end_turn"}
+        assert second.permission_requests, "the question was not asked again"
+        asked = second.permission_requests[0]["params"]
+        assert asked == first.permission_requests[0]["params"]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_on_disconnect_cancel_cancels_the_turn(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """AGYBRIDGE_ON_DISCONNECT=cancel: a client's disconnect cancels its
+    sessions' turns (the session stays, idle, with the same agy)."""
+    async with supervisor.attach(AGYBRIDGE_ON_DISCONNECT="cancel") as first:
+        session_id, _ = await _start_slow_turn(first, harness.tmp_path)
+        before = await supervisor.session_status(session_id)
+        first.process.kill()
+        await first.process.wait()
+    after = await supervisor.wait_session_state(session_id, "idle")
+    assert not after["attached"]
+    # The cancelled turn's agy was stopped and a warm one took its place.
+    assert after["agyPid"] is not None and after["agyPid"] != before["agyPid"]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
