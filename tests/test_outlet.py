@@ -102,9 +102,7 @@ async def test_attach_while_journalling_sees_the_turn_once() -> None:
     async with trio.open_nursery() as nursery, outlet.journalling():
         nursery.start_soon(outlet.attach_replaying, late, read_journal)
         await trio.testing.wait_all_tasks_blocked()
-        journal.extend(
-            [models.UserMessageChunk(content=models.TextContent(text="p")), chunk("a")]
-        )
+        journal.extend([models.UserMessageChunk(content=models.TextContent(text="p")), chunk("a")])
     await outlet.turn_ended(ENDED)
     assert late.texts() == ["old turn", "p", "a"]
     # Journalled but not yet answered: still running, then the outcome.

@@ -251,7 +251,7 @@ def slow(turn: Turn) -> int | None:
         response.fragment(f"tick {tick} ")
         turn.pause(interval)
         # FAKE_AGY_RELEASE_FILE: the test, not the clock, ends the turn.
-        if (os.path.exists(release) if release else tick >= ticks):
+        if os.path.exists(release) if release else tick >= ticks:
             break
     response.done("\n", usage=reply_usage(turn, "".join(turn.text)))
     turn.finish()
