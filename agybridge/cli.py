@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         from .attach.paths import socket_path
         from .daemon import run_daemon
 
-        sys.exit(run_daemon(settings, socket_path(), args.ready_fd))
+        sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
     from .server import run
 
     sys.exit(run(settings))

@@ -111,3 +111,16 @@ def test_live_matrix_runs_against_the_fake(tmp_path: Path) -> None:
     assert isinstance(cases, list)
     assert [case["name"] for case in cases] == ["one-word", "memory", "tool", "cancel", "bridge"]
     assert report["leftovers"] == []
+
+
+def test_bench_attach_runs_and_writes_reports(tmp_path: Path) -> None:
+    """The attach start-up benchmark runs a daemon, measures, stops it, leaves
+    nothing behind and writes its reports (its speed verdict is not asserted)."""
+    done = _run("bench_attach.py", "--reps", "2", "--warmup", "1", "--report-dir", str(tmp_path))
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-attach")
+    assert report["ok"] is True and report["leftovers"] == []
+    rows = report["rows"]
+    assert isinstance(rows, dict)
+    assert rows["attach"]["n"] == 2
+    assert "Target: median ≤ 60 ms" in done.stdout

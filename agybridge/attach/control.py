@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 from .paths import socket_path
@@ -28,7 +27,7 @@ class ControlError(Exception):
 
 
 def call(
-    path: Path, method: str, params: Any = None, *, timeout_s: float = REQUEST_TIMEOUT_S
+    path: str, method: str, params: Any = None, *, timeout_s: float = REQUEST_TIMEOUT_S
 ) -> tuple[socket.socket, Any]:
     """Send one request; returns the open connection and the result.
 

@@ -3,7 +3,7 @@
 What an editor launches instead of ``agybridge``. It connects to the daemon's
 socket (starting the daemon, detached, if none answers) and copies bytes both
 ways without looking at them: the daemon speaks ACP, framing included. One
-thread, one ``selectors`` loop, non-blocking fds with a bounded buffer per
+thread, one ``poll`` loop, non-blocking fds with a bounded buffer per
 direction, so neither side can stall the other's traffic.
 
 Ends when the editor closes stdin (what is read is delivered first; the
@@ -16,10 +16,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import selectors
+import select
 import socket
 import sys
-from pathlib import Path
 
 from .paths import STDERR_NAME, ensure_private_dir, socket_path
 
@@ -58,7 +57,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def connect(path: Path) -> socket.socket:
+def connect(path: str) -> socket.socket:
     """A connection to the daemon at ``path``.
 
     Raises:
@@ -66,14 +65,14 @@ def connect(path: Path) -> socket.socket:
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(path))
+        sock.connect(path)
     except BaseException:
         sock.close()
         raise
     return sock
 
 
-def connect_or_start(path: Path) -> socket.socket:
+def connect_or_start(path: str) -> socket.socket:
     """Connect, starting the daemon first if nothing listens at ``path``."""
     try:
         return connect(path)
@@ -82,10 +81,8 @@ def connect_or_start(path: Path) -> socket.socket:
     except OSError as exc:
         raise AttachError(f"cannot connect to {path}: {exc}") from None
     try:
-        ensure_private_dir(path.parent)
-        starting = os.open(
-            path.with_name(path.name + ".start"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
-        )
+        ensure_private_dir(os.path.dirname(path))
+        starting = os.open(path + ".start", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise AttachError(str(exc)) from None
     try:
@@ -103,18 +100,18 @@ def connect_or_start(path: Path) -> socket.socket:
     except OSError as exc:
         raise AttachError(
             f"the daemon was started but {path} does not answer ({exc}); see "
-            f"{path.parent / STDERR_NAME} and the log file"
+            f"{os.path.join(os.path.dirname(path), STDERR_NAME)} and the log file"
         ) from None
 
 
-def start_daemon(path: Path) -> None:
+def start_daemon(path: str) -> None:
     """Start ``agybridge daemon`` detached (own session, no stdio of ours) and
     wait until it listens: it writes one byte to a pipe once it does, and
     closing the pipe without it means it exited."""
     import subprocess  # noqa: PLC0415  # only when starting: keeps the common path light
 
     ready_r, ready_w = os.pipe()
-    stderr_path = path.parent / STDERR_NAME
+    stderr_path = os.path.join(os.path.dirname(path), STDERR_NAME)
     try:
         with open(stderr_path, "ab") as stderr:
             subprocess.Popen(
@@ -124,7 +121,7 @@ def start_daemon(path: Path) -> None:
                 stderr=stderr,
                 pass_fds=(ready_w,),
                 start_new_session=True,
-                env={**os.environ, "AGYBRIDGE_SOCKET": str(path)},
+                env={**os.environ, "AGYBRIDGE_SOCKET": path},
             )
     except OSError as exc:
         os.close(ready_r)
@@ -132,14 +129,12 @@ def start_daemon(path: Path) -> None:
     finally:
         os.close(ready_w)
     try:
-        selector = selectors.DefaultSelector()
-        selector.register(ready_r, selectors.EVENT_READ)
-        if not selector.select(START_TIMEOUT_S):
+        ready, _, _ = select.select([ready_r], [], [], START_TIMEOUT_S)
+        if not ready:
             raise AttachError(
                 f"the daemon did not start listening on {path} within {START_TIMEOUT_S:.0f} s; "
                 f"see {stderr_path}"
             )
-        selector.close()
         if os.read(ready_r, 1) != b"R":
             raise AttachError(
                 f"the daemon exited during start-up; its last words:\n{_tail(stderr_path)}"
@@ -148,9 +143,10 @@ def start_daemon(path: Path) -> None:
         os.close(ready_r)
 
 
-def _tail(path: Path, lines: int = 5) -> str:
+def _tail(path: str, lines: int = 5) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as file:
+            text = file.read()
     except OSError:
         return f"({path} unreadable)"
     return "\n".join(text.splitlines()[-lines:])
@@ -161,60 +157,63 @@ def relay(sock: socket.socket, in_fd: int, out_fd: int) -> None:
     sock.setblocking(False)
     os.set_blocking(in_fd, False)
     os.set_blocking(out_fd, False)
+    sock_fd = sock.fileno()
     up = bytearray()  # editor -> daemon
     down = bytearray()  # daemon -> editor
     editor_open = daemon_open = True
     # poll(), not epoll: stdio may be a regular file, which epoll refuses.
-    selector = getattr(selectors, "PollSelector", selectors.DefaultSelector)()
-    try:
-        while True:
-            if not editor_open and not up:
-                return  # the editor is done: its sessions stay with the daemon
-            if not daemon_open and not down:
-                return
-            wanted = {
-                in_fd: selectors.EVENT_READ if editor_open and len(up) < BUFFER_LIMIT_BYTES else 0,
-                out_fd: selectors.EVENT_WRITE if down else 0,
-            }
-            sock_events = (
-                selectors.EVENT_READ if daemon_open and len(down) < BUFFER_LIMIT_BYTES else 0
-            ) | (selectors.EVENT_WRITE if up else 0)
-            _set_interest(selector, sock, sock_events)
-            for fd, events in wanted.items():
-                _set_interest(selector, fd, events)
-            for key, events in selector.select():
-                if key.fileobj is sock:
-                    if events & selectors.EVENT_READ:
+    poller = select.poll()
+    interest: dict[int, int] = {}
+    while True:
+        if not editor_open and not up:
+            return  # the editor is done: its sessions stay with the daemon
+        if not daemon_open and not down:
+            return
+        wanted: dict[int, int] = {in_fd: 0, out_fd: 0, sock_fd: 0}
+        if editor_open and len(up) < BUFFER_LIMIT_BYTES:
+            wanted[in_fd] |= select.POLLIN
+        if down:
+            wanted[out_fd] |= select.POLLOUT
+        if daemon_open and len(down) < BUFFER_LIMIT_BYTES:
+            wanted[sock_fd] |= select.POLLIN
+        if up:
+            wanted[sock_fd] |= select.POLLOUT
+        for fd, mask in wanted.items():
+            if interest.get(fd, 0) != mask:
+                if mask:
+                    poller.register(fd, mask)  # registering again modifies
+                elif fd in interest:
+                    poller.unregister(fd)
+                interest[fd] = mask
+        try:
+            for fd, events in poller.poll():
+                # POLLHUP/POLLERR: read to learn EOF or the error.
+                readable = events & (select.POLLIN | select.POLLHUP | select.POLLERR)
+                if fd == sock_fd:
+                    if readable and interest[fd] & select.POLLIN:
                         data = _recv(sock)
                         if data is not None:
                             daemon_open = bool(data)
                             down += data
-                    if events & selectors.EVENT_WRITE and up:
+                    if events & select.POLLOUT and up:
                         del up[: _send(sock, up)]
-                elif key.fileobj == in_fd:
+                    if (
+                        events & (select.POLLHUP | select.POLLERR)
+                        and not interest[fd] & select.POLLIN
+                    ):
+                        return  # the daemon went away while we only wrote
+                    continue
+                if fd == in_fd and readable and interest[fd] & select.POLLIN:
                     data = _read(in_fd)
                     if data is not None:
                         editor_open = bool(data)
                         up += data
-                elif key.fileobj == out_fd and down:
+                if fd == out_fd and events & (select.POLLERR | select.POLLHUP) and not down:
+                    continue
+                if fd == out_fd and down:
                     del down[: _write(out_fd, down)]
-    except BrokenPipeError:
-        return  # the editor stopped reading, or the daemon went away
-    finally:
-        selector.close()
-
-
-def _set_interest(
-    selector: selectors.BaseSelector, fileobj: socket.socket | int, events: int
-) -> None:
-    registered = selector.get_map().get(fileobj)
-    if registered is None:
-        if events:
-            selector.register(fileobj, events)
-    elif not events:
-        selector.unregister(fileobj)
-    elif registered.events != events:
-        selector.modify(fileobj, events)
+        except BrokenPipeError:
+            return  # the editor stopped reading, or the daemon went away
 
 
 def _recv(sock: socket.socket) -> bytes | None:

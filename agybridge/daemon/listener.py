@@ -70,7 +70,7 @@ def _lock_path(path: Path) -> Path:
 def _take_lock(path: Path) -> int:
     """The lock file's fd, locked and naming this pid; a stale socket file
     is removed (holding the lock, nobody else can be listening there)."""
-    ensure_private_dir(path.parent)
+    ensure_private_dir(str(path.parent))
     lock_fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
