@@ -15,7 +15,7 @@ request and waits for the first byte of the answer on its stdout. Rows
 
 * ``attach: spawn → first relayed byte`` the target row: interpreter start-up,
   imports, connect, relay both ways, and the daemon answering ``initialize``;
-* ``python -c pass`` the interpreter's own start-up on this machine (the floor);
+* ``python -c print()`` the interpreter's own start-up on this machine (the floor);
 * ``initialize over the socket`` the daemon's part alone (a connected client).
 
 The verdict against the target is printed and stored; the exit status is 1 only
@@ -47,6 +47,8 @@ from smokekit import (
     kill_processes,
     machine_facts,
     marked_processes,
+    start_daemon,
+    stop_daemon,
     summarize,
     utc_stamp,
     write_reports,
@@ -113,18 +115,9 @@ def run(args: argparse.Namespace) -> int:
     env = base_env(marker, AGY_BIN=str(FAKE_AGY), AGYBRIDGE_SOCKET=str(path))
     failures: list[str] = []
     rows: dict[str, list[float]] = {"attach": [], "python": [], "socket": []}
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "agybridge", "daemon"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    daemon: subprocess.Popen[bytes] | None = None
     try:
-        assert daemon.stderr is not None
-        line = daemon.stderr.readline().decode(errors="replace")  # "... listening on ..."
-        if "listening on" not in line:
-            raise RuntimeError(f"the daemon did not start: {line!r}")
+        daemon = start_daemon(env)
         attach = _attach_command()
         for _ in range(args.warmup):
             _first_byte(attach, env, INITIALIZE)  # page cache, .pyc files
@@ -135,21 +128,8 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         failures.append(f"{type(exc).__name__}: {exc}")
     finally:
-        stop = subprocess.run(
-            [sys.executable, "-m", "agybridge", "stop"],
-            env=env,
-            capture_output=True,
-            timeout=WAIT_S,
-            check=False,
-        )
-        if stop.returncode != 0:
-            failures.append(f"agybridge stop failed: {stop.stderr.decode(errors='replace')}")
-        try:
-            daemon.wait(WAIT_S)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-            failures.append("the daemon did not exit after stop")
+        if daemon is not None:
+            failures += stop_daemon(env, daemon, WAIT_S)
         shutil.rmtree(socket_dir, ignore_errors=True)
     leftovers = marked_processes(marker)
     if leftovers:
@@ -159,11 +139,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(
-    args: argparse.Namespace, rows: dict[str, list[float]], failures: list[str], leftovers: list[str]
+    args: argparse.Namespace,
+    rows: dict[str, list[float]],
+    failures: list[str],
+    leftovers: list[str],
 ) -> int:
     titles = {
         "attach": "attach: spawn → first relayed byte",
-        "python": "python -c pass (interpreter floor)",
+        "python": "python -c print() (interpreter floor)",
         "socket": "initialize over the socket (daemon only)",
     }
     stats = {key: summarize(values) for key, values in rows.items()}

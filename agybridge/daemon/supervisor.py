@@ -233,10 +233,7 @@ def run_daemon(settings: Settings, socket_path: Path, ready_fd: int | None = Non
     """``agybridge daemon``: the process exit status."""
     try:
         trio.run(serve_daemon, settings, socket_path, ready_fd)
-    except DaemonRunningError as exc:
-        print(f"agybridge daemon: {exc}", file=sys.stderr)
-        return 1
-    except PermissionError as exc:
+    except (DaemonRunningError, PermissionError) as exc:
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return 1
     return 0
