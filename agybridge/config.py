@@ -66,6 +66,9 @@ class Settings:
     #: The daemon: what a client's disconnect does to its sessions' turns
     #: (AGYBRIDGE_ON_DISCONNECT, ``keep`` or ``cancel``).
     on_disconnect: str = "keep"
+    #: The daemon exits after this long with no session and no client
+    #: (AGYBRIDGE_DAEMON_IDLE_EXIT_S; 0: never).
+    daemon_idle_exit_s: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +114,7 @@ class Settings:
             )
         return cls(
             on_disconnect=on_disconnect,
+            daemon_idle_exit_s=_seconds(env, "AGYBRIDGE_DAEMON_IDLE_EXIT_S", 0.0),
             staging_dir=env.get("AGYBRIDGE_STAGING_DIR") or default_staging_dir(),
             keep_staging=keep in ("1", "true", "yes"),
             prompt_limits=limits,

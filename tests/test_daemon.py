@@ -374,3 +374,17 @@ async def test_on_disconnect_cancel_cancels_the_turn(
     assert after["agyPid"] is not None and after["agyPid"] != before["agyPid"]
     await supervisor.stop()
     await harness.assert_no_leftovers()
+
+
+async def test_idle_daemon_exits_when_configured(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """AGYBRIDGE_DAEMON_IDLE_EXIT_S: with no client and no session left for that
+    long, the daemon stops by itself and removes its socket."""
+    async with supervisor.attach(AGYBRIDGE_DAEMON_IDLE_EXIT_S="0.2") as client:
+        await client.initialize()
+        session_id = await client.new_session(harness.tmp_path)
+        closed = await client.request("session/close", {"sessionId": session_id})
+        assert "result" in closed, closed
+    await harness.assert_no_leftovers(timeout_s=WAIT_S)
+    assert not supervisor.socket.exists()

@@ -76,6 +76,8 @@ class Daemon:
         )
         #: Permission questions waiting for an answer, per session.
         self.questions: Counter[str] = Counter()
+        #: Set when a client comes or goes (the idle-exit watch looks again).
+        self._activity = trio.Event()
 
     # --- connections --------------------------------------------------------
 
@@ -95,6 +97,7 @@ class Daemon:
                 seq_range=SEQ_STRIDE,
             )
             self.connections[number] = connection
+            self._note_activity()
             logger.info("client %d connected", number)
             try:
                 async with trio.open_nursery() as nursery:
@@ -106,7 +109,29 @@ class Daemon:
             finally:
                 self.detach(connection)
                 del self.connections[number]
+                self._note_activity()
                 logger.info("client %d gone", number)
+
+    def _note_activity(self) -> None:
+        self._activity.set()
+        self._activity = trio.Event()
+
+    async def _idle_exit_task(self, idle_s: float) -> None:
+        """Stop once no client and no session was there for ``idle_s``
+        (sessions end through clients' requests, so clients going away is
+        when to look)."""
+        while True:
+            activity = self._activity
+            if self.connections or len(self.manager):
+                await activity.wait()
+                continue
+            with trio.move_on_after(idle_s):
+                await activity.wait()
+            if activity.is_set():
+                continue
+            logger.info("no client and no session for %.0f s: exiting", idle_s)
+            self.shutdown.set()
+            return
 
     def detach(self, connection: Connection) -> None:
         """The client is gone: its sessions lose it (and, with
@@ -170,6 +195,8 @@ class Daemon:
             await nursery.start(self.manager.run)
             start_housekeeping(nursery, self.settings, self.store, self.catalog, self.manager)
             nursery.start_soon(_watch_signals, self)
+            if self.settings.daemon_idle_exit_s > 0:
+                nursery.start_soon(self._idle_exit_task, self.settings.daemon_idle_exit_s)
             listeners = [trio.SocketListener(listener)]
             nursery.start_soon(trio.serve_listeners, self.serve_connection, listeners)
             ready.set()
