@@ -55,7 +55,9 @@ logger = logging.getLogger(__name__)
 RESPONSE_FLUSH_S = 1.0
 #: Each connection's seqs start at its number times this, so seqs from two
 #: connections compare as "the newer connection's messages came later".
-SEQ_STRIDE = 2**40
+#: 2**32 messages per connection, and exact as floats (the turn core's seqs)
+#: for two million connections.
+SEQ_STRIDE = 2**32
 
 
 class Daemon:

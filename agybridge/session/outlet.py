@@ -34,6 +34,8 @@ ClientSink = Callable[[str, models.SessionUpdate], Awaitable[None]]
 #: A running turn's updates kept for a client that attaches mid-turn; a turn
 #: streams a few hundred, so this bounds memory without losing real turns.
 MAX_TURN_UPDATES = 20_000
+#: Telling a replaced client must not hold up the new one if it stopped reading.
+DETACH_NOTICE_S = 1.0
 
 
 def turn_outcome(state: str, **details: Any) -> models.SessionInfoUpdate:
@@ -171,9 +173,11 @@ class Outlet:
             self.attach(client)
             if previous is not None:
                 try:
-                    await previous(
-                        self.session_id, detached_notice("the session was opened by another client")
-                    )
+                    with trio.move_on_after(DETACH_NOTICE_S):
+                        await previous(
+                            self.session_id,
+                            detached_notice("the session was opened by another client"),
+                        )
                 except Exception as exc:  # that client is going away anyway
                     logger.info(
                         "session %s: could not tell the old client: %s", self.session_id, exc
