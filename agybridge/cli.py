@@ -1,27 +1,31 @@
 """Command line: ``agybridge`` serves ACP on stdio; ``demo`` and ``doctor`` help people;
-``daemon``, ``attach``, ``status`` and ``stop`` are the workstation supervisor.
+``daemon``, ``attach``, ``status`` and ``stop`` are the workstation supervisor
+(``attach`` is dispatched in ``__main__`` before this module is imported).
 
 Nothing here writes to stdout while serving: the server claims stdout for
-protocol bytes before anything else runs. The heavy modules (trio, attrs,
-the server) are imported only by the commands that need them: ``attach``,
-``status`` and ``stop`` run on the standard library alone.
+protocol bytes before anything else runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import trio
 
 from . import __version__
+from .agy import Completed, run_owned
+from .attach import control
+from .attach.paths import socket_path
+from .attach.relay import main as attach_main
+from .config import ConfigError, Settings
+from .daemon import run_daemon
+from .demo import run_demo
+from .logs import configure_logging
+from .server import run
 
-if TYPE_CHECKING:
-    from .config import Settings
-
-#: Commands that do not need the bridge's settings (nor its imports).
-_LIGHT = ("attach", "status", "stop")
+DOCTOR_TIMEOUT_S = 30.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,10 +52,17 @@ def _parser() -> argparse.ArgumentParser:
         help="use the real agy (AGY_BIN or agy on PATH) instead of the fake",
     )
     commands.add_parser("doctor", help="check that agy can be found and started")
+    smoke = commands.add_parser(
+        "smoke",
+        add_help=False,
+        help="run a smoke matrix through the bridge: agybridge smoke run MATRIX.toml",
+    )
+    smoke.add_argument("smoke_args", nargs=argparse.REMAINDER)  # for --help; main() routes
     daemon = commands.add_parser(
         "daemon", help="run the workstation supervisor in the foreground (systemd, launchd)"
     )
     daemon.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    # These parse their own options (main() routes them before this parser).
     commands.add_parser(
         "attach", help="speak ACP on stdio through the daemon (started if needed)", add_help=False
     )
@@ -60,43 +71,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _light(command: str, rest: list[str]) -> int:
-    if command == "attach":
-        from .attach.relay import main as attach_main
-
-        return attach_main(rest)
-    from .attach import control
-
-    return control.status_main(rest) if command == "status" else control.stop_main(rest)
-
-
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in _LIGHT:
-        sys.exit(_light(argv[0], argv[1:]))
-    args = _parser().parse_args(argv)
-    from .config import ConfigError, Settings
-    from .logs import configure_logging
+    raw = sys.argv[1:] if argv is None else argv
+    if raw[:1] == ["smoke"]:
+        # A client of the bridge with its own options; it needs none of the bridge's settings.
+        from .smoke import main as smoke_main  # noqa: PLC0415 - imported only when used
 
+        sys.exit(smoke_main(raw[1:]))
+    if raw[:1] == ["attach"]:
+        sys.exit(attach_main(raw[1:]))
+    if raw[:1] == ["status"]:
+        sys.exit(control.status_main(raw[1:]))
+    if raw[:1] == ["stop"]:
+        sys.exit(control.stop_main(raw[1:]))
+    args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
         print(f"agybridge: {exc}", file=sys.stderr)
         sys.exit(2)
     if args.command == "demo":
-        from .demo import run_demo
-
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
         sys.exit(_doctor(settings))
     configure_logging(settings.log_file, settings.log_level)
     if args.command == "daemon":
-        from .attach.paths import socket_path
-        from .daemon import run_daemon
-
         sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
-    from .server import run
-
     sys.exit(run(settings))
 
 
@@ -107,18 +107,19 @@ def _doctor(settings: Settings) -> int:
     if agy is None:
         print(f"agy: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN")
         return 1
+
+    async def ask_version() -> Completed:
+        # Owned like every agy invocation: a hanging wrapper script's children die too.
+        with trio.fail_after(DOCTOR_TIMEOUT_S):
+            return await run_owned([agy, "--version"], label="agy --version")
+
     try:
-        done = subprocess.run(
-            [agy, "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"agy: {agy} could not run: {exc}")
+        done = trio.run(ask_version)
+    except (OSError, trio.TooSlowError) as exc:
+        reason = exc if isinstance(exc, OSError) else f"no answer within {DOCTOR_TIMEOUT_S:g} s"
+        print(f"agy: {agy} could not run: {reason}")
         return 1
-    version = (done.stdout or done.stderr).strip().splitlines()
+    output = done.stdout or done.stderr
+    version = output.decode("utf-8", "replace").strip().splitlines()
     print(f"agy: {agy} ({version[0] if version else 'no version output'}, exit {done.returncode})")
     return 0 if done.returncode == 0 else 1

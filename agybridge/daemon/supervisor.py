@@ -33,8 +33,10 @@ from typing import Any
 
 import trio
 
+from ..agy import end_orphans, watched
 from ..config import Settings
 from ..jsonrpc import PeerClosedError, RpcError
+from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from ..server import (
     doctor_lines,
     open_store,
@@ -43,7 +45,7 @@ from ..server import (
 )
 from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
-from ..store import AsyncStore
+from ..store import AsyncStore, StorePathError
 from .connection import Connection
 from .listener import DaemonRunningError, own_socket_path, peer_allowed
 from .status import status_of
@@ -229,23 +231,32 @@ async def serve_daemon(settings: Settings, socket_path: Path, ready_fd: int | No
         DaemonRunningError: another daemon owns ``socket_path``.
     """
     async with own_socket_path(socket_path) as listener:
-        store = await open_store(settings.db_path)
-        try:
-            daemon = Daemon(settings, socket_path, store)
-            ready = trio.Event()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(daemon.run, listener, ready)
-                await ready.wait()
-                logger.info("listening on %s", socket_path)
-                print(
-                    f"agybridge daemon pid {os.getpid()} listening on {socket_path}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                if ready_fd is not None:
-                    _tell_ready(ready_fd)
-        finally:
-            await store.aclose()
+        # As the stdio bridge does: what dead bridges left, then a watchdog
+        # that ends this daemon's agy children if it is killed.
+        await end_orphans(remove_orphaned_roots)
+        async with watched(runtime_bases(), DIR_PREFIX):
+            store = await open_store(settings.db_path)
+            try:
+                await _serve_ready(Daemon(settings, socket_path, store), listener, ready_fd)
+            finally:
+                await store.aclose()
+
+
+async def _serve_ready(
+    daemon: Daemon, listener: trio.socket.SocketType, ready_fd: int | None
+) -> None:
+    ready = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(daemon.run, listener, ready)
+        await ready.wait()
+        logger.info("listening on %s", daemon.socket_path)
+        print(
+            f"agybridge daemon pid {os.getpid()} listening on {daemon.socket_path}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if ready_fd is not None:
+            _tell_ready(ready_fd)
 
 
 def _tell_ready(fd: int) -> None:
@@ -265,4 +276,7 @@ def run_daemon(settings: Settings, socket_path: Path, ready_fd: int | None = Non
     except (DaemonRunningError, PermissionError) as exc:
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return 1
+    except StorePathError as exc:
+        print(f"agybridge daemon: {exc}", file=sys.stderr)
+        return 2
     return 0
