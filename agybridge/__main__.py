@@ -1,6 +1,22 @@
-"""``python -m agybridge``: the same as the ``agybridge`` command."""
+"""``python -m agybridge`` and the ``agybridge`` command.
 
-from .cli import main
+``attach`` is dispatched before anything else is imported: an editor starts
+it for every agent session, so its start-up is the user's wait (README
+"Long-running sessions"; smoke/bench_attach.py measures it).
+"""
+
+import sys
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["attach"]:
+        from .attach.relay import main as attach_main  # noqa: PLC0415
+
+        sys.exit(attach_main(sys.argv[2:]))
+    from .cli import main as cli_main  # noqa: PLC0415
+
+    cli_main()
+
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,6 @@
-"""Command line: ``agybridge`` serves ACP on stdio; ``demo`` and ``doctor`` help people.
+"""Command line: ``agybridge`` serves ACP on stdio; ``demo`` and ``doctor`` help people;
+``daemon``, ``attach``, ``status`` and ``stop`` are the workstation supervisor
+(``attach`` is dispatched in ``__main__`` before this module is imported).
 
 Nothing here writes to stdout while serving: the server claims stdout for
 protocol bytes before anything else runs.
@@ -8,12 +10,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import trio
 
 from . import __version__
 from .agy import Completed, run_owned
+from .attach import control
+from .attach.paths import socket_path
+from .attach.relay import main as attach_main
 from .config import ConfigError, Settings
+from .daemon import run_daemon
 from .demo import run_demo
 from .logs import configure_logging
 from .server import run
@@ -51,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
         help="run a smoke matrix through the bridge: agybridge smoke run MATRIX.toml",
     )
     smoke.add_argument("smoke_args", nargs=argparse.REMAINDER)  # for --help; main() routes
+    daemon = commands.add_parser(
+        "daemon", help="run the workstation supervisor in the foreground (systemd, launchd)"
+    )
+    daemon.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    # These parse their own options (main() routes them before this parser).
+    commands.add_parser(
+        "attach", help="speak ACP on stdio through the daemon (started if needed)", add_help=False
+    )
+    commands.add_parser("status", help="what the daemon is doing (--json)", add_help=False)
+    commands.add_parser("stop", help="stop the daemon gracefully (--timeout)", add_help=False)
     return parser
 
 
@@ -61,6 +78,12 @@ def main(argv: list[str] | None = None) -> None:
         from .smoke import main as smoke_main  # noqa: PLC0415 - imported only when used
 
         sys.exit(smoke_main(raw[1:]))
+    if raw[:1] == ["attach"]:
+        sys.exit(attach_main(raw[1:]))
+    if raw[:1] == ["status"]:
+        sys.exit(control.status_main(raw[1:]))
+    if raw[:1] == ["stop"]:
+        sys.exit(control.stop_main(raw[1:]))
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
@@ -72,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "doctor":
         sys.exit(_doctor(settings))
     configure_logging(settings.log_file, settings.log_level)
+    if args.command == "daemon":
+        sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
     sys.exit(run(settings))
 
 

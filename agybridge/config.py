@@ -63,6 +63,12 @@ class Settings:
     prompt_limits: PromptLimits = attrs.Factory(PromptLimits)
     #: Bounds on waiting for agy: start-up, stall notice, stall timeout.
     timeouts: Timeouts = attrs.Factory(Timeouts)
+    #: The daemon: what a client's disconnect does to its sessions' turns
+    #: (AGYBRIDGE_ON_DISCONNECT, ``keep`` or ``cancel``).
+    on_disconnect: str = "keep"
+    #: The daemon exits after this long with no session and no client
+    #: (AGYBRIDGE_DAEMON_IDLE_EXIT_S; 0: never).
+    daemon_idle_exit_s: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -101,7 +107,14 @@ class Settings:
         keep = env.get("AGYBRIDGE_KEEP_STAGING", "").strip().lower()
         if keep not in ("", "0", "1", "true", "false", "yes", "no"):
             raise ConfigError(f"AGYBRIDGE_KEEP_STAGING must be 1 or 0, not {keep!r}")
+        on_disconnect = env.get("AGYBRIDGE_ON_DISCONNECT", "keep").strip().lower() or "keep"
+        if on_disconnect not in ("keep", "cancel"):
+            raise ConfigError(
+                f"AGYBRIDGE_ON_DISCONNECT must be keep or cancel, not {on_disconnect!r}"
+            )
         return cls(
+            on_disconnect=on_disconnect,
+            daemon_idle_exit_s=_seconds(env, "AGYBRIDGE_DAEMON_IDLE_EXIT_S", 0.0),
             staging_dir=env.get("AGYBRIDGE_STAGING_DIR") or default_staging_dir(),
             keep_staging=keep in ("1", "true", "yes"),
             prompt_limits=limits,

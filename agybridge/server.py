@@ -28,6 +28,7 @@ from .jsonrpc import Peer
 from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
+from .session.deps import AskClient
 from .session.staging import StagingError, sweep_stale
 from .store import (
     AsyncStore,
@@ -153,7 +154,6 @@ async def _serve(
     *,
     handle_signals: bool,
 ) -> None:
-    agy_bin = settings.resolve_agy_bin() or settings.agy_bin
     peer: Peer | None = None
 
     async def send_update(session_id: str, update: models.SessionUpdate) -> None:
@@ -167,39 +167,8 @@ async def _serve(
     for warning in settings.warnings:
         logger.warning("%s", warning)
     catalog = CatalogService()
-    manager = SessionManager(
-        SessionDeps(
-            agy_bin=agy_bin,
-            policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
-            max_line_bytes=settings.max_line_bytes,
-            context_window_override=settings.context_window,
-            catalog=catalog,
-            store=store,
-            staging_base=settings.staging_dir,
-            keep_staging=settings.keep_staging,
-            ask_client=ask_client,
-            timeouts=settings.timeouts,
-        )
-    )
-
-    def doctor() -> list[str]:
-        found = settings.resolve_agy_bin()
-        lines = [
-            f"agy binary: `{found}`"
-            if found
-            else f"agy binary: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN",
-            f"agy version: {catalog.catalog.agy_version or 'unknown'}",
-            f"models offered: {len(catalog.catalog.models)}, agents: {len(catalog.catalog.agents)}",
-        ]
-        if catalog.error:
-            lines.append(f"discovery failed: {catalog.error}")
-        lines += [
-            f"session database: `{settings.db_path or 'in memory'}`",
-            f"log file: `{settings.log_file or 'disabled'}`",
-            f"staging: `{settings.staging_dir}`",
-            f"live sessions: {len(manager)}",
-        ]
-        return lines
+    manager = SessionManager(session_deps(settings, store, catalog, ask_client))
+    doctor = functools.partial(doctor_lines, settings, catalog, manager)
 
     agent = AcpAgent(
         manager,
@@ -209,10 +178,6 @@ async def _serve(
         doctor=doctor,
         catalog_ready=catalog.loaded.wait,
     )
-
-    async def catalog_changed() -> None:
-        for session in manager.live():
-            session.announce("catalog")
 
     peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)
     shutdown = trio.Event()
@@ -244,18 +209,7 @@ async def _serve(
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
         nursery.start_soon(watch_stdout)
-        nursery.start_soon(
-            functools.partial(
-                catalog.run,
-                agy_bin,
-                catalog_changed,
-                timeout_s=settings.timeouts.startup_s,
-                cache_get=store.cache_get,
-                cache_put=lambda key, value: store.cache_put(key, value, DISCOVERY_CACHE_TTL_S),
-            )
-        )
-        nursery.start_soon(import_legacy, store, settings.legacy)
-        nursery.start_soon(sweep_staging, settings)
+        start_housekeeping(nursery, settings, store, catalog, manager)
         if handle_signals:
             nursery.start_soon(_watch_signals, shutdown)
 
@@ -282,6 +236,73 @@ async def _serve(
                 "the client did not read for %.1f s: exiting mid-line", settings.shutdown_grace_s
             )
         nursery.cancel_scope.cancel(reason="shutdown")
+
+
+def session_deps(
+    settings: Settings, store: AsyncStore, catalog: CatalogService, ask_client: AskClient
+) -> SessionDeps:
+    """What every session of this bridge (or daemon) shares."""
+    return SessionDeps(
+        agy_bin=settings.resolve_agy_bin() or settings.agy_bin,
+        policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
+        max_line_bytes=settings.max_line_bytes,
+        context_window_override=settings.context_window,
+        catalog=catalog,
+        store=store,
+        staging_base=settings.staging_dir,
+        keep_staging=settings.keep_staging,
+        ask_client=ask_client,
+        timeouts=settings.timeouts,
+    )
+
+
+def doctor_lines(settings: Settings, catalog: CatalogService, manager: SessionManager) -> list[str]:
+    """The ``/doctor`` command's report."""
+    found = settings.resolve_agy_bin()
+    lines = [
+        f"agy binary: `{found}`"
+        if found
+        else f"agy binary: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN",
+        f"agy version: {catalog.catalog.agy_version or 'unknown'}",
+        f"models offered: {len(catalog.catalog.models)}, agents: {len(catalog.catalog.agents)}",
+    ]
+    if catalog.error:
+        lines.append(f"discovery failed: {catalog.error}")
+    lines += [
+        f"session database: `{settings.db_path or 'in memory'}`",
+        f"log file: `{settings.log_file or 'disabled'}`",
+        f"staging: `{settings.staging_dir}`",
+        f"live sessions: {len(manager)}",
+    ]
+    return lines
+
+
+def start_housekeeping(
+    nursery: trio.Nursery,
+    settings: Settings,
+    store: AsyncStore,
+    catalog: CatalogService,
+    manager: SessionManager,
+) -> None:
+    """Model discovery (re-announced to live sessions when it changes), the
+    agy-acp-map import and the stale staging sweep."""
+
+    async def catalog_changed() -> None:
+        for session in manager.live():
+            session.announce("catalog")
+
+    nursery.start_soon(
+        functools.partial(
+            catalog.run,
+            settings.resolve_agy_bin() or settings.agy_bin,
+            catalog_changed,
+            timeout_s=settings.timeouts.startup_s,
+            cache_get=store.cache_get,
+            cache_put=lambda key, value: store.cache_put(key, value, DISCOVERY_CACHE_TTL_S),
+        )
+    )
+    nursery.start_soon(import_legacy, store, settings.legacy)
+    nursery.start_soon(sweep_staging, settings)
 
 
 async def _watch_signals(shutdown: trio.Event) -> None:

@@ -375,6 +375,51 @@ async def wait_marked_gone(marker: str, limit_s: float, *, prefix: bool = False)
     return marked_processes(marker, prefix=prefix)
 
 
+def start_daemon(env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """``agybridge daemon`` with ``env``, once it listens (its first stderr line says so).
+
+    Raises:
+        RuntimeError: it exited or said something else first.
+    """
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "agybridge", "daemon"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+    )
+    assert daemon.stderr is not None
+    line = daemon.stderr.readline().decode(errors="replace")
+    if "listening on" not in line:
+        daemon.kill()
+        daemon.wait()
+        raise RuntimeError(f"the daemon did not start: {line!r}")
+    return daemon
+
+
+def stop_daemon(
+    env: Mapping[str, str], daemon: subprocess.Popen[bytes], timeout_s: float
+) -> list[str]:
+    """``agybridge stop``, then wait for the daemon to exit; returns what failed."""
+    failures = []
+    stop = subprocess.run(
+        [sys.executable, "-m", "agybridge", "stop", "--timeout", "10"],
+        env=dict(env),
+        capture_output=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if stop.returncode != 0:
+        failures.append(f"agybridge stop failed: {stop.stderr.decode(errors='replace')}")
+    try:
+        daemon.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
+        failures.append("the daemon did not exit after stop")
+    return failures
+
+
 def kill_processes(processes: Iterable[ProcInfo]) -> None:
     """SIGKILL each by pid (they carry our marker: we started them, indirectly)."""
     for proc in processes:

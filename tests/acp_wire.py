@@ -717,8 +717,9 @@ async def open_bridge(
     *,
     validator: WireValidator | None = None,
     shutdown_timeout_s: float = 10.0,
+    command: Sequence[str] = BRIDGE_CMD,
 ) -> AsyncIterator[RawClient]:
-    """Run the bridge with ``env`` and yield a `RawClient` connected to it.
+    """Run the bridge (``command``) with ``env`` and yield a `RawClient` connected to it.
 
     On exit, a still-running bridge gets stdin EOF and ``shutdown_timeout_s`` to exit
     (then SIGKILL, and the test fails). The stdout reader is drained first.
@@ -730,7 +731,7 @@ async def open_bridge(
             process: trio.Process = await nursery.start(
                 functools.partial(
                     trio.run_process,
-                    list(BRIDGE_CMD),
+                    list(command),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=stderr,

@@ -26,6 +26,10 @@ RANK = {
     "agent": 3,
     "server": 4,
     "config": 4,  # the settings server and cli read (session defaults inside)
+    "daemon": 5,  # the workstation supervisor: built on server's pieces
+    # attach/status/stop: standard library only (tests/test_daemon_light.py),
+    # so it imports no other unit, and the daemon may share its socket paths.
+    "attach": 0,
 }
 #: The entry points and their helpers sit on top.
 TOP = 5

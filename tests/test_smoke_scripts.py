@@ -85,3 +85,36 @@ def test_bench_quick_passes_and_writes_reports(tmp_path: Path) -> None:
     assert all(row["ok"] and row["n"] > 0 for row in rows), rows
     assert report["leftovers"] == []
     assert "| row | unit | n | median | p90 | max | status |" in done.stdout
+
+
+def test_bench_attach_runs_and_writes_reports(tmp_path: Path) -> None:
+    """The attach start-up benchmark runs a daemon, measures, stops it, leaves
+    nothing behind and writes its reports (its speed verdict is not asserted)."""
+    done = _run("bench_attach.py", "--reps", "2", "--warmup", "1", "--report-dir", str(tmp_path))
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-attach")
+    assert report["ok"] is True and report["leftovers"] == []
+    rows = report["rows"]
+    assert isinstance(rows, dict)
+    assert rows["attach"]["n"] == 2
+    assert "Target: median ≤ 60 ms" in done.stdout
+
+
+def test_bench_scale_runs_small_and_writes_reports(tmp_path: Path) -> None:
+    """The scale benchmark in a small configuration: every streaming turn ends
+    end_turn, nothing is left running, the reports are written."""
+    done = _run(
+        "bench_scale.py",
+        "--idle",
+        "2",
+        "--streaming",
+        "2",
+        "--seconds",
+        "0.2",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-scale")
+    assert report["ok"] is True and report["leftovers"] == []
+    assert report["fairness"] is not None and report["rss_peak_mb"] > 0

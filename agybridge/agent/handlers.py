@@ -337,12 +337,15 @@ class AcpAgent:
 
         with _translate_session_errors():
             session, _ = await self._manager.open(request.session_id, spec_from_store, self._client)
-        session.outlet.attach(self._client)
-        if replay:
-            # The client registered the session before sending load: the
-            # history may (must) arrive before the response.
-            for update in replay_updates(journal):
-                await self._client(session.session_id, update)
+
+        async def history() -> list[models.SessionUpdate]:
+            # Read again under the outlet's lock: a turn journalled meanwhile
+            # is then in it, not lost between the journal and the live turn.
+            return replay_updates(await store.journal(request.session_id))
+
+        # The client registered the session before sending load: the history
+        # (then a running turn so far) may (must) arrive before the response.
+        await session.outlet.attach_replaying(self._client, history if replay else None)
         await session.announce_now()
         await session.barrier()
         response = models.SessionStateResponse(
@@ -392,6 +395,16 @@ class AcpAgent:
     async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.PromptRequest)
         session = self._session(request.session_id)
+        if session.outlet.client is not self._client:
+            # Two clients rule (README "Long-running sessions"): the newest
+            # client to open a session drives it.
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST,
+                f"session {request.session_id!r} is not attached to this client (another "
+                "client opened it, or it was detached): session/load or session/resume it "
+                "here to take it over",
+                {"sessionId": request.session_id},
+            )
         command = prompting.command_of(request.prompt, session)
         if isinstance(command, BridgeCommand):
             return await self._answer_command(session, command)

@@ -91,6 +91,8 @@ class Peer:
       receive_stream, send_stream: the transport; the caller owns (and closes) them.
       handler: receives incoming requests and notifications.
       max_line_bytes: longer incoming lines are answered with -32600 and skipped.
+      first_seq: ``seq`` of the first incoming message; a server with several
+        connections gives each its own range, so seqs stay comparable across them.
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class Peer:
         handler: Handler,
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        first_seq: int = 0,
     ) -> None:
         self._receive_stream = receive_stream
         self._send_stream = send_stream
@@ -116,7 +119,7 @@ class Peer:
         self._requests_done = trio.Event()  # replaced whenever a request starts
         self._requests_done.set()
         self._next_id = 0
-        self._seq = 0
+        self._seq = first_seq
         self._receive_closed = trio.Event()
         self._writer_finished = trio.Event()
         self._writer_broken = False

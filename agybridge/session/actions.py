@@ -21,6 +21,7 @@ from . import output, timers, turns
 from .errors import AgyStartError
 from .gating import ask_allow_and_retry
 from .mapper import TurnMapper
+from .outlet import turn_outcome
 from .prompts import AttemptScopes, make_title
 from .usage import context_window
 
@@ -44,6 +45,8 @@ async def start_turn(session: Session, action: turns.StartTurn) -> None:
     work.timers.cancel()
     work.timers = AttemptScopes()
     if action.attempt == 1:
+        # Kept for a client that attaches while the turn runs (outlet.py).
+        await session.outlet.turn_started(work.display_text)
         # Title (first turn) and updatedAt (every turn) for session lists.
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         update = models.SessionInfoUpdate(updated_at=now)
@@ -81,17 +84,22 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
         session.unrecognised.update(work.mapper.unrecognised)
     if action.error is not None:
         work.answer(error=action.error)
+        outcome = turn_outcome("failed", error={"message": action.error.message})
     elif action.stop is turns.Stop.CANCELLED:
         work.answer(stop=models.STOP_CANCELLED)
+        outcome = turn_outcome("ended", stopReason=models.STOP_CANCELLED)
     else:
         assert work.mapper is not None
         work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
+        outcome = turn_outcome("ended", stopReason=models.STOP_END_TURN)
+    await session.outlet.turn_ended(outcome)
 
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:
     work = session.prompts.get(action.seq)
     if work is not None and work.mapper is not None:
-        await session.book.record_turn(work.display_text, work.mapper)
+        async with session.outlet.journalling():
+            await session.book.record_turn(work.display_text, work.mapper)
     await session.save()
 
 

@@ -5,12 +5,24 @@ layer that owns connections attaches a client's sink to it (and may detach
 it, or attach another one later), so a session can outlive the connection
 that created it: the workstation supervisor keeps sessions running while
 editors come and go.
+
+While a turn runs, the outlet keeps its updates (bounded), whether a client
+is attached or not, until the turn is in the display journal: a client that
+attaches mid-turn is shown the stored history, then this turn so far, then
+the rest live, then the turn's outcome (:func:`turn_outcome`). A turn that
+ended with nobody attached keeps its outcome for the next client.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
 
 from ..acp import models
 
@@ -19,29 +31,175 @@ logger = logging.getLogger(__name__)
 #: Sends one ``session/update`` to a client: (session id, update).
 ClientSink = Callable[[str, models.SessionUpdate], Awaitable[None]]
 
+#: A running turn's updates kept for a client that attaches mid-turn; a turn
+#: streams a few hundred, so this bounds memory without losing real turns.
+MAX_TURN_UPDATES = 20_000
+#: Telling a replaced client must not hold up the new one if it stopped reading.
+DETACH_NOTICE_S = 1.0
+
+
+def turn_outcome(state: str, **details: Any) -> models.SessionInfoUpdate:
+    """The turn-outcome notification (README "Long-running sessions"):
+    ``session_info_update`` with ``_meta.agybridge.turn = {state, ...}``;
+    state ``running``, ``ended`` (with ``stopReason``) or ``failed`` (with
+    ``error``)."""
+    return models.SessionInfoUpdate(meta={"agybridge": {"turn": {"state": state, **details}}})
+
+
+def detached_notice(reason: str) -> models.SessionInfoUpdate:
+    """Told to a client another client took the session from."""
+    return models.SessionInfoUpdate(meta={"agybridge": {"attached": False, "reason": reason}})
+
 
 class Outlet:
-    """One session's way out; updates sent while detached are dropped
-    (the display journal keeps what a later client is shown)."""
+    """One session's way out; see the module docstring."""
 
     def __init__(self, session_id: str, client: ClientSink | None = None) -> None:
         self.session_id = session_id
         self._client = client
+        self._attached = trio.Event()
+        if client is not None:
+            self._attached.set()
+        #: Updates sent while no client was attached.
         self.dropped = 0
+        #: Wall-clock time of the last update (for status).
+        self.last_activity = time.time()
+        #: The running turn: its updates so far, who started it, since when.
+        self._turn: collections.deque[models.SessionUpdate] | None = None
+        self._turn_lost = 0
+        self._turn_owner: ClientSink | None = None
+        self.turn_started_at: float | None = None
+        #: The outcome of a turn that ended while nobody was attached.
+        self._unseen_outcome: models.SessionInfoUpdate | None = None
+        # Orders attaching (history + replay) against live updates and the
+        # turn's journalling, so a client sees every update exactly once.
+        self._lock = trio.Lock()
 
     @property
     def attached(self) -> bool:
         return self._client is not None
 
+    @property
+    def client(self) -> ClientSink | None:
+        return self._client
+
     def attach(self, client: ClientSink) -> None:
         self._client = client
+        self._attached.set()
 
     def detach(self) -> None:
         self._client = None
+        if self._attached.is_set():
+            self._attached = trio.Event()
+
+    async def wait_attached(self) -> ClientSink:
+        """The attached client, once there is one (a plain wait)."""
+        while self._client is None:
+            await self._attached.wait()
+        return self._client
 
     async def send(self, update: models.SessionUpdate) -> None:
-        client = self._client
-        if client is None:
-            self.dropped += 1
-            return
-        await client(self.session_id, update)
+        async with self._lock:
+            self.last_activity = time.time()
+            if self._turn is not None:
+                self._keep(update)
+            client = self._client
+            if client is None:
+                self.dropped += 1
+                return
+            await client(self.session_id, update)
+
+    # --- the running turn ------------------------------------------------------
+
+    def _keep(self, update: models.SessionUpdate) -> None:
+        assert self._turn is not None
+        if len(self._turn) == self._turn.maxlen:
+            self._turn_lost += 1
+        self._turn.append(update)
+
+    async def turn_started(self, prompt_text: str) -> None:
+        """A prompt's turn starts (its prompt, for a client that attaches later)."""
+        async with self._lock:
+            self._turn = collections.deque(maxlen=MAX_TURN_UPDATES)
+            self._turn_lost = 0
+            self._turn_owner = self._client
+            self.turn_started_at = time.time()
+            self._unseen_outcome = None
+            self._keep(models.UserMessageChunk(content=models.TextContent(text=prompt_text)))
+
+    @asynccontextmanager
+    async def journalling(self) -> AsyncIterator[None]:
+        """Hold attaching off while the turn is written to the display journal;
+        after it, the journal has the turn, so the outlet lets it go."""
+        async with self._lock:
+            yield
+            if self._turn is not None:
+                self._turn.clear()
+                self._turn_lost = 0
+
+    async def turn_ended(self, outcome: models.SessionInfoUpdate) -> None:
+        """The turn was answered: a client that did not send it is told how it
+        ended; with none attached, the next one is."""
+        async with self._lock:
+            if self._turn is None:
+                return
+            owner, self._turn, self._turn_owner = self._turn_owner, None, None
+            self.turn_started_at = None
+            client = self._client
+            if client is None:
+                self._unseen_outcome = outcome
+            elif client is not owner:
+                await client(self.session_id, outcome)
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn is not None
+
+    # --- attaching ---------------------------------------------------------------
+
+    async def attach_replaying(
+        self,
+        client: ClientSink,
+        history: Callable[[], Awaitable[Iterable[models.SessionUpdate]]] | None,
+    ) -> ClientSink | None:
+        """Attach ``client`` and bring it up to date: the stored ``history``
+        (None: nothing, for ``session/resume``), the running turn so far, and
+        the outcome of a turn it has not seen. Returns the client it replaced
+        (told it was detached), if another one was attached."""
+        async with self._lock:
+            previous = self._client
+            if previous is client:
+                previous = None
+            self.attach(client)
+            if previous is not None:
+                try:
+                    with trio.move_on_after(DETACH_NOTICE_S):
+                        await previous(
+                            self.session_id,
+                            detached_notice("the session was opened by another client"),
+                        )
+                except Exception as exc:  # that client is going away anyway
+                    logger.info(
+                        "session %s: could not tell the old client: %s", self.session_id, exc
+                    )
+            if history is not None:
+                for update in await history():
+                    await client(self.session_id, update)
+            if self._turn is not None:
+                if self._turn_lost:
+                    await client(self.session_id, _lost_notice(self._turn_lost))
+                for update in list(self._turn):
+                    await client(self.session_id, update)
+                await client(self.session_id, turn_outcome("running"))
+            elif self._unseen_outcome is not None:
+                outcome, self._unseen_outcome = self._unseen_outcome, None
+                await client(self.session_id, outcome)
+            return previous
+
+
+def _lost_notice(count: int) -> models.SessionUpdate:
+    return models.AgentThoughtChunk(
+        content=models.TextContent(
+            text=f"({count} earlier updates of this turn were not kept while detached)\n"
+        )
+    )

@@ -135,6 +135,7 @@ class Knobs:
     resume_usage: bool = False
     ignore_hooks: bool = False
     commands_need_approval: bool = False
+    release_file: str | None = None
     startup_hang: str = ""
 
     @classmethod
@@ -169,6 +170,7 @@ class Knobs:
             resume_usage=_env_flag(env, "FAKE_AGY_RESUME_USAGE"),
             ignore_hooks=_env_flag(env, "FAKE_AGY_IGNORE_HOOKS"),
             commands_need_approval=_env_flag(env, "FAKE_AGY_COMMANDS_NEED_APPROVAL"),
+            release_file=env.get("FAKE_AGY_RELEASE_FILE") or None,
             startup_hang=hang,
         )
 

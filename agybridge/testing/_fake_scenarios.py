@@ -233,7 +233,8 @@ def noise(turn: Turn) -> int | None:
 
 
 def slow(turn: Turn) -> int | None:
-    """Stream a fragment every ``FAKE_AGY_SLOW_INTERVAL`` for ``FAKE_AGY_SLOW_SECONDS``.
+    """Stream a fragment every ``FAKE_AGY_SLOW_INTERVAL`` for ``FAKE_AGY_SLOW_SECONDS``
+    (or, with ``FAKE_AGY_RELEASE_FILE``, until that file exists).
 
     Spawns two ``sleep`` children first (see ``Session.spawn_sleepers``).
     """
@@ -243,9 +244,15 @@ def slow(turn: Turn) -> int | None:
     response = turn.response(gap=1)
     interval = turn.knobs.slow_interval_s
     ticks = max(1, round(turn.knobs.slow_duration_s / interval)) if interval else 1
-    for tick in range(1, ticks + 1):
+    release = turn.knobs.release_file
+    tick = 0
+    while True:
+        tick += 1
         response.fragment(f"tick {tick} ")
         turn.pause(interval)
+        # FAKE_AGY_RELEASE_FILE: the test, not the clock, ends the turn.
+        if os.path.exists(release) if release else tick >= ticks:
+            break
     response.done("\n", usage=reply_usage(turn, "".join(turn.text)))
     turn.finish()
     return None

@@ -97,6 +97,7 @@ Knobs (environment)
 ``FAKE_AGY_FRAGMENT_DELAY``  seconds between streamed events (default 0.01).
 ``FAKE_AGY_SLOW_INTERVAL``   ``slow``: seconds between fragments (default 0.2).
 ``FAKE_AGY_SLOW_SECONDS``    ``slow``: length of the turn (default 60).
+``FAKE_AGY_RELEASE_FILE``    ``slow``: tick until this file exists instead (tests end the turn).
 ``FAKE_AGY_SPAWN_CHILDREN=0`` ``slow``: do not start the two ``sleep`` children.
 ``FAKE_AGY_CHILD_SECONDS``   lifetime of those children (default 120).
 ``FAKE_AGY_CHILD_HOLDS_STDIO=1`` children inherit stdout/stderr (hold the pipes open).

@@ -1,0 +1,184 @@
+"""``agybridge status`` and ``agybridge stop``: ask the daemon over its socket.
+
+The daemon answers two extension methods on the same socket as ACP (ACP
+reserves ``_``-prefixed names for extensions), without ``initialize``:
+``_agybridge/status`` and ``_agybridge/stop`` (``{"timeoutS": n}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import socket
+import sys
+from typing import Any
+
+from .paths import socket_path
+from .relay import connect
+
+#: Answering status is quick; this only bounds a daemon that hangs.
+REQUEST_TIMEOUT_S = 10.0
+DEFAULT_STOP_TIMEOUT_S = 10.0
+
+
+class ControlError(Exception):
+    """No daemon, or it answered an error."""
+
+
+def call(
+    path: str, method: str, params: Any = None, *, timeout_s: float = REQUEST_TIMEOUT_S
+) -> tuple[socket.socket, Any]:
+    """Send one request; returns the open connection and the result.
+
+    Raises:
+        ControlError: nothing listens at ``path``, or the daemon answered an error.
+    """
+    try:
+        sock = connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise ControlError(f"no agybridge daemon is running (nothing listens on {path})") from None
+    except OSError as exc:
+        raise ControlError(f"cannot connect to {path}: {exc}") from None
+    sock.settimeout(timeout_s)
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+    try:
+        sock.sendall(json.dumps(message).encode() + b"\n")
+        reader = sock.makefile("rb")
+        for line in reader:
+            answer = json.loads(line)
+            if answer.get("id") == 1:
+                break
+        else:
+            raise ControlError("the daemon closed the connection without answering")
+    except (OSError, ValueError) as exc:
+        sock.close()
+        raise ControlError(f"the daemon did not answer {method}: {exc}") from None
+    if "error" in answer:
+        sock.close()
+        raise ControlError(f"the daemon answered an error: {answer['error'].get('message')}")
+    return sock, answer.get("result")
+
+
+def status_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="agybridge status", description="what the daemon is doing"
+    )
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    args = parser.parse_args(argv)
+    try:
+        sock, result = call(socket_path(), "_agybridge/status")
+    except ControlError as exc:
+        print(f"agybridge status: {exc}", file=sys.stderr)
+        return 1
+    sock.close()
+    print(json.dumps(result, indent=2) if args.json else format_status(result))
+    return 0
+
+
+def stop_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="agybridge stop",
+        description="stop the daemon: every prompt is answered (cancelled), every agy child reaped",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_STOP_TIMEOUT_S,
+        help="seconds the sessions get to close before they are killed "
+        f"(default {DEFAULT_STOP_TIMEOUT_S:g})",
+    )
+    args = parser.parse_args(argv)
+    if args.timeout < 0:
+        parser.error(f"--timeout must be at least 0, not {args.timeout!r}")
+    path = socket_path()
+    try:
+        sock, result = call(path, "_agybridge/stop", {"timeoutS": args.timeout})
+    except ControlError as exc:
+        print(f"agybridge stop: {exc}", file=sys.stderr)
+        return 1
+    # The daemon closes every connection as it exits: EOF is "stopped". The
+    # kill escalation after the timeout takes a few seconds more at most.
+    sock.settimeout(args.timeout + 15.0)
+    try:
+        while sock.recv(2**16):
+            pass
+    except TimeoutError:
+        print(f"agybridge stop: daemon pid {result.get('pid')} is still running", file=sys.stderr)
+        return 1
+    except OSError:
+        pass
+    finally:
+        sock.close()
+    print(f"agybridge daemon (pid {result.get('pid')}) stopped")
+    return 0
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """The human table of ``agybridge status``."""
+    lines = [
+        f"daemon pid {status['pid']}, up {_duration(status['uptimeS'])}, "
+        f"RSS {status['rssBytes'] / 2**20:.1f} MiB, {status['clients']} client(s)",
+        f"socket {status['socket']}",
+    ]
+    sessions = status["sessions"]
+    if not sessions:
+        lines.append("no live sessions")
+        return "\n".join(lines)
+    header = (
+        "SESSION",
+        "STATE",
+        "AGY PID",
+        "MODE",
+        "MODEL",
+        "TOKENS",
+        "LAST ACTIVITY",
+        "TITLE",
+        "CWD",
+    )
+    rows = [header]
+    for s in sessions:
+        rows.append(
+            (
+                s["sessionId"],
+                _state(s),
+                str(s["agyPid"] or "-"),
+                s["mode"],
+                s["model"] or "-",
+                str(s["tokens"].get("totalTokens", "-")),
+                _when(s["lastActivity"]),
+                (s["title"] or "")[:40],
+                s["cwd"],
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines.append("")
+    lines += [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def _state(session: dict[str, Any]) -> str:
+    state = str(session["state"])
+    if state == "running":
+        state = f"running for {_duration(session['runningForS'])}"
+    if session["permissionQuestions"]:
+        state = f"waiting for permission ({session['permissionQuestions']})"
+    if not session["attached"]:
+        state += ", detached"
+    return state
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def _when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(float(timestamp)).strftime("%H:%M:%S")

@@ -1,0 +1,106 @@
+"""One client of the daemon: its JSON-RPC peer, its ACP agent, its sink.
+
+ACP requests go to the connection's own :class:`~agybridge.agent.AcpAgent`
+(so ``initialize`` and client capabilities are per client); the daemon's own
+``_agybridge/...`` methods are answered here without ``initialize``, so
+``agybridge status`` and ``stop`` are one request each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..acp import models
+from ..agent import AcpAgent, send_update_via
+from ..jsonrpc import ErrorCode, MessageContext, Peer, RequestContext, RpcError
+from ..session.outlet import ClientSink
+
+if TYPE_CHECKING:
+    from .supervisor import Daemon
+
+logger = logging.getLogger(__name__)
+
+CONTROL_PREFIX = "_agybridge/"
+
+
+class Connection:
+    """A connected client (see the module docstring)."""
+
+    def __init__(
+        self,
+        number: int,
+        stream: trio.SocketStream,
+        daemon: Daemon,
+        *,
+        doctor: Callable[[], list[str]],
+        first_seq: int,
+        seq_range: int,
+    ) -> None:
+        self.number = number
+        self._daemon = daemon
+        #: After every seq this connection can use (cancel "everything it sent").
+        self.last_seq = first_seq + seq_range - 1
+        # Stored once: outlets are matched to their client by identity, and
+        # each access to a bound method makes a new object.
+        self.sink: ClientSink = self._send_update
+        settings = daemon.settings
+        self.agent = AcpAgent(
+            daemon.manager,
+            self.sink,
+            default_settings=settings.launch,
+            limits=settings.prompt_limits,
+            doctor=doctor,
+            catalog_ready=daemon.catalog.loaded.wait,
+        )
+        self.peer = Peer(
+            stream,
+            stream,
+            _Handler(self.agent, daemon),
+            max_line_bytes=settings.max_line_bytes,
+            first_seq=first_seq,
+        )
+
+    async def _send_update(self, session_id: str, update: models.SessionUpdate) -> None:
+        """This client's ``session/update`` sink (what outlets attach)."""
+        await send_update_via(self.peer.notify, session_id, update)
+
+
+class _Handler:
+    """The daemon's control methods, then ACP (jsonrpc ``Handler``)."""
+
+    def __init__(self, agent: AcpAgent, daemon: Daemon) -> None:
+        self._agent = agent
+        self._daemon = daemon
+
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        if not method.startswith(CONTROL_PREFIX):
+            self._agent.request_received(method, params, ctx)
+
+    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        if not method.startswith(CONTROL_PREFIX):
+            return await self._agent.handle_request(method, params, ctx)
+        if method == "_agybridge/status":
+            return self._daemon.status()
+        if method == "_agybridge/stop":
+            return self._daemon.stop(_stop_budget(params))
+        raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+
+    async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
+        await self._agent.handle_notification(method, params, ctx)
+
+
+def _stop_budget(params: Any) -> float | None:
+    value = params.get("timeoutS") if isinstance(params, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"timeoutS must be a number of seconds, at least 0, not {value!r}",
+            {"timeoutS": value},
+        )
+    return float(value)

@@ -1,0 +1,116 @@
+"""The daemon's socket: one daemon per socket, private, peer uid checked.
+
+* A lock file beside the socket (``flock``, held for the daemon's life)
+  decides which daemon owns the socket path: a second daemon refuses to
+  start, naming the first one's pid; a socket file left by a dead daemon
+  (its lock is free) is replaced.
+* The directory is 0700 and the socket 0600 (made under a umask, so there
+  is no moment it is open to others), and every connection's peer uid is
+  checked with ``SO_PEERCRED`` where the platform has it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import trio
+
+from ..attach.paths import ensure_private_dir
+
+logger = logging.getLogger(__name__)
+
+#: Pending connections the kernel queues before accept.
+BACKLOG = 128
+
+
+class DaemonRunningError(Exception):
+    """Another daemon owns the socket."""
+
+
+@contextlib.asynccontextmanager
+async def own_socket_path(path: Path) -> AsyncIterator[trio.socket.SocketType]:
+    """Lock ``path`` for this process and listen on it; the socket file and
+    the lock are removed when the block ends.
+
+    Raises:
+        DaemonRunningError: another daemon holds the lock.
+        PermissionError: the directory belongs to another user.
+    """
+    lock_fd = _take_lock(path)
+    try:
+        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            await sock.bind(str(path))
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        sock.listen(BACKLOG)
+        try:
+            yield sock
+        finally:
+            sock.close()
+            _remove(path)
+    finally:
+        _remove(_lock_path(path))
+        os.close(lock_fd)
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _take_lock(path: Path) -> int:
+    """The lock file's fd, locked and naming this pid; a stale socket file
+    is removed (holding the lock, nobody else can be listening there)."""
+    ensure_private_dir(str(path.parent))
+    lock_fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.pread(lock_fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(lock_fd)
+        raise DaemonRunningError(
+            f"an agybridge daemon (pid {owner}) is already running on {path}; "
+            "use `agybridge status` or `agybridge stop`, or set AGYBRIDGE_SOCKET "
+            "to run another one elsewhere"
+        ) from None
+    os.ftruncate(lock_fd, 0)
+    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    if path.exists() or path.is_symlink():
+        logger.info("replacing the stale socket %s", path)
+        path.unlink()
+    return lock_fd
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def peer_uid(sock: socket.socket | trio.socket.SocketType) -> int | None:
+    """The connected peer's uid, or None where the platform cannot tell."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None  # macOS: the 0700 directory is the check
+    creds = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def peer_allowed(sock: socket.socket | trio.socket.SocketType, expected_uid: int) -> bool:
+    """Only the daemon's own user may connect."""
+    uid = peer_uid(sock)
+    if uid is not None and uid != expected_uid:
+        logger.warning(
+            "refused a connection from uid %d (the daemon runs as %d)", uid, expected_uid
+        )
+        return False
+    return True

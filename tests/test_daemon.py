@@ -1,0 +1,390 @@
+"""The workstation supervisor through real processes: ``agybridge daemon``
+(started by the first ``attach``), ``attach`` clients, ``status``, ``stop``
+and the fake agy. Turns are ended by the test (``FAKE_AGY_RELEASE_FILE``),
+never by the clock."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from agybridge.daemon.listener import peer_allowed
+from tests.acp_wire import BRIDGE_CMD, Harness, RawClient, open_bridge, stop_reason, tail
+
+pytestmark = pytest.mark.integration
+
+ATTACH_CMD = (*BRIDGE_CMD, "attach")
+#: Generous bound for a daemon under a loaded CI machine; never reached when all is well.
+WAIT_S = 30.0
+
+
+@attrs.define
+class Supervisor:
+    """One test's daemon: its socket, its environment, its control commands."""
+
+    harness: Harness
+    socket_dir: Path
+    release: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.socket_dir / "agybridge.sock"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return self.harness.env(
+            "slow",
+            AGYBRIDGE_SOCKET=str(self.socket),
+            FAKE_AGY_RELEASE_FILE=str(self.release),
+            FAKE_AGY_SLOW_INTERVAL="0.05",
+            FAKE_AGY_SPAWN_CHILDREN="0",
+            **extra,
+        )
+
+    def attach(self, **extra: str) -> Any:
+        """An ``attach`` client (starts the daemon if none runs)."""
+        return open_bridge(self.harness.tmp_path, self.env(**extra), command=ATTACH_CMD)
+
+    async def command(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        with trio.fail_after(WAIT_S):
+            return await trio.run_process(
+                [*BRIDGE_CMD, *args],
+                env=self.env(),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+
+    async def status(self) -> dict[str, Any]:
+        done = await self.command("status", "--json")
+        assert done.returncode == 0, done.stderr.decode()
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    async def session_status(self, session_id: str) -> dict[str, Any]:
+        status = await self.status()
+        return next(s for s in status["sessions"] if s["sessionId"] == session_id)
+
+    async def wait_session_state(self, session_id: str, state: str) -> dict[str, Any]:
+        with trio.fail_after(WAIT_S):
+            # The daemon's state is only observable by asking it.
+            while (found := await self.session_status(session_id))["state"] != state:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        return found
+
+    async def stop(self) -> None:
+        done = await self.command("stop", "--timeout", "5")
+        assert done.returncode == 0, done.stderr.decode() + self.diagnostics()
+        assert b"stopped" in done.stdout
+
+    def diagnostics(self) -> str:
+        return (
+            f"\n--- daemon stderr ---\n{tail(self.socket_dir / 'daemon-stderr.log')}"
+            f"\n--- log ---\n{tail(self.harness.tmp_path / 'agybridge.log')}"
+        )
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    # A Unix socket path must fit in 108 bytes: pytest's tmp_path may not.
+    path = Path(tempfile.mkdtemp(prefix="agyb-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def supervisor(harness: Harness, short_dir: Path) -> AsyncIterator[Supervisor]:
+    sup = Supervisor(harness, short_dir / "run", harness.tmp_path / "release")
+    try:
+        yield sup
+    finally:
+        if sup.socket.exists():
+            with trio.CancelScope(shield=True):
+                await sup.command("stop", "--timeout", "2")
+
+
+def _turn_states(client: RawClient, session_id: str, since: int = 0) -> list[dict[str, Any]]:
+    return [
+        u["_meta"]["agybridge"]["turn"]
+        for u in client.updates(session_id, "session_info_update", since=since)
+        if "turn" in (u.get("_meta") or {}).get("agybridge", {})
+    ]
+
+
+def _assert_ticks_once(text: str) -> None:
+    """The turn's text is ``tick 1 tick 2 ... tick N`` exactly: nothing lost, nothing twice."""
+    ticks = text.split()
+    count = len(ticks) // 2
+    assert count >= 1, text
+    assert text.strip() == " ".join(f"tick {n}" for n in range(1, count + 1)), text
+
+
+async def _start_slow_turn(client: RawClient, tmp_path: Path) -> tuple[str, int]:
+    await client.initialize()
+    session_id = await client.new_session(tmp_path)
+    prompt = await client.start_prompt(session_id, "count for me")
+    await client.wait_for(lambda: "tick 2" in client.message_text(session_id), "two ticks")
+    return session_id, prompt
+
+
+async def test_turn_survives_its_client_and_a_new_client_sees_all_of_it(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A running turn keeps its agy (same pid) after its client is SIGKILLed; a
+    client that loads the session gets the history, the turn so far, the rest
+    live, then the outcome; status shows it running, then idle."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first:
+        session_id, _ = await _start_slow_turn(first, tmp)
+        before = await supervisor.session_status(session_id)
+        assert before["state"] == "running" and before["attached"]
+        first.process.kill()
+        await first.process.wait()
+    detached = await supervisor.session_status(session_id)
+    assert detached["agyPid"] == before["agyPid"]
+    async with supervisor.attach() as second:
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        users = second.updates(session_id, "user_message_chunk")
+        assert [u["content"]["text"] for u in users] == ["count for me"]
+        assert _turn_states(second, session_id) == [{"state": "running"}]
+        during = await supervisor.session_status(session_id)
+        assert during["state"] == "running" and during["attached"]
+        assert during["agyPid"] == before["agyPid"]
+        harness.tmp_path.joinpath("release").touch()
+        await second.wait_for(lambda: len(_turn_states(second, session_id)) == 2, "the outcome")
+        assert _turn_states(second, session_id)[1] == {"state": "ended", "stopReason": "end_turn"}
+        _assert_ticks_once(second.message_text(session_id))
+        after = await supervisor.wait_session_state(session_id, "idle")
+        assert after["agyPid"] == before["agyPid"]
+        assert second.validator.problems == [], second.validator.report()
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_turn_that_ended_while_detached_is_shown_on_load(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A turn that finished with nobody attached: its whole text, then its outcome."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first:
+        session_id, _ = await _start_slow_turn(first, tmp)
+        first.process.kill()
+        await first.process.wait()
+    harness.tmp_path.joinpath("release").touch()
+    await supervisor.wait_session_state(session_id, "idle")
+    async with supervisor.attach() as second:
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        _assert_ticks_once(second.message_text(session_id))
+        assert _turn_states(second, session_id) == [{"state": "ended", "stopReason": "end_turn"}]
+        # Told once: a second load has the history, not the outcome again.
+        mark = second.mark()
+        again = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in again
+        assert _turn_states(second, session_id, since=mark) == []
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_stop_answers_every_prompt_and_leaves_nothing(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """``agybridge stop``: the running prompt is answered cancelled, the client's
+    connection ends, no agy or daemon process is left."""
+    async with supervisor.attach() as client:
+        _, prompt = await _start_slow_turn(client, harness.tmp_path)
+        await supervisor.stop()
+        answer = await client.response(prompt)
+        assert stop_reason(answer) == "cancelled", answer
+        with trio.fail_after(WAIT_S):
+            await client.wait_for(lambda: client.eof, "the daemon closing the connection")
+    assert not supervisor.socket.exists()
+    await harness.assert_no_leftovers()
+
+
+async def test_the_newer_client_drives_and_the_older_is_told(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """Two clients on one session: the one that loaded it last drives; the
+    other is told it was detached and its prompts are refused."""
+    tmp = harness.tmp_path
+    harness.tmp_path.joinpath("release").touch()  # every turn: one tick
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        notice = await first.wait_update(session_id, "session_info_update")
+        assert notice["_meta"]["agybridge"]["attached"] is False
+        refused = await first.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        assert refused["error"]["code"] == -32600
+        assert "session/load" in refused["error"]["message"]
+        done = await second.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        assert stop_reason(done) == "end_turn", done
+        assert "tick 1" in second.message_text(session_id)
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_second_daemon_refuses_and_socket_is_private(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A second daemon on the same socket exits 1 naming the first; the socket
+    is 0600 in a 0700 directory."""
+    async with supervisor.attach() as client:
+        await client.initialize()
+        pid = (await supervisor.status())["pid"]
+        second = await supervisor.command("daemon")
+        assert second.returncode == 1
+        message = second.stderr.decode()
+        assert "already running" in message and f"pid {pid}" in message, message
+        assert stat.S_IMODE(supervisor.socket.stat().st_mode) == 0o600
+        assert stat.S_IMODE(supervisor.socket_dir.stat().st_mode) == 0o700
+        assert (await supervisor.status())["pid"] == pid  # the first one is untouched
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_stale_socket_of_a_dead_daemon_is_replaced(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A socket file nobody listens on (a daemon that was SIGKILLed) does not
+    stop a new daemon from starting."""
+    supervisor.socket_dir.mkdir(mode=0o700, parents=True)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(supervisor.socket))
+    stale.close()  # the file stays, nothing listens
+    async with supervisor.attach() as client:
+        await client.initialize()
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_without_a_daemon_status_and_stop_say_so(supervisor: Supervisor) -> None:
+    """status and stop with no daemon: exit 1 and a sentence, no traceback."""
+    for command in ("status", "stop"):
+        done = await supervisor.command(command)
+        assert done.returncode == 1
+        assert b"no agybridge daemon is running" in done.stderr, done.stderr
+
+
+async def test_attach_reports_a_daemon_that_cannot_start(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A daemon that exits at start-up (bad setting): attach exits 1 with its words."""
+    done = await trio.run_process(
+        list(ATTACH_CMD),
+        env=supervisor.env(AGYBRIDGE_LOG_LEVEL="LOUD"),
+        stdin=b"",
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert b"AGYBRIDGE_LOG_LEVEL" in done.stderr, done.stderr
+    assert done.stdout == b""
+    await harness.assert_no_leftovers()
+
+
+def test_peer_of_another_uid_is_refused() -> None:
+    """SO_PEERCRED: a peer whose uid is not the daemon's is refused (the other
+    uid is simulated: tests cannot run as another user)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        pytest.skip("no SO_PEERCRED on this platform (the 0700 directory is the check)")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with ours, theirs:
+        assert peer_allowed(ours, os.getuid())
+        assert not peer_allowed(ours, os.getuid() + 1)
+
+
+async def test_a_permission_question_waits_for_the_next_client(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A question open when its client dies is asked again of the client that
+    loads the session next; until then status lists it."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first:
+        first.permission_choice = "hold"
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await first.start_prompt(session_id, "[fake-agy:permission-tool]")
+        await first.wait_for(lambda: first.permission_requests or None, "a question")
+        first.process.kill()
+        await first.process.wait()
+    waiting = await supervisor.wait_session_state(session_id, "waiting_for_permission")
+    assert waiting["permissionQuestions"] == 1 and not waiting["attached"]
+    async with supervisor.attach() as second:
+        second.permission_choice = "allow_once"
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        await second.wait_for(lambda: _turn_states(second, session_id)[1:], "the outcome")
+        assert _turn_states(second, session_id)[-1] == {"state": "ended", "stopReason": "end_turn"}
+        assert second.permission_requests, "the question was not asked again"
+        asked = second.permission_requests[0]["params"]
+        assert asked == first.permission_requests[0]["params"]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_on_disconnect_cancel_cancels_the_turn(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """AGYBRIDGE_ON_DISCONNECT=cancel: a client's disconnect cancels its
+    sessions' turns (the session stays, idle, with the same agy)."""
+    async with supervisor.attach(AGYBRIDGE_ON_DISCONNECT="cancel") as first:
+        session_id, _ = await _start_slow_turn(first, harness.tmp_path)
+        before = await supervisor.session_status(session_id)
+        first.process.kill()
+        await first.process.wait()
+    after = await supervisor.wait_session_state(session_id, "idle")
+    assert not after["attached"]
+    # The cancelled turn's agy was stopped and a warm one took its place.
+    assert after["agyPid"] is not None and after["agyPid"] != before["agyPid"]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_idle_daemon_exits_when_configured(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """AGYBRIDGE_DAEMON_IDLE_EXIT_S: with no client and no session left for that
+    long, the daemon stops by itself and removes its socket."""
+    async with supervisor.attach(AGYBRIDGE_DAEMON_IDLE_EXIT_S="0.2") as client:
+        await client.initialize()
+        session_id = await client.new_session(harness.tmp_path)
+        closed = await client.request("session/close", {"sessionId": session_id})
+        assert "result" in closed, closed
+    await harness.assert_no_leftovers(timeout_s=WAIT_S)
+    assert not supervisor.socket.exists()

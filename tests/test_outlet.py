@@ -1,0 +1,143 @@
+"""The outlet without processes: what a client that attaches mid-turn, after
+a turn, or instead of another client is sent, and in which order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+from agybridge.acp import codec, models
+from agybridge.session.outlet import MAX_TURN_UPDATES, Outlet, turn_outcome
+
+
+class Client:
+    def __init__(self) -> None:
+        self.got: list[dict[str, Any]] = []
+
+    async def __call__(self, session_id: str, update: models.SessionUpdate) -> None:
+        assert session_id == "s"
+        self.got.append(codec.unstructure(update))
+
+    def texts(self) -> list[str]:
+        return [u["content"]["text"] for u in self.got if "content" in u]
+
+    def turns(self) -> list[dict[str, Any]]:
+        return [u["_meta"]["agybridge"]["turn"] for u in self.got if _turn_of(u)]
+
+
+def _turn_of(update: dict[str, Any]) -> bool:
+    return "turn" in (update.get("_meta") or {}).get("agybridge", {})
+
+
+def chunk(text: str) -> models.SessionUpdate:
+    return models.AgentMessageChunk(content=models.TextContent(text=text))
+
+
+async def history() -> list[models.SessionUpdate]:
+    return [chunk("old turn")]
+
+
+ENDED = turn_outcome("ended", stopReason="end_turn")
+
+
+async def test_mid_turn_attach_gets_history_turn_so_far_then_live_then_outcome() -> None:
+    """History, the prompt, the turn so far, ``running``; later updates live;
+    the outcome at the end (the client did not send the prompt)."""
+    owner, late = Client(), Client()
+    outlet = Outlet("s", owner)
+    await outlet.turn_started("the prompt")
+    await outlet.send(chunk("a"))
+    outlet.detach()
+    await outlet.send(chunk("b"))
+    await outlet.attach_replaying(late, history)
+    await outlet.send(chunk("c"))
+    async with outlet.journalling():
+        pass
+    await outlet.turn_ended(ENDED)
+    assert late.texts() == ["old turn", "the prompt", "a", "b", "c"]
+    assert late.turns() == [{"state": "running"}, {"state": "ended", "stopReason": "end_turn"}]
+    assert owner.texts() == ["a"] and owner.turns() == []
+
+
+async def test_the_prompts_own_client_is_not_told_the_outcome() -> None:
+    """The prompt's answer is its outcome: no extra notification."""
+    owner = Client()
+    outlet = Outlet("s", owner)
+    await outlet.turn_started("p")
+    await outlet.send(chunk("a"))
+    await outlet.turn_ended(ENDED)
+    assert owner.turns() == [] and owner.texts() == ["a"]
+
+
+async def test_outcome_of_a_turn_ended_while_detached_is_told_once() -> None:
+    """A turn that ended with nobody attached: the next client is told, once."""
+    outlet = Outlet("s", Client())
+    await outlet.turn_started("p")
+    outlet.detach()
+    async with outlet.journalling():
+        pass
+    await outlet.turn_ended(ENDED)
+    first, second = Client(), Client()
+    await outlet.attach_replaying(first, history)
+    await outlet.attach_replaying(second, history)
+    assert first.turns() == [{"state": "ended", "stopReason": "end_turn"}]
+    assert first.texts() == ["old turn"]  # the journal has the turn now
+    assert second.turns() == []
+
+
+async def test_attach_while_journalling_sees_the_turn_once() -> None:
+    """An attach that starts while the turn is being journalled waits for it:
+    the turn is then in the history and not replayed again."""
+    outlet = Outlet("s", None)
+    await outlet.turn_started("p")
+    await outlet.send(chunk("a"))
+    journal: list[models.SessionUpdate] = [chunk("old turn")]
+    late = Client()
+
+    async def read_journal() -> list[models.SessionUpdate]:
+        return list(journal)
+
+    async with trio.open_nursery() as nursery, outlet.journalling():
+        nursery.start_soon(outlet.attach_replaying, late, read_journal)
+        await trio.testing.wait_all_tasks_blocked()
+        journal.extend([models.UserMessageChunk(content=models.TextContent(text="p")), chunk("a")])
+    await outlet.turn_ended(ENDED)
+    assert late.texts() == ["old turn", "p", "a"]
+    # Journalled but not yet answered: still running, then the outcome.
+    assert late.turns() == [{"state": "running"}, {"state": "ended", "stopReason": "end_turn"}]
+
+
+async def test_replaced_client_is_told_and_gets_nothing_more() -> None:
+    """Two clients: the newer one gets the session; the older is told once."""
+    old, new = Client(), Client()
+    outlet = Outlet("s", old)
+    replaced = await outlet.attach_replaying(new, None)
+    await outlet.send(chunk("x"))
+    assert replaced is old
+    assert old.got == [
+        {
+            "_meta": {
+                "agybridge": {
+                    "attached": False,
+                    "reason": "the session was opened by another client",
+                }
+            },
+        }
+    ]
+    assert new.texts() == ["x"]
+
+
+async def test_a_long_detached_turn_is_kept_bounded() -> None:
+    """Beyond MAX_TURN_UPDATES the oldest updates go, and the client is told how many."""
+    outlet = Outlet("s", None)
+    await outlet.turn_started("p")
+    for n in range(MAX_TURN_UPDATES + 5):
+        await outlet.send(chunk(str(n)))
+    late = Client()
+    await outlet.attach_replaying(late, None)
+    texts = late.texts()
+    assert "6 earlier updates" in texts[0]  # the prompt and the first five
+    assert texts[1] == "5" and texts[-1] == str(MAX_TURN_UPDATES + 4)
+    assert len(texts) == MAX_TURN_UPDATES + 1
