@@ -220,6 +220,10 @@ async def _serve(
             await manager.close_all()
         if scope.cancelled_caught:
             logger.warning("sessions did not close within %.1f s; cancelling", budget)
+        # Requests still in flight (e.g. a load starting agy, a close waiting
+        # behind it) are cancelled so that each is answered too.
+        if peer.cancel_requests():
+            logger.info("shutdown: cancelled the requests still in flight")
         # The cancelled prompts' answers are queued now; let the writer send
         # them while the client may still be listening.
         with trio.move_on_after(RESPONSE_FLUSH_S):

@@ -846,3 +846,24 @@ async def test_flush_after_eof_waits_for_the_last_lines() -> None:
             assert not flushed.is_set()
             assert await client.receive() == {"jsonrpc": "2.0", "id": 1, "result": "released"}
             await flushed.wait()
+
+
+async def test_cancel_requests_answers_every_request_in_flight() -> None:
+    """Shutdown: each request still running is cancelled and answered (-32800, or
+    its handler's own answer when it took over cancellation)."""
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            recorder = Recorder()
+            peer, client = await start_peer(nursery, recorder)
+            await client.send(
+                {"jsonrpc": "2.0", "id": 1, "method": "block", "params": None},
+                {"jsonrpc": "2.0", "id": 2, "method": "takeover", "params": None},
+            )
+            await recorder.entered["block"].wait()
+            await recorder.entered["takeover"].wait()
+            assert peer.cancel_requests() == 2
+            responses = {r["id"]: r for r in [await client.receive(), await client.receive()]}
+            assert responses[1]["error"]["code"] == -32800
+            assert responses[2]["result"] == {"stopReason": "cancelled"}
+            assert peer.cancel_requests() == 0
+            nursery.cancel_scope.cancel()

@@ -210,6 +210,8 @@ class Daemon:
                 await self.manager.close_all()
             if scope.cancelled_caught:
                 logger.warning("sessions did not close within %.1f s; cancelling", budget)
+            for connection in list(self.connections.values()):
+                connection.peer.cancel_requests()  # every request still gets its answer
             with trio.move_on_after(RESPONSE_FLUSH_S):
                 for connection in list(self.connections.values()):
                     await connection.peer.wait_requests_done()

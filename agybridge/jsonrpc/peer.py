@@ -216,6 +216,18 @@ class Peer:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             await self._writer_finished.wait()
 
+    def cancel_requests(self) -> int:
+        """Cancel every incoming request in flight, as ``$/cancel_request`` would
+        (its handler's ``on_cancel``, else -32800), so each still gets its answer
+        (shutdown). Returns how many there were."""
+        in_flight = list(self._in_flight.values())
+        for ctx in in_flight:
+            try:
+                ctx.cancel()
+            except Exception:
+                logger.exception("cancelling request %r (id %r) failed", ctx.method, ctx.request_id)
+        return len(in_flight)
+
     async def wait_requests_done(self) -> None:
         """Return once no incoming request is in flight (each has handed its
         response to the writer); returns at once if none is."""
