@@ -376,6 +376,35 @@ async def test_on_disconnect_cancel_cancels_the_turn(
     await harness.assert_no_leftovers()
 
 
+async def test_a_session_can_ask_for_cancel_on_disconnect(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """``_meta.onDisconnect: cancel`` on session/new overrides the daemon's default
+    (keep) for that session only; a bad value is -32602 naming the field."""
+    async with supervisor.attach() as first:
+        await first.initialize()
+        bad = await first.request(
+            "session/new",
+            {"cwd": str(harness.tmp_path), "mcpServers": [], "_meta": {"onDisconnect": "x"}},
+        )
+        assert bad["error"]["code"] == -32602
+        assert bad["error"]["data"]["path"] == "$._meta.onDisconnect"
+        new = await first.request(
+            "session/new",
+            {"cwd": str(harness.tmp_path), "mcpServers": [], "_meta": {"onDisconnect": "cancel"}},
+        )
+        session_id = new["result"]["sessionId"]
+        await first.start_prompt(session_id, "count for me")
+        await first.wait_for(lambda: "tick 2" in first.message_text(session_id), "two ticks")
+        before = await supervisor.session_status(session_id)
+        first.process.kill()
+        await first.process.wait()
+    after = await supervisor.wait_session_state(session_id, "idle")
+    assert after["agyPid"] is not None and after["agyPid"] != before["agyPid"]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_idle_daemon_exits_when_configured(
     supervisor: Supervisor, harness: Harness
 ) -> None:

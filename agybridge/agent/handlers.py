@@ -45,6 +45,7 @@ from .params import (
     check_text,
     mcp_config,
     normalise,
+    on_disconnect_from,
     parse,
     settings_from,
     unknown_session,
@@ -237,6 +238,7 @@ class AcpAgent:
             settings=settings_from(self._default_settings, request.meta),
             terminals=self._client_wants_terminals(),
             mcp_config=mcp_config(request.mcp_servers),
+            on_disconnect=on_disconnect_from(request.meta),
         )
         if self._catalog_ready is not None:
             # A cached catalog is read in milliseconds: offer it now rather
@@ -302,6 +304,7 @@ class AcpAgent:
         cwd = check_directory(request.cwd, "cwd")
         dirs = check_directories(request.additional_directories)
         servers = mcp_config(request.mcp_servers or [])
+        on_disconnect = on_disconnect_from(request.meta)
         store = self._require_store()
         live = self._manager.get(request.session_id)
         record = await store.get_session(request.session_id)
@@ -337,6 +340,8 @@ class AcpAgent:
 
         with _translate_session_errors():
             session, _ = await self._manager.open(request.session_id, spec_from_store, self._client)
+        if on_disconnect is not None:
+            session.on_disconnect = on_disconnect
 
         async def history() -> list[models.SessionUpdate]:
             # Read again under the outlet's lock: a turn journalled meanwhile

@@ -41,6 +41,23 @@ def settings_from(defaults: LaunchSettings, meta: Any) -> LaunchSettings:
         raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"path": "$._meta"}) from None
 
 
+ON_DISCONNECT = ("keep", "cancel")
+
+
+def on_disconnect_from(meta: Any) -> str | None:
+    """``_meta.onDisconnect``: the session's policy when its client goes away."""
+    value = meta.get("onDisconnect") if isinstance(meta, dict) else None
+    if value is None:
+        return None
+    if value not in ON_DISCONNECT:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"_meta.onDisconnect must be 'keep' or 'cancel', not {value!r}",
+            {"path": "$._meta.onDisconnect", "value": value},
+        )
+    return str(value)
+
+
 def unknown_session(session_id: str) -> RpcError:
     return RpcError(
         ErrorCode.RESOURCE_NOT_FOUND,

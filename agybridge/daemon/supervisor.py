@@ -146,7 +146,8 @@ class Daemon:
                 logger.info(
                     "session %s detached from client %d", session.session_id, connection.number
                 )
-                if self.settings.on_disconnect == "cancel":
+                policy = session.on_disconnect or self.settings.on_disconnect
+                if policy == "cancel":
                     session.cancel(connection.last_seq)
 
     def connection_of(self, session: Session) -> Connection | None:

@@ -66,3 +66,6 @@ class SessionSpec:
     #: Its previous instance ended silent after a cancelled answer, and the
     #: client has not spoken since: this one starts silent too.
     muted: bool = False
+    #: What the supervisor does with its running turn when its client goes
+    #: away (``keep`` or ``cancel``; None: the supervisor's default).
+    on_disconnect: str | None = None

@@ -74,6 +74,9 @@ class Session:
         self.gate: Gate | None = None
         self.staging: StagingArea | None = None
         self.unrecognised: Counter[str] = Counter()
+        #: ``keep`` or ``cancel`` its turn when its client goes away (None:
+        #: the supervisor's default); the client may change it on load/resume.
+        self.on_disconnect = spec.on_disconnect
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
         self.closed = trio.Event()
