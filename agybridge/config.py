@@ -156,10 +156,11 @@ def _timeouts(env: Mapping[str, str]) -> Timeouts:
         startup_s=startup,
         stall_notice_s=_seconds(env, "AGYBRIDGE_STALL_NOTICE_S", DEFAULT_STALL_NOTICE_S),
         stall_timeout_s=_seconds(env, "AGYBRIDGE_STALL_TIMEOUT_S", 0.0),
+        idle_s=_seconds(env, "AGYBRIDGE_IDLE_TIMEOUT_S", 0.0, limit=7 * 86400),
     )
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+def _seconds(env: Mapping[str, str], name: str, default: float, *, limit: float = 3600) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -167,8 +168,8 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if not 0 <= value <= 3600:
-        raise ConfigError(f"{name} must be between 0 and 3600 seconds, not {raw!r}")
+    if not 0 <= value <= limit:
+        raise ConfigError(f"{name} must be between 0 and {limit:g} seconds, not {raw!r}")
     return value
 
 

@@ -474,3 +474,25 @@ async def test_nul_in_session_new_meta_is_invalid_params(harness: Harness) -> No
             await client.new_session()  # the connection is fine
         assert_clean(client)
     await harness.assert_no_leftovers()
+
+
+# --------------------------------------------------------------------------- idle
+
+
+async def test_an_idle_sessions_agy_is_stopped_and_the_next_prompt_resumes(
+    harness: Harness,
+) -> None:
+    """AGYBRIDGE_IDLE_TIMEOUT_S (issue 11, unattended use): an idle session's agy
+    is stopped; the session stays, and its next prompt starts agy again on the
+    same conversation."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(AGYBRIDGE_IDLE_TIMEOUT_S="0.3") as client:
+            await client.initialize()
+            session_id = await client.new_session()
+            assert stop_reason(await prompt(client, session_id, "first")) == "end_turn"
+            assert await wait_no_agy_session(harness) == []
+            assert stop_reason(await prompt(client, session_id, "second")) == "end_turn"
+            argvs = harness.session_argvs()
+            assert len(argvs) >= 2 and "--conversation" in argvs[-1], argvs
+        assert_clean(client)
+    await harness.assert_no_leftovers()

@@ -48,6 +48,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.applied: list[LaunchSettings] = []
         self.armed: list[turns.ArmDeadline] = []
         self.asking: set[float] = set()
+        self.idle_tokens: list[int] = []
         #: A cancelled answer went out and the client has not spoken since:
         #: the session must stay silent.
         self.silent = False
@@ -89,6 +90,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 self.applied.append(action.new)
             elif isinstance(action, turns.ArmDeadline):
                 self.armed.append(action)
+            elif isinstance(action, turns.ArmIdle):
+                self.idle_tokens.append(action.token)
             elif isinstance(action, turns.AskAllowRetry):
                 self.asking.add(action.seq)
             elif isinstance(action, turns.Closed):
@@ -229,6 +232,19 @@ class TurnCoreMachine(RuleBasedStateMachine):
             self.feed(turns.GateVerified(True))
             self.feed(turns.AllowAnswered(seq, allowed))
 
+    @rule(data=st.data())
+    def idle_passed(self, data: st.DataObject) -> None:
+        """The idle timeout fires (perhaps a stale one): agy may be stopped only
+        while nothing runs or waits, and is started again by the next prompt."""
+        if self.idle_tokens:
+            token = data.draw(st.sampled_from(self.idle_tokens))
+            busy = self.core.current is not None or bool(self.core.queue)
+            out = self.core.handle(turns.IdlePassed(token))
+            retired = [a for a in out if isinstance(a, turns.RetireChild)]
+            assert not (retired and busy), "stopped agy while a prompt was waiting"
+            assert not retired or token == self.idle_tokens[-1], "a stale idle timer fired"
+            self.do(out)
+
     @rule()
     def internal_error(self) -> None:
         self.feed(turns.InternalError(ERROR))
@@ -308,6 +324,7 @@ def test_a_prompt_runs_on_the_warm_child_and_ends_on_its_result() -> None:
     kinds = [type(a).__name__ for a in actions]
     assert kinds == [
         "SpawnChild",
+        "ArmIdle",  # the warm agy is idle until the prompt
         "StartTurn",
         "AcceptPermissions",
         "SendUserTurn",
@@ -315,8 +332,9 @@ def test_a_prompt_runs_on_the_warm_child_and_ends_on_its_result() -> None:
         "ArmDeadline",
         "RecordTurn",
         "AnswerPrompt",
+        "ArmIdle",
     ]
-    assert actions[-1] == turns.AnswerPrompt(1, turns.Stop.END_TURN)
+    assert actions[-2] == turns.AnswerPrompt(1, turns.Stop.END_TURN)
 
 
 def test_close_while_the_gate_is_verified_answers_the_prompt() -> None:
@@ -359,6 +377,23 @@ def test_a_silent_agy_fails_the_turn_once_it_is_gone_and_the_session_goes_on() -
     assert turns.AnswerPrompt(1, error=ERROR) in out
     # Retired for a failure: not respawned warm; the next prompt spawns.
     assert not any(isinstance(a, turns.SpawnChild) for a in out)
+    out = core.handle(turns.PromptArrived(2)) + core.handle(turns.PromptReady(2))
+    assert turns.SpawnChild(2, resume=True, gated=False) in out
+
+
+def test_an_idle_agy_is_stopped_and_the_next_prompt_starts_one() -> None:
+    core = turns.TurnCore(LaunchSettings())
+    core.start()
+    out = core.handle(turns.ChildSpawned(1))
+    assert out == [turns.ArmIdle(1)]
+    core.handle(turns.PromptArrived(1))
+    core.handle(turns.PromptReady(1))
+    out = core.handle(turns.TurnResult(1))
+    assert out[-1] == turns.ArmIdle(2)
+    assert core.handle(turns.IdlePassed(1)) == []  # stale: a turn ran since
+    out = core.handle(turns.IdlePassed(2))
+    assert out == [turns.RetireChild(1, "idle timeout")]
+    assert not any(isinstance(a, turns.SpawnChild) for a in core.handle(turns.ChildExited(1, ERROR)))
     out = core.handle(turns.PromptArrived(2)) + core.handle(turns.PromptReady(2))
     assert turns.SpawnChild(2, resume=True, gated=False) in out
 

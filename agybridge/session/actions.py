@@ -218,3 +218,17 @@ async def announcements(session: Session, action: turns.SendAnnouncements) -> No
 
 async def closed(session: Session, action: turns.Closed) -> None:
     pass  # the loop ends
+
+
+async def arm_idle(session: Session, action: turns.ArmIdle) -> None:
+    idle_s = session.deps.timeouts.idle_s
+    if idle_s <= 0:
+        return
+    session.idle_timer.cancel()  # a newer idle period replaces the older one
+    session.idle_timer = AttemptScopes()
+
+    async def wait_idle() -> None:
+        await trio.sleep(idle_s)
+        session.post(turns.IdlePassed(action.token))
+
+    session.start_soon(wait_idle, session.idle_timer)

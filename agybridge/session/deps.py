@@ -28,6 +28,9 @@ class Timeouts:
     stall_notice_s: float = DEFAULT_STALL_NOTICE_S
     #: ... and fail it after this long (0: never; for unattended use).
     stall_timeout_s: float = 0.0
+    #: An idle session's agy is stopped after this long (0: never); the
+    #: session stays, and its next prompt starts agy again (resuming).
+    idle_s: float = 0.0
 
 
 @attrs.frozen

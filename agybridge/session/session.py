@@ -77,6 +77,8 @@ class Session:
         #: ``keep`` or ``cancel`` its turn when its client goes away (None:
         #: the supervisor's default); the client may change it on load/resume.
         self.on_disconnect = spec.on_disconnect
+        #: The idle timeout's wait (AGYBRIDGE_IDLE_TIMEOUT_S), replaced when re-armed.
+        self.idle_timer = AttemptScopes()
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
         self.closed = trio.Event()
@@ -461,6 +463,7 @@ _PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
     turns.ApplySettings: actions.apply_settings,
     turns.AskAllowRetry: actions.ask_allow,
     turns.ArmDeadline: actions.arm_deadline,
+    turns.ArmIdle: actions.arm_idle,
     turns.SendAnnouncements: actions.announcements,
     turns.Closed: actions.closed,
 }

@@ -165,6 +165,13 @@ class InternalError:
     error: SessionError
 
 
+@attrs.frozen
+class IdlePassed:
+    """The session was idle for the idle timeout since :class:`ArmIdle` ``token``."""
+
+    token: int
+
+
 class Deadline(enum.Enum):
     STARTUP = "startup"  # agy printed nothing valid after the prompt was sent
     DETAILS = "details"  # AGY_ERROR details that trail an ERROR result
@@ -202,6 +209,7 @@ Event = (
     | AllowAnswered
     | InternalError
     | DeadlinePassed
+    | IdlePassed
 )
 
 # --- actions (out) -------------------------------------------------------------
@@ -287,6 +295,14 @@ class ArmDeadline:
 
 
 @attrs.frozen
+class ArmIdle:
+    """The session is idle with a live agy: start the idle timeout (a newer
+    ``token`` replaces an older one)."""
+
+    token: int
+
+
+@attrs.frozen
 class StallNotice:
     seq: float
 
@@ -315,6 +331,7 @@ Action = (
     | AskAllowRetry
     | RecordTurn
     | ArmDeadline
+    | ArmIdle
     | StallNotice
     | SendAnnouncements
     | Closed

@@ -56,6 +56,7 @@ from .turn_events import (
     AnswerPrompt,
     ApplySettings,
     ArmDeadline,
+    ArmIdle,
     AskAllowRetry,
     Cancel,
     CancelPrompt,
@@ -75,6 +76,7 @@ from .turn_events import (
     GateFallbackNotice,
     GateState,
     GateVerified,
+    IdlePassed,
     InternalError,
     PromptArrived,
     PromptDropped,
@@ -135,6 +137,8 @@ class TurnCore:
         self.muted = muted
         self.coalesced: set[str] = set()
         self.answered: set[float] = set()
+        #: The latest idle timeout armed (an older one firing is stale).
+        self.idle_token = 0
         self._out: list[Action] = []
 
     # --- queries -----------------------------------------------------------
@@ -258,6 +262,8 @@ class TurnCore:
         child.live = True
         if self.closing:
             self._retire(child, "session closed", warm=False)
+        elif self.current is None:
+            self._arm_idle()
 
     def _on_ChildSpawnFailed(self, event: ChildSpawnFailed) -> None:
         if self.child is not None and self.child.incarnation == event.incarnation:
@@ -517,6 +523,19 @@ class TurnCore:
             self._answer(turn.seq, error=error)
         else:
             self._answer(turn.seq, stop or Stop.END_TURN)
+        self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        self.idle_token += 1
+        self._emit(ArmIdle(self.idle_token))
+
+    def _on_IdlePassed(self, event: IdlePassed) -> None:
+        """Idle that long: stop agy (the session stays; the next prompt starts
+        one that resumes the conversation)."""
+        child = self.child
+        idle = self.current is None and not self.queue and not self.closing
+        if event.token == self.idle_token and idle and child is not None and child.live:
+            self._retire(child, "idle timeout", warm=False)
 
     def _answer(
         self, seq: float, stop: Stop | None = None, error: SessionError | None = None
@@ -591,6 +610,7 @@ __all__ = [
     "AnswerPrompt",
     "ApplySettings",
     "ArmDeadline",
+    "ArmIdle",
     "AskAllowRetry",
     "Cancel",
     "CancelPrompt",
@@ -610,6 +630,7 @@ __all__ = [
     "GateFallbackNotice",
     "GateState",
     "GateVerified",
+    "IdlePassed",
     "InternalError",
     "PromptArrived",
     "PromptDropped",
