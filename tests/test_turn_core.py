@@ -393,7 +393,8 @@ def test_an_idle_agy_is_stopped_and_the_next_prompt_starts_one() -> None:
     assert core.handle(turns.IdlePassed(1)) == []  # stale: a turn ran since
     out = core.handle(turns.IdlePassed(2))
     assert out == [turns.RetireChild(1, "idle timeout")]
-    assert not any(isinstance(a, turns.SpawnChild) for a in core.handle(turns.ChildExited(1, ERROR)))
+    out = core.handle(turns.ChildExited(1, ERROR))
+    assert not any(isinstance(a, turns.SpawnChild) for a in out)
     out = core.handle(turns.PromptArrived(2)) + core.handle(turns.PromptReady(2))
     assert turns.SpawnChild(2, resume=True, gated=False) in out
 
