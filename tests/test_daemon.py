@@ -405,9 +405,7 @@ async def test_a_session_can_ask_for_cancel_on_disconnect(
     await harness.assert_no_leftovers()
 
 
-async def test_idle_daemon_exits_when_configured(
-    supervisor: Supervisor, harness: Harness
-) -> None:
+async def test_idle_daemon_exits_when_configured(supervisor: Supervisor, harness: Harness) -> None:
     """AGYBRIDGE_DAEMON_IDLE_EXIT_S: with no client and no session left for that
     long, the daemon stops by itself and removes its socket."""
     async with supervisor.attach(AGYBRIDGE_DAEMON_IDLE_EXIT_S="0.2") as client:

@@ -122,9 +122,7 @@ async def stored_session(harness: Harness, client: RawClient) -> str:
 END_DELAYS_S = (0.0, 0.01, 0.02, 0.035, 0.05, 0.1, 0.25)
 
 
-@pytest.mark.parametrize(
-    "end", ["session/close", "session/cancel", "eof"]
-)
+@pytest.mark.parametrize("end", ["session/close", "session/cancel", "eof"])
 async def test_ending_a_first_ask_turn_at_any_moment_answers_the_prompt_once(
     harness: Harness, end: str
 ) -> None:
