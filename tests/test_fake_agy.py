@@ -42,8 +42,9 @@ from agybridge.testing._fake_protocol import (
 )
 from agybridge.testing._fake_scenarios import example_for_schema, split_fragments
 
+from .conftest import SAMPLES
+
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "agy" / "samples"
 DATA = Path(__file__).resolve().parent / "data" / "fake_agy"
 COMMAND = [sys.executable, "-m", "agybridge.testing.fake_agy"]
 STREAM = ["--input-format", "stream-json", "--output-format", "stream-json"]
@@ -430,8 +431,6 @@ def test_bad_go_durations(text: str) -> None:
 def test_usage_keeps_the_1_1_14_help_rows() -> None:
     """Rows of the captured 1.1.14 help that did not change later are reproduced verbatim."""
     sample = SAMPLES / "tiezbro-1.1.14-help-and-flag-error.stderr.txt"
-    if not sample.exists():
-        pytest.skip("shared/agy/samples not present")
     ours = usage_text().splitlines()
     changed = ("--effort", "--print-timeout")  # 1.3.1 effort levels; 1.2.6 default 0s
     for line in sample.read_text().splitlines()[1:]:
@@ -462,8 +461,6 @@ def test_init_comes_before_any_stdin(fake: Harness) -> None:
 def test_init_tools_match_the_1_1_14_capture() -> None:
     """The tool list is the exact 56 names of the 1.1.14 captures."""
     capture = SAMPLES / "tiezbro-1.1.14-pong-default-model.ndjson"
-    if not capture.exists():
-        pytest.skip("shared/agy/samples not present")
     init = json.loads(capture.read_text().splitlines()[0])["init"]
     assert list(TOOLS) == init["tools"]
 
@@ -539,8 +536,6 @@ def test_unknown_model_is_a_pre_turn_error(fake: Harness) -> None:
 def test_unknown_model_matches_the_capture_byte_for_byte(fake: Harness) -> None:
     """The invalid-model line equals samples/tiezbro-1.1.14-invalid-model-error.ndjson."""
     capture = SAMPLES / "tiezbro-1.1.14-invalid-model-error.ndjson"
-    if not capture.exists():
-        pytest.skip("shared/agy/samples not present")
     done = fake.run(["--model", "__s3_t08_nonexistent_model__", *STREAM])
     assert done.stdout == capture.read_text().strip() + "\n"
 
@@ -1209,7 +1204,7 @@ def test_pure_helpers() -> None:
 
 
 def sample_captures() -> list[Path]:
-    return sorted(SAMPLES.glob("*.ndjson")) if SAMPLES.is_dir() else []
+    return sorted(SAMPLES.glob("*.ndjson"))
 
 
 def check_replay(fake: Harness, capture: Path) -> Done:
@@ -1229,10 +1224,8 @@ def test_replay_each_sample_verbatim(fake: Harness, capture: Path) -> None:
     check_replay(fake, capture)
 
 
-def test_replay_samples_present_or_skip() -> None:
-    """The replay table is not silently empty when the samples exist."""
-    if not SAMPLES.is_dir():
-        pytest.skip("shared/agy/samples not present")
+def test_replay_samples_present() -> None:
+    """The replay table is not silently empty."""
     assert len(sample_captures()) >= 10
 
 
@@ -1254,8 +1247,6 @@ def test_replay_synthetic_then_echo_continues_counters(fake: Harness) -> None:
 def test_replay_pre_turn_capture_on_first_turn(fake: Harness) -> None:
     """A capture of only a result (invalid model) has no init and replays on turn one."""
     capture = SAMPLES / "tiezbro-1.1.14-invalid-model-error.ndjson"
-    if not capture.exists():
-        pytest.skip("shared/agy/samples not present")
     assert fake.run(STREAM, FAKE_AGY_REPLAY=str(capture)).stdout == ""
     done = fake.run(STREAM, [user("x")], FAKE_AGY_REPLAY=str(capture))
     assert done.stdout == capture.read_text().strip() + "\n"

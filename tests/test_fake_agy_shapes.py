@@ -30,8 +30,9 @@ from agybridge.testing._fake_scenarios import (
     UNKNOWN_STEP_TYPE,
 )
 
+from .conftest import SAMPLES
+
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "agy" / "samples"
 COMMAND = [sys.executable, "-m", "agybridge.testing.fake_agy"]
 STREAM = ["--input-format", "stream-json", "--output-format", "stream-json"]
 DEADLINE_S = 15.0
@@ -194,8 +195,6 @@ def violations(shape: Shape, known: Shape) -> list[str]:
 @pytest.fixture(scope="module")
 def known() -> Shape:
     """The union of shapes over every stdout line of every capture."""
-    if not SAMPLES.is_dir():
-        pytest.skip("shared/agy/samples not present")
     shapes: Shape = {}
     for capture in sorted(SAMPLES.glob("*.ndjson")):
         for line in capture.read_text().splitlines():
