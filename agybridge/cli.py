@@ -7,10 +7,11 @@ protocol bytes before anything else runs.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 
-from . import __version__
+import trio
+
+from . import __version__, doctor
 from .config import ConfigError, Settings
 from .demo import run_demo
 from .logs import configure_logging
@@ -40,7 +41,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="use the real agy (AGY_BIN or agy on PATH) instead of the fake",
     )
-    commands.add_parser("doctor", help="check that agy can be found and started")
+    doctor = commands.add_parser(
+        "doctor",
+        help="find every setup problem, each with a fix (exit code = number of failed checks)",
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
     smoke = commands.add_parser(
         "smoke",
         add_help=False,
@@ -66,30 +71,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "demo":
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
-        sys.exit(_doctor(settings))
+        sys.exit(_doctor(settings, as_json=args.json))
     configure_logging(settings.log_file, settings.log_level)
     sys.exit(run(settings))
 
 
-def _doctor(settings: Settings) -> int:
-    agy = settings.resolve_agy_bin()
-    print(f"agybridge {__version__}")
-    print(f"log file: {settings.log_file or '(disabled)'}")
-    if agy is None:
-        print(f"agy: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN")
-        return 1
-    try:
-        done = subprocess.run(
-            [agy, "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"agy: {agy} could not run: {exc}")
-        return 1
-    version = (done.stdout or done.stderr).strip().splitlines()
-    print(f"agy: {agy} ({version[0] if version else 'no version output'}, exit {done.returncode})")
-    return 0 if done.returncode == 0 else 1
+def _doctor(settings: Settings, *, as_json: bool) -> int:
+    found = trio.run(doctor.run_checks, settings)
+    if not as_json:
+        print(f"agybridge {__version__}")
+    print(doctor.to_json(found) if as_json else doctor.text(found), end="")
+    return doctor.failures(found)

@@ -23,12 +23,16 @@ import trio
 from .acp import models
 from .agent import AcpAgent, send_update_via
 from .agy import EscalationPolicy
+from .auth import SignInState
 from .config import Settings
+from .doctor import report
+from .doctor.live import live_checks
 from .jsonrpc import Peer
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.staging import StagingError, sweep_stale
 from .store import AsyncStore, LegacyPaths, Store, StoreError, import_agy_acp_map
+from .wirelog import TracingReceiveStream, TracingSendStream, log_startup
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +82,10 @@ async def serve(
     Cancelling this kills every agy child (escalation is shielded and bounded)
     before the cancellation propagates.
     """
+    if settings.trace:
+        logger.info("AGYBRIDGE_TRACE=1: tracing every message (secrets redacted)")
+        receive_stream = TracingReceiveStream(receive_stream)
+        send_stream = TracingSendStream(send_stream)
     store = await open_store(settings.db_path)
     try:
         await _serve(receive_stream, send_stream, settings, store, handle_signals=handle_signals)
@@ -147,6 +155,7 @@ async def _serve(
         assert peer is not None
         return await peer.request(method, params)
 
+    log_startup(agy_bin, settings.log_file)
     for warning in settings.warnings:
         logger.warning("%s", warning)
     catalog = CatalogService()
@@ -165,24 +174,11 @@ async def _serve(
         )
     )
 
+    sign_in = SignInState(agy_bin)
+
     def doctor() -> list[str]:
-        found = settings.resolve_agy_bin()
-        lines = [
-            f"agy binary: `{found}`"
-            if found
-            else f"agy binary: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN",
-            f"agy version: {catalog.catalog.agy_version or 'unknown'}",
-            f"models offered: {len(catalog.catalog.models)}, agents: {len(catalog.catalog.agents)}",
-        ]
-        if catalog.error:
-            lines.append(f"discovery failed: {catalog.error}")
-        lines += [
-            f"session database: `{settings.db_path or 'in memory'}`",
-            f"log file: `{settings.log_file or 'disabled'}`",
-            f"staging: `{settings.staging_dir}`",
-            f"live sessions: {len(manager)}",
-        ]
-        return lines
+        gates = [session.gate for session in manager.live()]
+        return report.lines(live_checks(settings, catalog, sign_in, gates))
 
     agent = AcpAgent(
         manager,
@@ -191,6 +187,7 @@ async def _serve(
         limits=settings.prompt_limits,
         doctor=doctor,
         catalog_ready=catalog.loaded.wait,
+        sign_in=sign_in,
     )
 
     async def catalog_changed() -> None:
@@ -218,16 +215,17 @@ async def _serve(
 
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
-        nursery.start_soon(
-            functools.partial(
-                catalog.run,
+        async def discover() -> None:
+            await catalog.run(
                 agy_bin,
                 catalog_changed,
                 timeout_s=settings.timeouts.startup_s,
                 cache_get=store.cache_get,
                 cache_put=lambda key, value: store.cache_put(key, value, DISCOVERY_CACHE_TTL_S),
             )
-        )
+            sign_in.note_discovery_error(catalog.error)
+
+        nursery.start_soon(discover)
         nursery.start_soon(import_legacy, store, settings.legacy)
         nursery.start_soon(sweep_staging, settings)
         if handle_signals:

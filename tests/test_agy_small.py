@@ -52,6 +52,8 @@ CONTRACT_LINES: dict[str, StderrKind] = {
     "Error: authentication required": K.AUTH,
     "Error: authentication timed out.": K.AUTH,
     "Print mode: auth timed out": K.AUTH,
+    # `agy -p /hooks` signed out (GOBBY capture via fake_agy _hooks_command).
+    "error: authentication failed or timed out": K.AUTH,
     "Authentication expired. Please log back in.": K.AUTH,
     # Only the line after it (authentication timed out) says it failed.
     "Waiting for authentication (timeout 30s)...": K.OTHER,
@@ -236,6 +238,7 @@ def test_settings_from_values() -> None:
     )
     assert attrs.evolve(settings, db_path=None, legacy=None, staging_dir="") == Settings(
         agy_bin="/opt/agy",
+        agy_bin_set=True,
         sigint_grace_s=0.5,
         sigterm_grace_s=0.0,
         max_line_bytes=1048576,

@@ -22,6 +22,7 @@ import trio
 from .. import __version__
 from ..acp import codec, models
 from ..acp.content import PromptContentError, PromptLimits
+from ..auth import SignInState, auth_methods, check_method
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session import (
     AuthRequiredError,
@@ -37,6 +38,7 @@ from ..session.history import replay_updates
 from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
+from ..wirelog import log_initialize
 from . import commands, prompting
 from .ordering import LifecycleOrder
 from .params import (
@@ -84,9 +86,11 @@ class AcpAgent:
         limits: PromptLimits | None = None,
         doctor: Callable[[], list[str]] | None = None,
         catalog_ready: Callable[[], Awaitable[None]] | None = None,
+        sign_in: SignInState,
     ) -> None:
         self._manager = manager
         self._client = client
+        self._sign_in = sign_in
         self._limits = limits or PromptLimits()
         self._doctor = doctor or (lambda: ["no diagnostics available"])
         self._catalog_ready = catalog_ready
@@ -101,6 +105,7 @@ class AcpAgent:
         self.client_capabilities = models.ClientCapabilities()
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
             "initialize": self._initialize,
+            "authenticate": self._authenticate,
             "session/new": self._new_session,
             "session/prompt": self._prompt,
             "session/close": self._close_session,
@@ -161,6 +166,11 @@ class AcpAgent:
                 if problem is not None:
                     raise problem
                 return await handler(params, ctx)
+        except RpcError as exc:
+            if exc.code == ErrorCode.AUTH_REQUIRED and method != "authenticate":
+                details = exc.data.get("details") if isinstance(exc.data, dict) else None
+                self._sign_in.note_signed_out(str(details or exc.message))
+            raise
         finally:
             if method == "session/prompt":
                 # A prompt answered without a turn must not hold its place.
@@ -224,9 +234,21 @@ class AcpAgent:
             agent_info=models.Implementation(
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
             ),
-            auth_methods=[],
+            auth_methods=auth_methods(terminal=self._client_has_terminal_auth()),
         )
+        log_initialize(request)
         return codec.unstructure(response)
+
+    def _client_has_terminal_auth(self) -> bool:
+        auth = self.client_capabilities.auth or {}
+        return auth.get("terminal") is True
+
+    async def _authenticate(self, params: Any, ctx: RequestContext) -> Any:
+        request = parse(params, models.AuthenticateRequest)
+        check_method(request.method_id, terminal=self._client_has_terminal_auth())
+        with _translate_session_errors():
+            await self._sign_in.authenticate()
+        return {}
 
     async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.NewSessionRequest)
@@ -243,6 +265,7 @@ class AcpAgent:
             # than push it right after (a warm bridge then pushes nothing).
             await self._catalog_ready()
         with _translate_session_errors():
+            await self._sign_in.require()
             session = await self._manager.create(spec, self._client)
         response = models.NewSessionResponse(
             session_id=session.session_id,

@@ -31,6 +31,7 @@ import attrs
 import trio
 
 from ..acp import codec, models
+from ..agy.signin import ProbeResult, SignIn, classify_probe
 from ..permissions import (
     HOOK_NAME,
     Assessment,
@@ -114,6 +115,8 @@ class Gate:
         self.ready = trio.Event()
         self.verified = False
         self.failure: str | None = None
+        #: The verification found agy signed out (its failure is then not the gate's).
+        self.signed_out = False
         self._refusing = False
         self._unnumbered = 0
         #: Safe mode after "allow and retry": tools allowed for the session.
@@ -161,32 +164,16 @@ class Gate:
         Never raises: a failure is kept in :attr:`failure` for the session to
         fall back to ``safe`` and tell the user.
         """
+        self.signed_out = False
         try:
             assert self.root is not None
             with trio.fail_after(self._verify_timeout_s):
-                done = await trio.run_process(
-                    [
-                        agy_bin,
-                        "-p",
-                        "/hooks",
-                        "--add-dir",
-                        self.root.hook_dir,
-                        "--output-format",
-                        "json",
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                    env=self.agy_env(env),
-                    start_new_session=True,
-                )
-            self.failure = _check_hooks_listing(done.stdout, self.root.hooks_json)
-            if done.returncode != 0 and self.failure is None:
-                self.failure = f"agy -p /hooks exited with {done.returncode}"
+                check = await check_hooks_loaded(agy_bin, self.root, self.agy_env(env))
+            self.failure = check.failure
+            self.signed_out = check.sign_in.state is SignIn.SIGNED_OUT
         except trio.TooSlowError:
             self.failure = f"agy -p /hooks did not answer within {self._verify_timeout_s:g} s"
-        except (OSError, AssertionError) as exc:
+        except AssertionError as exc:
             self.failure = f"could not run agy -p /hooks: {exc}"
         self.verified = self.failure is None
         if self.failure:
@@ -376,6 +363,46 @@ def _chosen_option(answer: Any) -> str | None:
     return None
 
 
+@attrs.frozen
+class HooksCheck:
+    #: None when agy lists our gate; else why not.
+    failure: str | None
+    #: What the same run says about sign-in (a signed-out agy lists nothing).
+    sign_in: ProbeResult
+
+
+async def check_hooks_loaded(agy_bin: str, root: HookRoot, env: Mapping[str, str]) -> HooksCheck:
+    """Run ``agy -p /hooks`` with ``root`` as an ``--add-dir``: is our hook loaded?
+
+    Never raises for agy failures; cancellation kills agy (bound it with a deadline).
+    """
+    argv = [agy_bin, "-p", "/hooks", "--add-dir", root.hook_dir, "--output-format", "json"]
+    try:
+        done = await trio.run_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        failure = f"could not run agy -p /hooks: {exc}"
+        return HooksCheck(failure, ProbeResult(SignIn.UNKNOWN, failure))
+    sign_in = classify_probe(
+        done.returncode,
+        done.stdout.decode("utf-8", "replace"),
+        done.stderr.decode("utf-8", "replace"),
+    )
+    if sign_in.state is SignIn.SIGNED_OUT:
+        return HooksCheck(f"agy is not signed in ({sign_in.detail})", sign_in)
+    listed = _check_hooks_listing(done.stdout, root.hooks_json)
+    if done.returncode != 0 and listed is None:
+        listed = f"agy -p /hooks exited with {done.returncode}"
+    return HooksCheck(listed, sign_in)
+
+
 def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
     """None if agy's ``/hooks`` JSON lists our gate loaded from our file."""
     text = stdout.decode("utf-8", "replace").strip()
@@ -401,4 +428,11 @@ def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
     return f"agy did not load the {HOOK_NAME} hook"
 
 
-__all__ = ["PERMISSION_TOOLS", "AskClient", "Gate", "HookRootError"]
+__all__ = [
+    "PERMISSION_TOOLS",
+    "AskClient",
+    "Gate",
+    "HookRootError",
+    "HooksCheck",
+    "check_hooks_loaded",
+]

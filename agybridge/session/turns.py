@@ -133,6 +133,8 @@ class TurnCore:
         #: request (a new instance of the session starts muted if the last one
         #: ended so).
         self.muted = muted
+        #: The gate check found agy signed out: the waiting turn's error.
+        self.auth_failure: SessionError | None = None
         self.coalesced: set[str] = set()
         self.answered: set[float] = set()
         self._out: list[Action] = []
@@ -340,6 +342,12 @@ class TurnCore:
     def _on_GateVerified(self, event: GateVerified) -> None:
         if self.gate is GateState.NONE:
             return
+        if event.auth_error is not None:
+            # Not the gate's fault: say so first, and check again next turn
+            # (the user may sign in meanwhile).
+            self.auth_failure = event.auth_error
+            self.gate = GateState.UNVERIFIED
+            return
         self.gate = GateState.VERIFIED if event.ok else GateState.FAILED
 
     def _on_AllowAnswered(self, event: AllowAnswered) -> None:
@@ -428,6 +436,10 @@ class TurnCore:
             return True
         if self.startup_failure is not None:
             failure, self.startup_failure = self.startup_failure, None
+            self._finish(turn, error=failure)
+            return True
+        if self.auth_failure is not None:
+            failure, self.auth_failure = self.auth_failure, None
             self._finish(turn, error=failure)
             return True
         if self.settings.mode in GATED_MODES or self.gate_in_use():
