@@ -1,4 +1,5 @@
-"""Command line: ``agybridge`` serves ACP on stdio; ``demo`` and ``doctor`` help people.
+"""Command line: ``agybridge`` serves ACP on stdio; ``demo``, ``doctor``, ``login``,
+``sessions`` and ``logs`` help people.
 
 Nothing here writes to stdout while serving: the server claims stdout for
 protocol bytes before anything else runs.
@@ -11,11 +12,17 @@ import sys
 
 import trio
 
-from . import __version__, doctor
+from . import __version__, cli_logs, cli_sessions, doctor
 from .config import ConfigError, Settings
 from .demo import run_demo
+from .login import run_login
 from .logs import configure_logging
 from .server import run
+
+TTY_HINT = (
+    "agybridge: waiting for an ACP client (an editor) on stdin/stdout; try `agybridge demo`, "
+    "`agybridge doctor` or `agybridge --help` (Ctrl+D quits)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,6 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         help="find every setup problem, each with a fix (exit code = number of failed checks)",
     )
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    commands.add_parser(
+        "login", help="sign agy in (agy's interactive sign-in); exit 0 once signed in"
+    )
+    cli_sessions.add_parser(commands)
+    logs = commands.add_parser("logs", help="print the end of the log file")
+    logs.add_argument("-n", type=int, default=40, metavar="N", help="lines to print (default 40)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     smoke = commands.add_parser(
         "smoke",
         add_help=False,
@@ -72,6 +86,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
         sys.exit(_doctor(settings, as_json=args.json))
+    if args.command == "login":
+        sys.exit(run_login(settings))
+    if args.command == "sessions":
+        sys.exit(cli_sessions.run(args, settings.db_path))
+    if args.command == "logs":
+        sys.exit(cli_logs.run(settings.log_file, args.n, args.follow))
+    if sys.stdin.isatty():
+        # A person, not an editor: say what this is instead of waiting silently.
+        print(TTY_HINT, file=sys.stderr)
     configure_logging(settings.log_file, settings.log_level)
     sys.exit(run(settings))
 
