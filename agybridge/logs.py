@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 _FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 _LOG_FILE_BYTES = 10 * 2**20  # 10 MiB per file, 3 kept
@@ -27,8 +29,8 @@ def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None
     if log_file is None:
         return None
     try:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        to_file = logging.handlers.RotatingFileHandler(
+        make_private_dir(log_file.parent)
+        to_file = PrivateRotatingFileHandler(
             log_file, maxBytes=_LOG_FILE_BYTES, backupCount=3, encoding="utf-8"
         )
     except OSError as exc:
@@ -37,3 +39,20 @@ def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None
     to_file.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(to_file)
     return log_file
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` 0700 (parents too); an existing dir of ours is tightened."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_uid == os.geteuid():
+        path.chmod(0o700)
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Log files are 0600 (prompts' metadata, paths): created so, and each
+    rotated-in file too (``_open`` runs at start and after every rollover)."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)

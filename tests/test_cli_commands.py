@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import trio
 
 from agybridge import cli
 from agybridge.cli_logs import tail_lines
+from agybridge.logs import PrivateRotatingFileHandler, make_private_dir
 
 from .acp_wire import Harness
 
@@ -107,3 +109,19 @@ def test_serve_on_a_terminal_prints_one_hint(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(SystemExit):
         cli.main([])
     assert err.getvalue() == cli.TTY_HINT + "\n"
+
+
+def test_log_file_is_private(tmp_path: Path) -> None:
+    """The log is 0600 in a 0700 directory, and stays so after a rollover."""
+    log = tmp_path / "logs" / "agybridge.log"
+    make_private_dir(log.parent)
+    handler = PrivateRotatingFileHandler(log, maxBytes=10, backupCount=2, encoding="utf-8")
+    try:
+        record = logging.LogRecord("t", logging.INFO, __file__, 1, "one two three", None, None)
+        handler.emit(record)
+        handler.emit(record)  # past maxBytes: rolls over
+    finally:
+        handler.close()
+    assert (log.parent.stat().st_mode & 0o777) == 0o700
+    for path in (log, log.with_name("agybridge.log.1")):
+        assert (path.stat().st_mode & 0o777) == 0o600
