@@ -14,7 +14,7 @@ import trio
 
 from . import __version__, cli_logs, cli_sessions, doctor
 from .config import ConfigError, Settings
-from .demo import run_demo
+from .demo import SCENARIO_NAMES, run_demo
 from .login import run_login
 from .logs import configure_logging
 from .server import run
@@ -37,7 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="drive one session against the bundled fake agy and show what an editor shows"
     )
-    demo.add_argument("--scenario", default="echo", help="fake agy scenario (default: echo)")
+    demo.add_argument(
+        "--scenario",
+        default="echo",
+        choices=SCENARIO_NAMES,
+        metavar="NAME",
+        help="fake agy scenario (default: echo): " + ", ".join(SCENARIO_NAMES),
+    )
     demo.add_argument(
         "--prompt",
         action="append",

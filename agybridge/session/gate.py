@@ -177,9 +177,9 @@ class Gate:
             self.failure = f"could not run agy -p /hooks: {exc}"
         self.verified = self.failure is None
         if self.failure:
-            logger.warning(
-                "session %s: permission gate not verified: %s", self.session_id, self.failure
-            )
+            # Signed out is the session's error to report (-32000), not a gate warning.
+            log = logger.info if self.signed_out else logger.warning
+            log("session %s: permission gate not verified: %s", self.session_id, self.failure)
         self.ready.set()
 
     def allow_for_session(self, permissions: set[str]) -> set[str]:
