@@ -1306,11 +1306,3 @@ def test_bin_launcher_works_from_any_cwd_and_keeps_the_pid(fake: Harness, tmp_pa
     launches = [e for e in fake.log_entries() if "argv" in e]
     assert launches[-1]["pid"] == live.pid
 
-
-def test_console_script(fake: Harness) -> None:
-    """The `fake-agy` console script (pyproject entry point) runs the same main."""
-    script = Path(sys.executable).parent / "fake-agy"
-    if not script.exists():
-        pytest.skip("package not installed in this interpreter's environment")
-    done = fake.run(["--version"], command=[str(script)])
-    assert done.stdout == f"{VERSION}\n"
