@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import json
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 import trio
@@ -54,15 +54,31 @@ def classify_probe(returncode: int, stdout: str, stderr: str) -> ProbeResult:
     return ProbeResult(SignIn.UNKNOWN, f"agy -p /hooks failed: {last}")
 
 
-async def probe_sign_in(agy_bin: str, env: Mapping[str, str] | None = None) -> ProbeResult:
-    """Run the probe (stdin closed, own process group) and classify it.
+@attrs.frozen
+class ProbeRun:
+    """A finished ``agy -p /hooks`` run: its stdout (the hooks listing) and
+    what it says about sign-in."""
 
-    Never raises for agy failures. Cancellation kills the child (trio's
-    ``run_process``): the caller bounds it with a deadline.
+    returncode: int
+    stdout: bytes
+    sign_in: ProbeResult
+    #: False when agy could not be started at all (then ``sign_in`` says why).
+    spawned: bool = True
+
+
+async def run_probe(
+    agy_bin: str, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> ProbeRun:
+    """Run ``agy -p /hooks --output-format json [extra_args]`` (stdin closed,
+    own process group) and classify it.
+
+    Never raises for agy failures (a spawn failure is ``spawned=False``).
+    Cancellation kills the child (trio's ``run_process``): the caller bounds
+    it with a deadline.
     """
     try:
         done = await trio.run_process(
-            [agy_bin, *PROBE_ARGS],
+            [agy_bin, *PROBE_ARGS, *extra_args],
             stdin=subprocess.DEVNULL,
             capture_stdout=True,
             capture_stderr=True,
@@ -71,12 +87,19 @@ async def probe_sign_in(agy_bin: str, env: Mapping[str, str] | None = None) -> P
             start_new_session=True,
         )
     except OSError as exc:
-        return ProbeResult(SignIn.UNKNOWN, f"could not run {agy_bin!r}: {exc}")
-    return classify_probe(
+        failure = ProbeResult(SignIn.UNKNOWN, f"could not run {agy_bin!r}: {exc}")
+        return ProbeRun(-1, b"", failure, spawned=False)
+    sign_in = classify_probe(
         done.returncode,
         done.stdout.decode("utf-8", "replace"),
         done.stderr.decode("utf-8", "replace"),
     )
+    return ProbeRun(done.returncode, done.stdout, sign_in)
+
+
+async def probe_sign_in(agy_bin: str, env: Mapping[str, str] | None = None) -> ProbeResult:
+    """Is agy signed in? (see :func:`run_probe`)."""
+    return (await run_probe(agy_bin, env=env)).sign_in
 
 
 def _result_error(stdout: str) -> str | None:

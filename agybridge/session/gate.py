@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -31,7 +30,7 @@ import attrs
 import trio
 
 from ..acp import codec, models
-from ..agy.signin import ProbeResult, SignIn, classify_probe
+from ..agy.signin import ProbeResult, SignIn, run_probe
 from ..permissions import (
     HOOK_NAME,
     Assessment,
@@ -376,30 +375,15 @@ async def check_hooks_loaded(agy_bin: str, root: HookRoot, env: Mapping[str, str
 
     Never raises for agy failures; cancellation kills agy (bound it with a deadline).
     """
-    argv = [agy_bin, "-p", "/hooks", "--add-dir", root.hook_dir, "--output-format", "json"]
-    try:
-        done = await trio.run_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        failure = f"could not run agy -p /hooks: {exc}"
-        return HooksCheck(failure, ProbeResult(SignIn.UNKNOWN, failure))
-    sign_in = classify_probe(
-        done.returncode,
-        done.stdout.decode("utf-8", "replace"),
-        done.stderr.decode("utf-8", "replace"),
-    )
+    run = await run_probe(agy_bin, ("--add-dir", root.hook_dir), env)
+    sign_in = run.sign_in
     if sign_in.state is SignIn.SIGNED_OUT:
         return HooksCheck(f"agy is not signed in ({sign_in.detail})", sign_in)
-    listed = _check_hooks_listing(done.stdout, root.hooks_json)
-    if done.returncode != 0 and listed is None:
-        listed = f"agy -p /hooks exited with {done.returncode}"
+    if not run.spawned:
+        return HooksCheck(f"could not run agy -p /hooks: {sign_in.detail}", sign_in)
+    listed = _check_hooks_listing(run.stdout, root.hooks_json)
+    if run.returncode != 0 and listed is None:
+        listed = f"agy -p /hooks exited with {run.returncode}"
     return HooksCheck(listed, sign_in)
 
 
