@@ -178,7 +178,7 @@ async def _serve(
 
     def doctor() -> list[str]:
         gates = [session.gate for session in manager.live()]
-        return report.lines(live_checks(settings, catalog, sign_in, gates))
+        return report.one_line_each(live_checks(settings, catalog, sign_in, gates))
 
     agent = AcpAgent(
         manager,

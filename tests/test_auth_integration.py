@@ -93,3 +93,38 @@ async def test_signed_out_answers_auth_required_first(harness: Harness) -> None:
     assert "not signed in" in auth["error"]["message"]
     assert again["error"]["code"] == -32000
     assert validator.problems == []
+
+
+async def doctor_text(client: RawClient, session_id: str) -> str:
+    since = client.mark()
+    answer = await client.response(await client.start_prompt(session_id, "/doctor"))
+    assert answer["result"]["stopReason"] == "end_turn", answer
+    return client.message_text(session_id, since=since)
+
+
+async def test_in_session_doctor_shows_the_checks(harness: Harness) -> None:
+    """/doctor lists the same checks as `agybridge doctor`; after a turn the
+    gate and sign-in are known (the gate's /hooks run shows both)."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            await initialize(client, terminal_auth=False)
+            session_id = (await new_session(client))["result"]["sessionId"]
+            answer = await client.response(await client.start_prompt(session_id, "hi"))
+            assert answer["result"]["stopReason"] == "end_turn"
+            text = await doctor_text(client, session_id)
+        await harness.assert_no_leftovers()
+    for line in ("✓ agy:", "✓ signed in: agy is signed in", "✓ permission gate:", "✓ OS:"):
+        assert line in text, text
+
+
+async def test_in_session_doctor_says_what_is_pending(harness: Harness) -> None:
+    """While discovery and the gate check still run, /doctor says "checking…"."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="30") as client:
+            await initialize(client, terminal_auth=False)
+            session_id = (await new_session(client))["result"]["sessionId"]
+            text = await doctor_text(client, session_id)
+        await harness.assert_no_leftovers()
+    assert "… models and agents: checking…" in text, text
+    assert "… permission gate: checking…" in text
+    assert "… version: checking…" in text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..agy import ProbeResult, SignIn
 from ..auth import SignInState
 from ..config import Settings
 from ..session.catalog import CatalogService
@@ -34,7 +35,7 @@ def live_checks(
     else:
         agy_checks = [
             _version(catalog),
-            checks.sign_in(sign_in.last),
+            checks.sign_in(sign_in.last or _sign_in_from_gates(gates)),
             _gate(gates),
             checks.discovery(
                 [m.slug for m in catalog.catalog.models],
@@ -65,6 +66,16 @@ def _version(catalog: CatalogService) -> Check:
     if catalog.catalog.agy_version:
         return checks.version(catalog.catalog.agy_version)
     return checks.skipped("version", "discovery failed (see models and agents)")
+
+
+def _sign_in_from_gates(gates: Sequence[Gate | None]) -> ProbeResult | None:
+    """A gate's ``agy -p /hooks`` check also shows sign-in (gate.py)."""
+    ready = [g for g in gates if g is not None and g.ready.is_set()]
+    if any(g.signed_out for g in ready):
+        return ProbeResult(SignIn.SIGNED_OUT, "agy -p /hooks asked to sign in")
+    if any(g.verified for g in ready):
+        return ProbeResult(SignIn.SIGNED_IN, "agy -p /hooks answered")
+    return None
 
 
 def _gate(gates: Sequence[Gate | None]) -> Check:

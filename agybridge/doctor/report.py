@@ -20,6 +20,15 @@ def lines(checks: Sequence[Check]) -> list[str]:
     return out
 
 
+def one_line_each(checks: Sequence[Check]) -> list[str]:
+    """One line per check, the fix on the same line (``/doctor``'s list items)."""
+    return [
+        f"{_MARK[c.status]} {c.name}: {c.summary}"
+        + (f" — fix: {c.fix}" if c.status is Status.FAIL and c.fix else "")
+        for c in checks
+    ]
+
+
 def text(checks: Sequence[Check]) -> str:
     failed = failures(checks)
     verdict = "all checks passed" if failed == 0 else f"{failed} check(s) failed"
