@@ -13,8 +13,8 @@ import sys
 
 import trio
 
+from .agent.auth import PROBE_TIMEOUT_S
 from .agy import SignIn, probe_sign_in
-from .auth import PROBE_TIMEOUT_S
 from .config import Settings
 from .doctor.checks import agy_binary
 

@@ -22,8 +22,9 @@ import trio
 
 from .acp import models
 from .agent import AcpAgent, send_update_via
+from .agent.auth import SignInState
+from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
 from .agy import EscalationPolicy
-from .auth import SignInState
 from .config import Settings
 from .doctor import report
 from .doctor.live import live_checks
@@ -32,7 +33,6 @@ from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.staging import StagingError, sweep_stale
 from .store import AsyncStore, LegacyPaths, Store, StoreError, import_agy_acp_map
-from .wirelog import TracingReceiveStream, TracingSendStream, log_startup
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import trio
 
-from agybridge.auth import AGENT_METHOD_ID, TERMINAL_METHOD_ID
+from agybridge.agent.auth import AGENT_METHOD_ID, TERMINAL_METHOD_ID
 
 from .acp_wire import Harness, RawClient, WireValidator
 

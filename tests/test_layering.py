@@ -23,6 +23,7 @@ RANK = {
     "agent": 3,
     "server": 4,
     "config": 4,  # the settings server and cli read (session defaults inside)
+    "doctor": 4,  # setup checks: the cli runs them, the server answers /doctor with them
 }
 #: The entry points and their helpers sit on top.
 TOP = 5

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 
 from agybridge import __version__
-from agybridge.auth import auth_methods
+from agybridge.agent.auth import auth_methods
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY = REPO / "registry" / "agybridge"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from agybridge.wirelog import REDACTED, redact
+from agybridge.agent.wirelog import REDACTED, redact
 
 from .acp_wire import Harness
 

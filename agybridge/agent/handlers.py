@@ -22,7 +22,6 @@ import trio
 from .. import __version__
 from ..acp import codec, models
 from ..acp.content import PromptContentError, PromptLimits
-from ..auth import SignInState, auth_methods, check_method
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session import (
     AuthRequiredError,
@@ -38,8 +37,8 @@ from ..session.history import replay_updates
 from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
-from ..wirelog import log_initialize
 from . import commands, prompting
+from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
 from .params import (
     check_directories,
@@ -51,6 +50,7 @@ from .params import (
     settings_from,
     unknown_session,
 )
+from .wirelog import log_initialize
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..agent.auth import SignInState
 from ..agy import ProbeResult, SignIn
-from ..auth import SignInState
 from ..config import Settings
 from ..session.catalog import CatalogService
 from ..session.gate import Gate

@@ -23,10 +23,10 @@ from typing import Any
 
 import trio
 
-from .agy import ProbeResult, SignIn, probe_sign_in
-from .agy.stderr import StderrKind, classify_stderr
-from .jsonrpc import ErrorCode, RpcError
-from .session.errors import AuthRequiredError, auth_required
+from ..agy import ProbeResult, SignIn, probe_sign_in
+from ..agy.stderr import StderrKind, classify_stderr
+from ..jsonrpc import ErrorCode, RpcError
+from ..session.errors import AuthRequiredError, auth_required
 
 logger = logging.getLogger(__name__)
 

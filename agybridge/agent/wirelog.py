@@ -19,8 +19,8 @@ from typing import Any
 
 import trio
 
-from . import __version__
-from .acp import models
+from .. import __version__
+from ..acp import models
 
 logger = logging.getLogger(__name__)
 trace_logger = logging.getLogger("agybridge.trace")
