@@ -42,10 +42,9 @@ from agybridge.testing._fake_protocol import (
 )
 from agybridge.testing._fake_scenarios import example_for_schema, split_fragments
 
-from .conftest import SAMPLES
+from .conftest import DATA_DIR, REPO, SAMPLES
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parent / "data" / "fake_agy"
+DATA = DATA_DIR / "fake_agy"
 COMMAND = [sys.executable, "-m", "agybridge.testing.fake_agy"]
 STREAM = ["--input-format", "stream-json", "--output-format", "stream-json"]
 DEADLINE_S = 15.0

@@ -30,9 +30,8 @@ from agybridge.testing._fake_scenarios import (
     UNKNOWN_STEP_TYPE,
 )
 
-from .conftest import SAMPLES
+from .conftest import REPO, SAMPLES
 
-REPO = Path(__file__).resolve().parents[1]
 COMMAND = [sys.executable, "-m", "agybridge.testing.fake_agy"]
 STREAM = ["--input-format", "stream-json", "--output-format", "stream-json"]
 DEADLINE_S = 15.0

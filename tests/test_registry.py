@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 
 import jsonschema
 
 from agybridge import __version__
 from agybridge.agent.auth import auth_methods
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import DATA_DIR, REPO
+
 ENTRY = REPO / "registry" / "agybridge"
-SCHEMA = REPO / "tests" / "data" / "registry" / "agent.schema.json"
+SCHEMA = DATA_DIR / "registry" / "agent.schema.json"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 
 

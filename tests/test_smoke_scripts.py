@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 SMOKE = REPO / "smoke"
 FAKE_AGY = REPO / "bin" / "fake-agy"
 SCRIPT_TIMEOUT_S = 120

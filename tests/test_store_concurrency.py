@@ -10,7 +10,8 @@ from pathlib import Path
 
 from agybridge.store import JournalEntry, SessionRecord, Store
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 SESSIONS_PER_WRITER = 500
 PROCESS_TIMEOUT_S = 120
 

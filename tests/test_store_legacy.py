@@ -24,7 +24,9 @@ from agybridge.store import (
     import_agy_acp_map,
 )
 
-FIXTURE = Path(__file__).parent / "data" / "agy_acp_map"
+from .conftest import DATA_DIR
+
+FIXTURE = DATA_DIR / "agy_acp_map"
 #: The sessions file's mtime in these tests: the fallback for missing timestamps.
 MTIME = 1_773_000_000  # 2026-03-08T20:00:00Z
 MTIME_STAMP = "2026-03-08T20:00:00.000000Z"
