@@ -16,17 +16,20 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
+import platformdirs
 import trio
 
+from fake_agy import SCENARIOS
+
 from .jsonrpc import MessageContext, Peer, RequestContext, RpcError
-from .testing._fake_scenarios import SCENARIOS
 
 DEMO_TIMEOUT_S = 120.0
 #: The fake agy's scenarios, for ``--scenario`` (validated and listed in --help).
 SCENARIO_NAMES = tuple(SCENARIOS)
-FAKE_AGY_MODULE = "agybridge.testing.fake_agy"
+FAKE_AGY_MODULE = "fake_agy"
 
 
 def write_fake_agy_launcher(directory: str) -> str:
@@ -39,6 +42,17 @@ def write_fake_agy_launcher(directory: str) -> str:
         out.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {FAKE_AGY_MODULE} "$@"\n')
     os.chmod(path, 0o700)
     return path
+
+
+def fake_agy_command() -> str:
+    """A program path that runs the bundled fake agy (for ``AGY_BIN``):
+    ``bin/fake-agy`` in a checkout, else a launcher in the user's cache dir."""
+    in_repo = Path(__file__).resolve().parents[1] / "bin" / "fake-agy"
+    if in_repo.exists():
+        return str(in_repo)
+    cache = Path(platformdirs.user_cache_dir("agybridge"))
+    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return write_fake_agy_launcher(str(cache))
 
 
 class _DemoClient:

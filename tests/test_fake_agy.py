@@ -1,4 +1,4 @@
-"""Tests of the fake agy (agybridge.testing.fake_agy) against contract.md and the captures.
+"""Tests of the fake agy (fake_agy) against contract.md and the captures.
 
 Most tests run the fake as a real subprocess. None sleeps to synchronise: interactive
 tests read stdout until the event they need, every wait has a deadline, and every fake
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from agybridge.testing._fake_cli import (
+from fake_agy._fake_cli import (
     MODELS,
     TOOLS,
     VERSION,
@@ -33,19 +33,19 @@ from agybridge.testing._fake_cli import (
     parse_go_duration,
     usage_text,
 )
-from agybridge.testing._fake_protocol import (
+from fake_agy._fake_protocol import (
     Fatal,
     Ignored,
     UserPrompt,
     parse_capture,
     parse_input_line,
 )
-from agybridge.testing._fake_scenarios import example_for_schema, split_fragments
+from fake_agy._fake_scenarios import example_for_schema, split_fragments
 
 from .conftest import DATA_DIR, REPO, SAMPLES
 
 DATA = DATA_DIR / "fake_agy"
-COMMAND = [sys.executable, "-m", "agybridge.testing.fake_agy"]
+COMMAND = [sys.executable, "-m", "fake_agy"]
 STREAM = ["--input-format", "stream-json", "--output-format", "stream-json"]
 DEADLINE_S = 15.0
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

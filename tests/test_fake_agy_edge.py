@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agybridge.testing._fake_edge import GARBAGE_LINE
+from fake_agy._fake_edge import GARBAGE_LINE
 
 from .test_fake_agy import DEADLINE_S, STREAM, Harness, fake, user
 

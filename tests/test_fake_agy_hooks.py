@@ -1,4 +1,4 @@
-"""PreToolUse hooks in the fake agy (agybridge.testing._fake_hooks), against
+"""PreToolUse hooks in the fake agy (fake_agy._fake_hooks), against
 hooks-and-tools.md part A: where hooks.json is read and how strictly, what a handler gets
 on stdin, how its answer (allow, deny, ``{}``, exit status, timeout) decides the tool step,
 the ``-p /hooks`` listing, and the interplay with agy's own headless permission check.
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from agybridge.testing._fake_hooks import (
+from fake_agy._fake_hooks import (
     DEFAULT_MODEL_NAME,
     HandlerRun,
     HooksFileError,
@@ -30,7 +30,7 @@ from agybridge.testing._fake_hooks import (
     parse_hooks_file,
     verdict_of,
 )
-from agybridge.testing._fake_scenarios import (
+from fake_agy._fake_scenarios import (
     EDIT_SUFFIX,
     PERMISSION_CONTENT,
     PERMISSION_FILE,

@@ -1,5 +1,5 @@
 """Tests of the fake agy's rendering scenarios: edit, multi-tool, image-out, schema,
-unknown-events, big-output, huge-line (agybridge.testing._fake_scenarios).
+unknown-events, big-output, huge-line (fake_agy._fake_scenarios).
 
 Each checks the wire shapes contract.md §3.4 / hooks-and-tools.md §B2 describe (a tool
 step is ACTIVE then DONE|ERROR on one ``step_index``, ``tool_name`` equals
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agybridge.testing._fake_scenarios import (
+from fake_agy._fake_scenarios import (
     BIG_OUTPUT_BYTES,
     BIG_OUTPUT_COMMAND,
     DEFAULT_SCHEMA,

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from agybridge.testing._fake_scenarios import (
+from fake_agy._fake_scenarios import (
     SCENARIOS,
     UNKNOWN_EVENT,
     UNKNOWN_STATE,
@@ -32,7 +32,7 @@ from agybridge.testing._fake_scenarios import (
 
 from .conftest import REPO, SAMPLES
 
-COMMAND = [sys.executable, "-m", "agybridge.testing.fake_agy"]
+COMMAND = [sys.executable, "-m", "fake_agy"]
 STREAM = ["--input-format", "stream-json", "--output-format", "stream-json"]
 DEADLINE_S = 15.0
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import trio
 
-from agybridge.testing._fake_scenarios import (
+from fake_agy._fake_scenarios import (
     BIG_OUTPUT_BYTES,
     EDIT_SUFFIX,
     IMAGE_NAME,

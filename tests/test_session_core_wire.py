@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from agybridge.store import Store
-from agybridge.testing._fake_edge import GARBAGE_LINE
+from fake_agy._fake_edge import GARBAGE_LINE
 
 from .acp_wire import BridgeGone, Harness, RawClient, WireValidator, leftover_processes, stop_reason
 

@@ -38,8 +38,8 @@ arithmetic, captures; pure), ``_fake_io`` (stdout/stderr/stdin, signals, launch 
 ``_fake_runtime`` (knobs, conversation state, ``Session``/``Turn``), ``_fake_hooks``
 (hooks.json, ``/hooks``, handler runs), ``_fake_scenarios``.
 
-Entry points: ``python -m agybridge.testing.fake_agy``, the ``fake-agy`` console script and
-``bin/fake-agy``. Run ``fake-agy --print hi --output-format stream-json`` for one turn.
+Entry points: ``python -m fake_agy`` and ``bin/fake-agy`` (deliberately no console
+script). Run ``bin/fake-agy --print hi --output-format stream-json`` for one turn.
 
 Knobs (environment)
 -------------------
