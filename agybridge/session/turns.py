@@ -5,7 +5,7 @@ a session's prompts, turns and agy children, and nothing else. No trio, no
 I/O, no clock: the driver (``session.py``) feeds it :data:`Event`\\ s (from
 the client, the child, timers) and performs the :data:`Action`\\ s it
 returns, in order. Because one object decides, the promises can be checked
-by enumerating interleavings (tests/test_turn_core.py):
+by enumerating interleavings (tests/unit/session/test_turn_core.py):
 
 * every prompt that arrived is answered exactly once (:class:`AnswerPrompt`);
 * nothing of a turn is sent after its answer (the driver maps agy output only
