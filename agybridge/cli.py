@@ -1,6 +1,7 @@
-"""Command line: ``agybridge`` serves ACP on stdio; ``demo`` and ``doctor`` help people;
-``daemon``, ``attach``, ``status`` and ``stop`` are the workstation supervisor
-(``attach`` is dispatched in ``__main__`` before this module is imported).
+"""Command line: ``agybridge`` serves ACP on stdio; ``demo``, ``doctor``, ``login``,
+``sessions`` and ``logs`` help people; ``daemon``, ``attach``, ``status`` and ``stop``
+are the workstation supervisor (``attach`` is dispatched in ``__main__`` before this
+module is imported).
 
 Nothing here writes to stdout while serving: the server claims stdout for
 protocol bytes before anything else runs.
@@ -14,18 +15,21 @@ from pathlib import Path
 
 import trio
 
-from . import __version__
-from .agy import Completed, run_owned
+from . import __version__, cli_logs, cli_sessions, doctor
 from .attach import control
 from .attach.paths import socket_path
 from .attach.relay import main as attach_main
 from .config import ConfigError, Settings
 from .daemon import run_daemon
-from .demo import run_demo
+from .demo import SCENARIO_NAMES, run_demo
+from .login import run_login
 from .logs import configure_logging
 from .server import run
 
-DOCTOR_TIMEOUT_S = 30.0
+TTY_HINT = (
+    "agybridge: waiting for an ACP client (an editor) on stdin/stdout; try `agybridge demo`, "
+    "`agybridge doctor` or `agybridge --help` (Ctrl+D quits)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,7 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="drive one session against the bundled fake agy and show what an editor shows"
     )
-    demo.add_argument("--scenario", default="echo", help="fake agy scenario (default: echo)")
+    demo.add_argument(
+        "--scenario",
+        default="echo",
+        choices=SCENARIO_NAMES,
+        metavar="NAME",
+        help="fake agy scenario (default: echo): " + ", ".join(SCENARIO_NAMES),
+    )
     demo.add_argument(
         "--prompt",
         action="append",
@@ -51,7 +61,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="use the real agy (AGY_BIN or agy on PATH) instead of the fake",
     )
-    commands.add_parser("doctor", help="check that agy can be found and started")
+    doctor = commands.add_parser(
+        "doctor",
+        help="find every setup problem, each with a fix (exit code = number of failed checks)",
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    commands.add_parser(
+        "login", help="sign agy in (agy's interactive sign-in); exit 0 once signed in"
+    )
+    cli_sessions.add_parser(commands)
+    logs = commands.add_parser("logs", help="print the end of the log file")
+    logs.add_argument("-n", type=int, default=40, metavar="N", help="lines to print (default 40)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     smoke = commands.add_parser(
         "smoke",
         add_help=False,
@@ -93,33 +114,25 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "demo":
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
-        sys.exit(_doctor(settings))
+        sys.exit(_doctor(settings, as_json=args.json))
+    if args.command == "login":
+        sys.exit(run_login(settings))
+    if args.command == "sessions":
+        sys.exit(cli_sessions.run(args, settings.db_path))
+    if args.command == "logs":
+        sys.exit(cli_logs.run(settings.log_file, args.n, args.follow))
     configure_logging(settings.log_file, settings.log_level)
     if args.command == "daemon":
         sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
+    if sys.stdin.isatty():
+        # A person, not an editor: say what this is instead of waiting silently.
+        print(TTY_HINT, file=sys.stderr)
     sys.exit(run(settings))
 
 
-def _doctor(settings: Settings) -> int:
-    agy = settings.resolve_agy_bin()
-    print(f"agybridge {__version__}")
-    print(f"log file: {settings.log_file or '(disabled)'}")
-    if agy is None:
-        print(f"agy: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN")
-        return 1
-
-    async def ask_version() -> Completed:
-        # Owned like every agy invocation: a hanging wrapper script's children die too.
-        with trio.fail_after(DOCTOR_TIMEOUT_S):
-            return await run_owned([agy, "--version"], label="agy --version")
-
-    try:
-        done = trio.run(ask_version)
-    except (OSError, trio.TooSlowError) as exc:
-        reason = exc if isinstance(exc, OSError) else f"no answer within {DOCTOR_TIMEOUT_S:g} s"
-        print(f"agy: {agy} could not run: {reason}")
-        return 1
-    output = done.stdout or done.stderr
-    version = output.decode("utf-8", "replace").strip().splitlines()
-    print(f"agy: {agy} ({version[0] if version else 'no version output'}, exit {done.returncode})")
-    return 0 if done.returncode == 0 else 1
+def _doctor(settings: Settings, *, as_json: bool) -> int:
+    found = trio.run(doctor.run_checks, settings)
+    if not as_json:
+        print(f"agybridge {__version__}")
+    print(doctor.to_json(found) if as_json else doctor.text(found), end="")
+    return doctor.failures(found)

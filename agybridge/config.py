@@ -36,6 +36,8 @@ class Settings:
 
     #: The agy binary: ``AGY_BIN`` or ``agy`` on PATH (resolved at spawn time).
     agy_bin: str = "agy"
+    #: AGY_BIN was set (doctor tells "not on PATH" from "AGY_BIN is wrong").
+    agy_bin_set: bool = False
     #: Grace after SIGINT before SIGTERM, and after SIGTERM before SIGKILL.
     sigint_grace_s: float = 2.0
     sigterm_grace_s: float = 1.0
@@ -46,6 +48,8 @@ class Settings:
     shutdown_grace_s: float = 3.0
     log_file: Path | None = None
     log_level: str = "INFO"
+    #: AGYBRIDGE_TRACE=1: every wire message to the log, secrets redacted.
+    trace: bool = False
     #: Tokens the usage meter counts as the model's window; None = by model.
     context_window: int | None = None
     #: Defaults for every session's agy launch (AGYBRIDGE_MODEL, ...).
@@ -104,25 +108,25 @@ class Settings:
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        keep = env.get("AGYBRIDGE_KEEP_STAGING", "").strip().lower()
-        if keep not in ("", "0", "1", "true", "false", "yes", "no"):
-            raise ConfigError(f"AGYBRIDGE_KEEP_STAGING must be 1 or 0, not {keep!r}")
+        keep = _flag(env, "AGYBRIDGE_KEEP_STAGING")
         on_disconnect = env.get("AGYBRIDGE_ON_DISCONNECT", "keep").strip().lower() or "keep"
         if on_disconnect not in ("keep", "cancel"):
             raise ConfigError(
                 f"AGYBRIDGE_ON_DISCONNECT must be keep or cancel, not {on_disconnect!r}"
             )
         return cls(
+            trace=_flag(env, "AGYBRIDGE_TRACE"),
             on_disconnect=on_disconnect,
             daemon_idle_exit_s=_seconds(env, "AGYBRIDGE_DAEMON_IDLE_EXIT_S", 0.0),
             staging_dir=env.get("AGYBRIDGE_STAGING_DIR") or default_staging_dir(),
-            keep_staging=keep in ("1", "true", "yes"),
+            keep_staging=keep,
             prompt_limits=limits,
             db_path=default_db_path(env),
             legacy=legacy_paths(env),
             launch=launch,
             warnings=tuple(warnings),
             agy_bin=env.get("AGY_BIN") or "agy",
+            agy_bin_set=bool(env.get("AGY_BIN")),
             sigint_grace_s=_seconds(env, "AGYBRIDGE_SIGINT_GRACE_S", 2.0),
             sigterm_grace_s=_seconds(env, "AGYBRIDGE_SIGTERM_GRACE_S", 1.0),
             max_line_bytes=_positive_int(env, "AGYBRIDGE_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES),
@@ -158,6 +162,13 @@ def _timeouts(env: Mapping[str, str]) -> Timeouts:
         stall_timeout_s=_seconds(env, "AGYBRIDGE_STALL_TIMEOUT_S", 0.0),
         idle_s=_seconds(env, "AGYBRIDGE_IDLE_TIMEOUT_S", 0.0, limit=7 * 86400),
     )
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw not in ("", "0", "1", "true", "false", "yes", "no"):
+        raise ConfigError(f"{name} must be 1 or 0, not {raw!r}")
+    return raw in ("1", "true", "yes")
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float, *, limit: float = 3600) -> float:

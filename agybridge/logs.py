@@ -19,14 +19,6 @@ _LOG_FILE_BYTES = 10 * 2**20  # 10 MiB per file, 3 kept
 MAX_LOGGED_BYTES = 4 * 2**10  # 4 KiB
 
 
-class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
-    """Rotated files are created 0600 too (the handler would use the umask)."""
-
-    def _open(self) -> Any:
-        fd = os.open(self.baseFilename, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
-        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
-
-
 def truncated(payload: str | bytes, limit: int = MAX_LOGGED_BYTES) -> str:
     """``payload`` for a log line: at most ``limit`` bytes, with the total size when cut."""
     data = payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
@@ -67,14 +59,8 @@ def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None
     if log_file is None:
         return None
     try:
-        # Private like the database: prompts and tool output end up here.
-        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(log_file, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # a log left 0644 by an older agybridge
-        finally:
-            os.close(fd)
-        to_file = _PrivateRotatingFileHandler(
+        make_private_dir(log_file.parent)
+        to_file = PrivateRotatingFileHandler(
             log_file, maxBytes=_LOG_FILE_BYTES, backupCount=3, encoding="utf-8"
         )
     except OSError as exc:
@@ -84,3 +70,20 @@ def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None
     to_file.addFilter(_TruncateFilter())
     root.addHandler(to_file)
     return log_file
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` 0700 (parents too); an existing dir of ours is tightened."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_uid == os.geteuid():
+        path.chmod(0o700)
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Log files are 0600 (prompts' metadata, paths): created so, and each
+    rotated-in file too (``_open`` runs at start and after every rollover)."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)

@@ -22,8 +22,12 @@ import trio
 
 from .acp import models
 from .agent import AcpAgent, send_update_via
+from .agent.auth import SignInState
+from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
 from .agy import EscalationPolicy, end_orphans, watched
 from .config import Settings
+from .doctor import report
+from .doctor.live import live_checks
 from .jsonrpc import Peer
 from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionDeps, SessionManager
@@ -89,6 +93,10 @@ async def serve(
     Cancelling this kills every agy child (escalation is shielded and bounded)
     before the cancellation propagates.
     """
+    if settings.trace:
+        logger.info("AGYBRIDGE_TRACE=1: tracing every message (secrets redacted)")
+        receive_stream = TracingReceiveStream(receive_stream)
+        send_stream = TracingSendStream(send_stream)
     store = await open_store(settings.db_path)
     try:
         await _serve(receive_stream, send_stream, settings, store, handle_signals=handle_signals)
@@ -164,11 +172,14 @@ async def _serve(
         assert peer is not None
         return await peer.request(method, params)
 
+    agy_bin = settings.resolve_agy_bin() or settings.agy_bin
+    log_startup(agy_bin, settings.log_file)
     for warning in settings.warnings:
         logger.warning("%s", warning)
     catalog = CatalogService()
     manager = SessionManager(session_deps(settings, store, catalog, ask_client))
-    doctor = functools.partial(doctor_lines, settings, catalog, manager)
+    sign_in = SignInState(agy_bin)
+    doctor = functools.partial(doctor_lines, settings, catalog, manager, sign_in)
 
     agent = AcpAgent(
         manager,
@@ -177,6 +188,7 @@ async def _serve(
         limits=settings.prompt_limits,
         doctor=doctor,
         catalog_ready=catalog.loaded.wait,
+        sign_in=sign_in,
     )
 
     peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)
@@ -209,7 +221,9 @@ async def _serve(
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
         nursery.start_soon(watch_stdout)
-        start_housekeeping(nursery, settings, store, catalog, manager)
+        start_housekeeping(
+            nursery, settings, store=store, catalog=catalog, manager=manager, sign_in=sign_in
+        )
         if handle_signals:
             nursery.start_soon(_watch_signals, shutdown)
 
@@ -260,51 +274,43 @@ def session_deps(
     )
 
 
-def doctor_lines(settings: Settings, catalog: CatalogService, manager: SessionManager) -> list[str]:
-    """The ``/doctor`` command's report."""
-    found = settings.resolve_agy_bin()
-    lines = [
-        f"agy binary: `{found}`"
-        if found
-        else f"agy binary: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN",
-        f"agy version: {catalog.catalog.agy_version or 'unknown'}",
-        f"models offered: {len(catalog.catalog.models)}, agents: {len(catalog.catalog.agents)}",
-    ]
-    if catalog.error:
-        lines.append(f"discovery failed: {catalog.error}")
-    lines += [
-        f"session database: `{settings.db_path or 'in memory'}`",
-        f"log file: `{settings.log_file or 'disabled'}`",
-        f"staging: `{settings.staging_dir}`",
-        f"live sessions: {len(manager)}",
-    ]
-    return lines
+def doctor_lines(
+    settings: Settings, catalog: CatalogService, manager: SessionManager, sign_in: SignInState
+) -> list[str]:
+    """The ``/doctor`` command's report: the same checks as ``agybridge doctor``,
+    from what the bridge knows (pending ones say so)."""
+    gates = [session.gate for session in manager.live()]
+    return report.one_line_each(live_checks(settings, catalog, sign_in, gates))
 
 
 def start_housekeeping(
     nursery: trio.Nursery,
     settings: Settings,
+    *,
     store: AsyncStore,
     catalog: CatalogService,
     manager: SessionManager,
+    sign_in: SignInState,
 ) -> None:
-    """Model discovery (re-announced to live sessions when it changes), the
-    agy-acp-map import and the stale staging sweep."""
+    """Model discovery (re-announced to live sessions when it changes; a
+    failure that says agy is signed out is noted), the agy-acp-map import and
+    the stale staging sweep."""
 
     async def catalog_changed() -> None:
         for session in manager.live():
             session.announce("catalog")
 
-    nursery.start_soon(
-        functools.partial(
-            catalog.run,
+    async def discover() -> None:
+        await catalog.run(
             settings.resolve_agy_bin() or settings.agy_bin,
             catalog_changed,
             timeout_s=settings.timeouts.startup_s,
             cache_get=store.cache_get,
             cache_put=lambda key, value: store.cache_put(key, value, DISCOVERY_CACHE_TTL_S),
         )
-    )
+        sign_in.note_discovery_error(catalog.error)
+
+    nursery.start_soon(discover)
     nursery.start_soon(import_legacy, store, settings.legacy)
     nursery.start_soon(sweep_staging, settings)
 

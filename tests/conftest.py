@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,19 +17,36 @@ settings.register_profile("agybridge", derandomize=True, deadline=None, print_bl
 settings.load_profile("agybridge")
 
 REPO = Path(__file__).resolve().parents[1]
-#: Real agy captures, read from the shared reference folder beside the repo
-#: (never copied into the project); tests using them skip when it is absent.
-SAMPLES = REPO.parent / "shared" / "agy" / "samples"
+#: Test data (captures, transcripts, fixtures): test modules find it through
+#: here, not their own ``__file__``, so they can live in any test folder.
+DATA_DIR = REPO / "tests" / "data"
+#: Real agy captures, copied verbatim into the repository (see its README), so
+#: every clone runs every capture test; none of them may skip.
+SAMPLES = REPO / "tests" / "data" / "agy-captures"
 
 
 def sample_files() -> list[Path]:
-    return sorted(SAMPLES.glob("*.ndjson")) if SAMPLES.is_dir() else []
+    return sorted(SAMPLES.glob("*.ndjson"))
+
+
+@pytest.fixture(autouse=True)
+def _restore_logger_levels() -> Iterator[None]:
+    """A test that runs a command in-process (``agybridge smoke`` quiets the
+    jsonrpc logger) must not change what later tests' ``caplog`` sees: test
+    order depends on the folder layout."""
+    levels = {
+        name: logger.level
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if isinstance(logger, logging.Logger) and name.startswith("agybridge")
+    }
+    yield
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and name.startswith("agybridge"):
+            logger.setLevel(levels.get(name, logging.NOTSET))
 
 
 @pytest.fixture
 def samples_dir() -> Path:
-    if not SAMPLES.is_dir():
-        pytest.skip(f"agy samples not found at {SAMPLES}")
     return SAMPLES
 
 

@@ -30,6 +30,7 @@ RANK = {
     # attach/status/stop: standard library only (tests/test_daemon_light.py),
     # so it imports no other unit, and the daemon may share its socket paths.
     "attach": 0,
+    "doctor": 4,  # setup checks: the cli runs them, the server answers /doctor with them
 }
 #: The entry points and their helpers sit on top.
 TOP = 5

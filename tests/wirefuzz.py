@@ -6,7 +6,7 @@ and a sequence of `Step`s (session/new, prompt, session/cancel, session/close,
 session/load, session/resume, ``$/cancel_request``, pauses) over a few sessions, each
 session with its own fake-agy scenario and its own working directory (so that a
 process scan can tell which session an agy child belongs to). The driver
-(tests/test_wire_fuzz.py) performs it and records the wire; `check` then lists the
+(tests/integration/test_wire_fuzz.py) performs it and records the wire; `check` then lists the
 violations of issue 9's promises found in the log.
 """
 

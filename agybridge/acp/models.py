@@ -90,6 +90,8 @@ class FileSystemCapabilities:
 class ClientCapabilities:
     fs: FileSystemCapabilities = attrs.Factory(FileSystemCapabilities)
     terminal: bool = False
+    #: ``AuthCapabilities``: ``{"terminal": true}`` allows terminal auth methods.
+    auth: dict[str, Any] | None = None
     meta: Meta | None = None
 
 
@@ -279,6 +281,12 @@ class PromptRequest:
 @attrs.frozen
 class PromptResponse:
     stop_reason: str
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class AuthenticateRequest:
+    method_id: str
     meta: Meta | None = None
 
 

@@ -38,6 +38,7 @@ from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
 from . import commands, prompting
+from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
 from .params import (
     check_directories,
@@ -50,6 +51,7 @@ from .params import (
     settings_from,
     unknown_session,
 )
+from .wirelog import log_initialize
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +87,11 @@ class AcpAgent:
         limits: PromptLimits | None = None,
         doctor: Callable[[], list[str]] | None = None,
         catalog_ready: Callable[[], Awaitable[None]] | None = None,
+        sign_in: SignInState,
     ) -> None:
         self._manager = manager
         self._client = client
+        self._sign_in = sign_in
         self._limits = limits or PromptLimits()
         self._doctor = doctor or (lambda: ["no diagnostics available"])
         self._catalog_ready = catalog_ready
@@ -102,6 +106,7 @@ class AcpAgent:
         self.client_capabilities = models.ClientCapabilities()
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
             "initialize": self._initialize,
+            "authenticate": self._authenticate,
             "session/new": self._new_session,
             "session/prompt": self._prompt,
             "session/close": self._close_session,
@@ -162,6 +167,11 @@ class AcpAgent:
                 if problem is not None:
                     raise problem
                 return await handler(params, ctx)
+        except RpcError as exc:
+            if exc.code == ErrorCode.AUTH_REQUIRED and method != "authenticate":
+                details = exc.data.get("details") if isinstance(exc.data, dict) else None
+                self._sign_in.note_signed_out(str(details or exc.message))
+            raise
         finally:
             if method == "session/prompt":
                 # A prompt answered without a turn must not hold its place.
@@ -225,9 +235,21 @@ class AcpAgent:
             agent_info=models.Implementation(
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
             ),
-            auth_methods=[],
+            auth_methods=auth_methods(terminal=self._client_has_terminal_auth()),
         )
+        log_initialize(request)
         return codec.unstructure(response)
+
+    def _client_has_terminal_auth(self) -> bool:
+        auth = self.client_capabilities.auth or {}
+        return auth.get("terminal") is True
+
+    async def _authenticate(self, params: Any, ctx: RequestContext) -> Any:
+        request = parse(params, models.AuthenticateRequest)
+        check_method(request.method_id, terminal=self._client_has_terminal_auth())
+        with _translate_session_errors():
+            await self._sign_in.authenticate()
+        return {}
 
     async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.NewSessionRequest)
@@ -245,6 +267,7 @@ class AcpAgent:
             # than push it right after (a warm bridge then pushes nothing).
             await self._catalog_ready()
         with _translate_session_errors():
+            await self._sign_in.require()
             session = await self._manager.create(spec, self._client)
         response = models.NewSessionResponse(
             session_id=session.session_id,

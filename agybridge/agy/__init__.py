@@ -20,6 +20,10 @@ from .process import ChildEvent as ChildEvent
 from .process import ChildExited as ChildExited
 from .process import ChildMessage as ChildMessage
 from .process import ChildStderr as ChildStderr
+from .signin import ProbeResult as ProbeResult
+from .signin import SignIn as SignIn
+from .signin import classify_probe as classify_probe
+from .signin import probe_sign_in as probe_sign_in
 from .stderr import StderrKind as StderrKind
 from .stderr import StderrLine as StderrLine
 from .stderr import classify_stderr as classify_stderr

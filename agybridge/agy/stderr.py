@@ -37,6 +37,8 @@ class StderrLine:
 _AUTH_MARKERS = (
     "not logged into antigravity",
     "authentication required",
+    # `agy -p /hooks` signed out (GOBBY capture, fake_agy ``_hooks_command``).
+    "authentication failed",
     "authentication timed out",
     "auth timed out",
     "authentication expired",

@@ -55,6 +55,7 @@ class Connection:
             limits=settings.prompt_limits,
             doctor=doctor,
             catalog_ready=daemon.catalog.loaded.wait,
+            sign_in=daemon.sign_in,
         )
         self.peer = Peer(
             stream,

@@ -33,6 +33,7 @@ from typing import Any
 
 import trio
 
+from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
 from ..config import Settings
 from ..jsonrpc import PeerClosedError, RpcError
@@ -71,6 +72,8 @@ class Daemon:
         self.store = store
         self.catalog = CatalogService()
         self.manager = SessionManager(session_deps(settings, store, self.catalog, self.ask_client))
+        #: What the daemon knows about agy's sign-in (shared by every client).
+        self.sign_in = SignInState(settings.resolve_agy_bin() or settings.agy_bin)
         self.connections: dict[int, Connection] = {}
         self._next_connection = 1
         self.started_at = trio.current_time()
@@ -96,7 +99,9 @@ class Daemon:
                 number,
                 stream,
                 self,
-                doctor=functools.partial(doctor_lines, self.settings, self.catalog, self.manager),
+                doctor=functools.partial(
+                    doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
+                ),
                 first_seq=number * SEQ_STRIDE,
                 seq_range=SEQ_STRIDE,
             )
@@ -198,7 +203,14 @@ class Daemon:
     async def run(self, listener: trio.socket.SocketType, ready: trio.Event) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.manager.run)
-            start_housekeeping(nursery, self.settings, self.store, self.catalog, self.manager)
+            start_housekeeping(
+                nursery,
+                self.settings,
+                store=self.store,
+                catalog=self.catalog,
+                manager=self.manager,
+                sign_in=self.sign_in,
+            )
             nursery.start_soon(_watch_signals, self)
             if self.settings.daemon_idle_exit_s > 0:
                 nursery.start_soon(self._idle_exit_task, self.settings.daemon_idle_exit_s)

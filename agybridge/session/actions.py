@@ -18,7 +18,7 @@ import trio
 from ..acp import models
 from ..agy import AgySpawnError, build_argv
 from . import output, timers, turns
-from .errors import AgyStartError
+from .errors import AgyStartError, auth_required
 from .gating import ask_allow_and_retry
 from .mapper import TurnMapper
 from .outlet import turn_outcome
@@ -175,7 +175,8 @@ async def verify_gate(session: Session, action: turns.VerifyGate) -> None:
 
     async def verify() -> None:
         await gate.verify(session.deps.agy_bin, session.deps.env)
-        session.post(turns.GateVerified(gate.failure is None))
+        signed_out = auth_required(gate.failure or "") if gate.signed_out else None
+        session.post(turns.GateVerified(gate.failure is None, signed_out))
 
     session.start_soon(verify)
 

@@ -42,8 +42,17 @@ def classify_agy_error(text: str, *, auth_failed: bool = False) -> SessionError 
             message += "; available models: " + ", ".join(models_known)
         return InvalidModelError(message, data={"details": text, "availableModels": models_known})
     if auth_failed or "not logged into antigravity" in text.lower():
-        return AuthRequiredError(
-            "agy is not signed in: run `agy` once in a terminal to log in, then retry",
-            data={"details": text},
-        )
+        return auth_required(text)
     return None
+
+
+#: What to do about it: the editor's sign-in action runs ``agybridge login``.
+AUTH_REQUIRED_MESSAGE = (
+    "agy is not signed in: sign in with your editor's login action, or run "
+    "`agybridge login` (or `agy`) in a terminal, then retry"
+)
+
+
+def auth_required(details: str) -> AuthRequiredError:
+    """The -32000 error for a signed-out agy; ``details`` = agy's own words."""
+    return AuthRequiredError(AUTH_REQUIRED_MESSAGE, data={"details": details})

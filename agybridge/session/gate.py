@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from ..acp import codec, models
-from ..agy import run_owned
+from ..agy.signin import ProbeResult, SignIn, run_probe
 from ..permissions import (
     HOOK_NAME,
     Assessment,
@@ -114,6 +114,8 @@ class Gate:
         self.ready = trio.Event()
         self.verified = False
         self.failure: str | None = None
+        #: The verification found agy signed out (its failure is then not the gate's).
+        self.signed_out = False
         self._refusing = False
         self._unnumbered = 0
         #: Safe mode after "allow and retry": tools allowed for the session.
@@ -161,27 +163,22 @@ class Gate:
         Never raises: a failure is kept in :attr:`failure` for the session to
         fall back to ``safe`` and tell the user.
         """
+        self.signed_out = False
         try:
             assert self.root is not None
             with trio.fail_after(self._verify_timeout_s):
-                argv = [agy_bin, "-p", "/hooks", "--add-dir", self.root.hook_dir]
-                done = await run_owned(
-                    [*argv, "--output-format", "json"],
-                    label="agy -p /hooks",
-                    env=self.agy_env(env),
-                )
-            self.failure = _check_hooks_listing(done.stdout, self.root.hooks_json)
-            if done.returncode != 0 and self.failure is None:
-                self.failure = f"agy -p /hooks exited with {done.returncode}"
+                check = await check_hooks_loaded(agy_bin, self.root, self.agy_env(env))
+            self.failure = check.failure
+            self.signed_out = check.sign_in.state is SignIn.SIGNED_OUT
         except trio.TooSlowError:
             self.failure = f"agy -p /hooks did not answer within {self._verify_timeout_s:g} s"
-        except (OSError, AssertionError) as exc:
+        except AssertionError as exc:
             self.failure = f"could not run agy -p /hooks: {exc}"
         self.verified = self.failure is None
         if self.failure:
-            logger.warning(
-                "session %s: permission gate not verified: %s", self.session_id, self.failure
-            )
+            # Signed out is the session's error to report (-32000), not a gate warning.
+            log = logger.info if self.signed_out else logger.warning
+            log("session %s: permission gate not verified: %s", self.session_id, self.failure)
         self.ready.set()
 
     def allow_for_session(self, permissions: set[str]) -> set[str]:
@@ -366,6 +363,31 @@ def _chosen_option(answer: Any) -> str | None:
     return None
 
 
+@attrs.frozen
+class HooksCheck:
+    #: None when agy lists our gate; else why not.
+    failure: str | None
+    #: What the same run says about sign-in (a signed-out agy lists nothing).
+    sign_in: ProbeResult
+
+
+async def check_hooks_loaded(agy_bin: str, root: HookRoot, env: Mapping[str, str]) -> HooksCheck:
+    """Run ``agy -p /hooks`` with ``root`` as an ``--add-dir``: is our hook loaded?
+
+    Never raises for agy failures; cancellation kills agy (bound it with a deadline).
+    """
+    run = await run_probe(agy_bin, ("--add-dir", root.hook_dir), env)
+    sign_in = run.sign_in
+    if sign_in.state is SignIn.SIGNED_OUT:
+        return HooksCheck(f"agy is not signed in ({sign_in.detail})", sign_in)
+    if not run.spawned:
+        return HooksCheck(f"could not run agy -p /hooks: {sign_in.detail}", sign_in)
+    listed = _check_hooks_listing(run.stdout, root.hooks_json)
+    if run.returncode != 0 and listed is None:
+        listed = f"agy -p /hooks exited with {run.returncode}"
+    return HooksCheck(listed, sign_in)
+
+
 def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
     """None if agy's ``/hooks`` JSON lists our gate loaded from our file."""
     text = stdout.decode("utf-8", "replace").strip()
@@ -391,4 +413,11 @@ def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
     return f"agy did not load the {HOOK_NAME} hook"
 
 
-__all__ = ["PERMISSION_TOOLS", "AskClient", "Gate", "HookRootError"]
+__all__ = [
+    "PERMISSION_TOOLS",
+    "AskClient",
+    "Gate",
+    "HookRootError",
+    "HooksCheck",
+    "check_hooks_loaded",
+]

@@ -145,6 +145,9 @@ class ChildExited:
 @attrs.frozen
 class GateVerified:
     ok: bool
+    #: The check found agy signed out: the turn fails with this (-32000)
+    #: before any gate notice, and the next turn checks again.
+    auth_error: SessionError | None = None
 
 
 @attrs.frozen

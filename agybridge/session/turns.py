@@ -5,7 +5,7 @@ a session's prompts, turns and agy children, and nothing else. No trio, no
 I/O, no clock: the driver (``session.py``) feeds it :data:`Event`\\ s (from
 the client, the child, timers) and performs the :data:`Action`\\ s it
 returns, in order. Because one object decides, the promises can be checked
-by enumerating interleavings (tests/test_turn_core.py):
+by enumerating interleavings (tests/unit/session/test_turn_core.py):
 
 * every prompt that arrived is answered exactly once (:class:`AnswerPrompt`);
 * nothing of a turn is sent after its answer (the driver maps agy output only
@@ -135,6 +135,8 @@ class TurnCore:
         #: request (a new instance of the session starts muted if the last one
         #: ended so).
         self.muted = muted
+        #: The gate check found agy signed out: the waiting turn's error.
+        self.auth_failure: SessionError | None = None
         self.coalesced: set[str] = set()
         self.answered: set[float] = set()
         #: The latest idle timeout armed (an older one firing is stale).
@@ -346,6 +348,12 @@ class TurnCore:
     def _on_GateVerified(self, event: GateVerified) -> None:
         if self.gate is GateState.NONE:
             return
+        if event.auth_error is not None:
+            # Not the gate's fault: say so first, and check again next turn
+            # (the user may sign in meanwhile).
+            self.auth_failure = event.auth_error
+            self.gate = GateState.UNVERIFIED
+            return
         self.gate = GateState.VERIFIED if event.ok else GateState.FAILED
 
     def _on_AllowAnswered(self, event: AllowAnswered) -> None:
@@ -434,6 +442,10 @@ class TurnCore:
             return True
         if self.startup_failure is not None:
             failure, self.startup_failure = self.startup_failure, None
+            self._finish(turn, error=failure)
+            return True
+        if self.auth_failure is not None:
+            failure, self.auth_failure = self.auth_failure, None
             self._finish(turn, error=failure)
             return True
         if self.settings.mode in GATED_MODES or self.gate_in_use():

@@ -8,7 +8,9 @@ A low layer: it imports nothing from the rest of agybridge. The session layer us
 from .aio import AsyncStore as AsyncStore
 from .db import DEFAULT_LIST_LIMIT as DEFAULT_LIST_LIMIT
 from .db import MAX_LIST_LIMIT as MAX_LIST_LIMIT
+from .db import SCHEMA_VERSION as SCHEMA_VERSION
 from .db import Store as Store
+from .db import StoreStatistics as StoreStatistics
 from .errors import InvalidCursorError as InvalidCursorError
 from .errors import StoreClosedError as StoreClosedError
 from .errors import StoreError as StoreError

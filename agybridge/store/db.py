@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from . import _opening
 from .errors import InvalidCursorError, StoreClosedError, StoreError
 from .models import JournalEntry, SessionRecord, canonical_timestamp
@@ -39,6 +41,7 @@ from .models import JournalEntry, SessionRecord, canonical_timestamp
 logger = logging.getLogger(__name__)
 
 DEFAULT_LIST_LIMIT = 50
+SCHEMA_VERSION = _opening.SCHEMA_VERSION
 MAX_LIST_LIMIT = 1000
 
 _SESSION_COLUMNS = (
@@ -49,6 +52,13 @@ _JOURNAL_COLUMNS = (
     "session_id, turn, idx, kind, message_id, text, tool_call_id, tool_kind, tool_title, "
     "tool_status, created_at"
 )
+
+
+@attrs.frozen
+class StoreStatistics:
+    schema_version: int
+    sessions: int
+    journal_lines: int
 
 
 class Store:
@@ -225,6 +235,16 @@ class Store:
             rows = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             lines = conn.execute("DELETE FROM journal WHERE session_id = ?", (session_id,))
             return rows.rowcount > 0 or lines.rowcount > 0
+
+    def statistics(self) -> StoreStatistics:
+        """Schema version and row counts (``agybridge doctor``)."""
+        with self._reading("counting sessions") as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+            lines = conn.execute("SELECT count(*) FROM journal").fetchone()[0]
+        return StoreStatistics(
+            schema_version=int(version), sessions=int(sessions), journal_lines=int(lines)
+        )
 
     # ------------------------------------------------------------------ journal
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive an ACP agent with the official Python SDK client (``agent-client-protocol``).
 
-Run by tests/test_conformance_sdk.py in its own process, because the SDK is asyncio and
+Run by tests/integration/test_conformance_sdk.py in its own process, because the SDK is asyncio and
 the tests are trio. One session goes through::
 
     initialize -> session/new -> session/prompt ECHO_TEXT (runs to its end)

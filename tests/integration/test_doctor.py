@@ -1,0 +1,139 @@
+"""``agybridge doctor`` against the fake agy, and the doctor's pure pieces."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from agybridge.agy import SignIn, classify_probe
+from agybridge.config import Settings
+from agybridge.doctor import checks
+from agybridge.doctor.checks import Status
+
+from ..acp_wire import Harness
+
+TIMEOUT_S = 120
+
+
+async def doctor(harness: Harness, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    with trio.fail_after(TIMEOUT_S):
+        done = await trio.run_process(
+            [sys.executable, "-m", "agybridge", "doctor", *args],
+            env=harness.env(**env),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    await harness.assert_no_leftovers()
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+async def test_all_good_exits_0(harness: Harness) -> None:
+    """Signed-in fake agy, fresh paths: every check passes, exit 0."""
+    done = await doctor(harness)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✗" not in done.stdout and "all checks passed" in done.stdout
+    for name in ("signed in", "permission gate", "models and agents", "version", "OS"):
+        assert f"✓ {name}:" in done.stdout
+
+
+async def test_signed_out_fails_naming_sign_in(harness: Harness) -> None:
+    """Signed out: non-zero exit, a line naming sign-in with the fix; the
+    checks that need sign-in are skipped, not counted."""
+    done = await doctor(harness, FAKE_AGY_SIGNED_OUT="1")
+    assert done.returncode == 1, done.stdout
+    assert "✗ signed in: agy is not signed in" in done.stdout
+    assert "fix: run `agybridge login`" in done.stdout
+    assert "- permission gate: not checked: agy is not signed in" in done.stdout
+
+
+async def test_json_output_counts_failures(harness: Harness) -> None:
+    done = await doctor(harness, "--json", FAKE_AGY_SIGNED_OUT="1")
+    report = json.loads(done.stdout)
+    assert report["failed"] == done.returncode == 1 and report["ok"] is False
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    assert [c["name"] for c in failed] == ["signed in"] and failed[0]["fix"]
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda tmp: tmp / "missing" / "agy", "does not exist"),
+        (lambda tmp: tmp, "is a directory, not the agy program"),
+        (lambda tmp: (tmp / "agy").touch() or tmp / "agy", "is not executable"),
+    ],
+    ids=["missing", "directory", "not-executable"],
+)
+async def test_agy_bin_problems_have_their_own_message(
+    harness: Harness, make: object, expected: str
+) -> None:
+    """Missing, directory and non-executable AGY_BIN: three messages, each a fix."""
+    target = make(harness.tmp_path)  # type: ignore[operator]
+    done = await doctor(harness, AGY_BIN=str(target))
+    assert done.returncode == 1, done.stdout
+    first = done.stdout.splitlines()[1]
+    assert first == f"✗ agy: AGY_BIN={target} {expected}"
+    assert done.stdout.splitlines()[2].startswith("    fix: ")
+
+
+def test_unset_agy_bin_is_told_apart(tmp_path: Path) -> None:
+    settings = Settings.from_env({"PATH": str(tmp_path)})
+    check, found = checks.agy_binary(settings)
+    assert found is None and check.summary == "agy is not on PATH and AGY_BIN is not set"
+
+
+def test_directory_holding_agy_suggests_the_binary(tmp_path: Path) -> None:
+    (tmp_path / "agy").write_text("#!/bin/sh\n")
+    check, _ = checks.agy_binary(Settings.from_env({"AGY_BIN": str(tmp_path)}))
+    assert check.fix == f"set AGY_BIN={tmp_path / 'agy'}"
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stdout", "stderr", "state"),
+    [
+        (0, '{"status":"SUCCESS","command":{}}', "", SignIn.SIGNED_IN),
+        (1, '{"status":"ERROR","error":"authentication failed or timed out"}', "",
+         SignIn.SIGNED_OUT),
+        (1, "", "error getting token source: You are not logged into Antigravity.",
+         SignIn.SIGNED_OUT),
+        (1, "", "Error: authentication timed out.", SignIn.SIGNED_OUT),
+        (2, "", "panic: boom", SignIn.UNKNOWN),
+        (0, '{"result":{"status":"ERROR","error":"network down"}}', "", SignIn.UNKNOWN),
+    ],
+)  # fmt: skip
+def test_probe_classification(returncode: int, stdout: str, stderr: str, state: SignIn) -> None:
+    """The probe's verdict comes from the stderr classifier's AUTH class."""
+    assert classify_probe(returncode, stdout, stderr).state is state
+
+
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [("1.2.14", Status.OK), ("agy version 1.1.18", Status.OK), ("1.1.9", Status.FAIL),
+     ("dev", Status.OK)],
+)  # fmt: skip
+def test_version_minimum(text: str, status: Status) -> None:
+    assert checks.version(text).status is status
+
+
+def test_private_dir_modes(tmp_path: Path) -> None:
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    os.chmod(loose, 0o755)
+    tight = tmp_path / "tight"
+    tight.mkdir(mode=0o700)
+    assert checks.private_dir("d", str(loose)).fix == f"chmod 700 {loose}"
+    assert checks.private_dir("d", str(tight)).status is Status.OK
+    assert checks.private_dir("d", str(tmp_path / "new")).status is Status.OK
+
+
+def test_windows_is_not_supported() -> None:
+    assert checks.operating_system("win32").status is Status.FAIL
+    assert checks.operating_system("linux").status is Status.OK

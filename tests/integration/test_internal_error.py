@@ -1,0 +1,99 @@
+"""A bug inside the bridge while it serves a turn (issue 9 item 5): the prompt
+is answered -32603 naming it — never ``cancelled`` — and the session goes on
+with a fresh agy. The bug is made real by breaking the mapper in-process, so
+this test runs the bridge in-process (``server.serve``) over memory streams,
+with the real fake agy as its child."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from agybridge.agy import StepUpdateEvent
+from agybridge.config import Settings
+from agybridge.server import serve
+from agybridge.session.mapper import TurnMapper
+
+from ..acp_wire import bridge_env, new_marker, wait_no_leftovers
+
+TIMEOUT_S = 60
+
+
+class LineClient:
+    def __init__(self, stream: trio.testing.StapledStream[Any, Any]) -> None:
+        self.stream = stream
+        self.buffer = b""
+        self.received: list[dict[str, Any]] = []
+        self.next_id = 0
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.stream.send_all(json.dumps(message).encode() + b"\n")
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        request_id = self.next_id
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        while True:
+            message = await self.receive()
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
+    async def receive(self) -> dict[str, Any]:
+        while b"\n" not in self.buffer:
+            chunk = await self.stream.receive_some()
+            assert chunk, "the bridge closed the stream"
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        self.received.append(message)
+        return message
+
+
+async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = new_marker()
+    for key in [k for k in os.environ if k.startswith(("AGYBRIDGE_", "FAKE_AGY_", "AGY_"))]:
+        monkeypatch.delenv(key)
+    for key, value in bridge_env(tmp_path, marker, "echo").items():
+        monkeypatch.setenv(key, value)
+    settings = Settings.from_env()
+
+    original = TurnMapper.feed
+
+    def feed(self: TurnMapper, event: Any, *args: Any, **kwargs: Any) -> Any:
+        step = event.step_update if isinstance(event, StepUpdateEvent) else None
+        if step is not None and "explode" in (step.text_delta or ""):
+            raise RuntimeError("the mapper broke")
+        return original(self, event, *args, **kwargs)
+
+    monkeypatch.setattr(TurnMapper, "feed", feed)
+    client_side, bridge_side = trio.testing.memory_stream_pair()
+    client = LineClient(client_side)
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve, bridge_side, bridge_side, settings)
+            await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            session_id = new["result"]["sessionId"]
+
+            def prompt(text: str) -> dict[str, Any]:
+                return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+            broken = await client.request("session/prompt", prompt("please explode"))
+            assert broken["error"]["code"] == -32603, broken
+            assert "the mapper broke" in broken["error"]["message"]
+            assert "RuntimeError" in broken["error"]["message"]
+            healthy = await client.request("session/prompt", prompt("hello again"))
+            assert healthy["result"]["stopReason"] == "end_turn", healthy
+            closed = await client.request("session/close", {"sessionId": session_id})
+            assert closed["result"] == {}
+            await client_side.send_eof()
+            # the bridge returns on EOF: every child reaped
+    assert await wait_no_leftovers(marker) == []

@@ -1,0 +1,214 @@
+"""Sessions that survive restarts, through the wire with two bridge processes.
+
+new -> two prompts -> close -> a NEW bridge process on the same database ->
+list shows the session with its title -> load replays both turns (text and
+tool cards) -> the next prompt runs on an agy resumed with --conversation.
+Every message is schema-validated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from agybridge.store import SessionRecord, Store
+
+from ..acp_wire import Harness, RawClient, WireValidator
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 60
+
+
+async def ok(client: RawClient, method: str, params: dict[str, Any]) -> Any:
+    response = await client.request(method, params)
+    assert "result" in response, f"{method}: {response}\n{client.diagnostics()}"
+    return response["result"]
+
+
+async def prompt(client: RawClient, session_id: str, text: str) -> str:
+    result = await ok(
+        client,
+        "session/prompt",
+        {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
+    )
+    stop: str = result["stopReason"]
+    return stop
+
+
+async def test_history_survives_a_restart(harness: Harness) -> None:
+    """The whole acceptance path across two bridge processes."""
+    validator = WireValidator()
+    cwd = str(harness.tmp_path)
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as first:
+            await first.initialize()
+            session_id = (await ok(first, "session/new", {"cwd": cwd, "mcpServers": []}))[
+                "sessionId"
+            ]
+            assert await prompt(first, session_id, "Fix the flaky test please") == "end_turn"
+            assert await prompt(first, session_id, "[fake-agy:tool] now run it") == "end_turn"
+            first_turns = [
+                u
+                for u in first.updates(session_id)
+                if u["sessionUpdate"] in ("agent_message_chunk", "tool_call")
+            ]
+            assert await ok(first, "session/close", {"sessionId": session_id}) == {}
+        conversation = harness.session_argvs()[0]
+        launches_before = len(harness.session_argvs())
+
+        async with harness.open_bridge(validator=validator) as second:
+            await second.initialize()
+            listed = await ok(second, "session/list", {"cwd": cwd})
+            [info] = [s for s in listed["sessions"] if s["sessionId"] == session_id]
+            assert info["title"] == "Fix the flaky test please"
+            assert info["cwd"] == cwd and info["updatedAt"]
+            conversation_id = info["_meta"]["conversationId"]
+
+            mark = second.mark()
+            loaded = await second.request(
+                "session/load", {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+            )
+            assert "result" in loaded, loaded
+            replay = second.updates(session_id, since=mark)
+            replay_end = second.position(loaded)
+            assert all(
+                second.position(m) < replay_end
+                for m in second.received[mark:]
+                if m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"]
+                in ("user_message_chunk", "agent_message_chunk", "tool_call")
+            )
+            users = [
+                u["content"]["text"] for u in replay if u["sessionUpdate"] == "user_message_chunk"
+            ]
+            assert users == ["Fix the flaky test please", "[fake-agy:tool] now run it"]
+            agent_text = "".join(
+                u["content"]["text"] for u in replay if u["sessionUpdate"] == "agent_message_chunk"
+            )
+            first_text = "".join(
+                u["content"]["text"]
+                for u in first_turns
+                if u["sessionUpdate"] == "agent_message_chunk"
+            )
+            assert agent_text == first_text
+            tools = [u for u in replay if u["sessionUpdate"] == "tool_call"]
+            first_tools = [u for u in first_turns if u["sessionUpdate"] == "tool_call"]
+            assert [(t["toolCallId"], t["title"], t["kind"]) for t in tools] == [
+                (t["toolCallId"], t["title"], t["kind"]) for t in first_tools
+            ]
+            assert all(t["status"] == "completed" for t in tools)
+            # Stable message ids: the replay reuses the original ones.
+            assert {
+                u["messageId"] for u in replay if u["sessionUpdate"] == "agent_message_chunk"
+            } <= {u["messageId"] for u in first_turns if "messageId" in u}
+
+            assert await prompt(second, session_id, "and again") == "end_turn"
+        argv = harness.session_argvs()[launches_before]
+        assert argv[argv.index("--conversation") + 1] == conversation_id
+        assert "--conversation" not in conversation
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_resume_does_not_replay_and_other_cwds_are_refused(harness: Harness) -> None:
+    """resume answers without history; another cwd, unknown ids, bad cursors and
+    bad directories are clear errors; delete is idempotent."""
+    validator = WireValidator()
+    cwd = str(harness.tmp_path)
+    other = harness.tmp_path / "elsewhere"
+    other.mkdir()
+    extra = harness.tmp_path / "lib"
+    extra.mkdir()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            session_id = (
+                await ok(
+                    client,
+                    "session/new",
+                    {"cwd": cwd, "mcpServers": [], "additionalDirectories": [str(extra)]},
+                )
+            )["sessionId"]
+            assert await prompt(client, session_id, "hello") == "end_turn"
+            assert await ok(client, "session/close", {"sessionId": session_id}) == {}
+
+            wrong = await client.request(
+                "session/load", {"sessionId": session_id, "cwd": str(other), "mcpServers": []}
+            )
+            assert wrong["error"]["code"] == -32602 and cwd in wrong["error"]["message"]
+            unknown = await client.request("session/resume", {"sessionId": "nope", "cwd": cwd})
+            assert unknown["error"]["code"] == -32002
+            bad_dir = await client.request(
+                "session/new",
+                {"cwd": cwd, "mcpServers": [], "additionalDirectories": ["relative/dir"]},
+            )
+            assert bad_dir["error"]["code"] == -32602
+            bad_cursor = await client.request("session/list", {"cursor": "not-a-cursor"})
+            assert bad_cursor["error"]["code"] == -32602
+
+            listed = await ok(client, "session/list", {"cwd": cwd})
+            assert listed["sessions"][0]["additionalDirectories"] == [str(extra)]
+
+            mark = client.mark()
+            resumed = await ok(
+                client,
+                "session/resume",
+                {"sessionId": session_id, "cwd": cwd, "additionalDirectories": [str(extra)]},
+            )
+            assert resumed["modes"]["currentModeId"] == "ask"
+            # No history replay (commands and config may be announced).
+            replayed = {"user_message_chunk", "agent_message_chunk", "tool_call"}
+            assert [
+                u for u in client.updates(session_id, since=mark) if u["sessionUpdate"] in replayed
+            ] == []
+            assert await prompt(client, session_id, "still here") == "end_turn"
+
+            assert await ok(client, "session/delete", {"sessionId": session_id}) == {}
+            assert await ok(client, "session/delete", {"sessionId": session_id}) == {}
+            gone = await client.request(
+                "session/load", {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+            )
+            assert gone["error"]["code"] == -32002
+        argvs = harness.session_argvs()
+        assert all(str(extra) in argv for argv in argvs)
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_list_pages_over_250_sessions(harness: Harness) -> None:
+    """Pagination returns each of 250 stored sessions exactly once, newest first."""
+    cwd = str(harness.tmp_path)
+    with Store.open(harness.tmp_path / "agybridge.db") as store:
+        for i in range(250):
+            store.upsert_session(
+                SessionRecord(
+                    session_id=f"sess_{i:04d}",
+                    cwd=cwd,
+                    title=f"t{i}",
+                    created_at="2026-11-01T00:00:00Z",
+                    updated_at=f"2026-11-{1 + i // 24:02d}T{i % 24:02d}:00:00Z",
+                )
+            )
+    validator = WireValidator()
+    seen: list[str] = []
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            cursor = None
+            pages = 0
+            while True:
+                params = {"cwd": cwd} if cursor is None else {"cwd": cwd, "cursor": cursor}
+                page = await ok(client, "session/list", params)
+                seen += [s["sessionId"] for s in page["sessions"]]
+                pages += 1
+                cursor = page.get("nextCursor")
+                if not cursor:
+                    break
+        await harness.assert_no_leftovers()
+    assert sorted(seen) == sorted(f"sess_{i:04d}" for i in range(250))
+    assert len(seen) == 250 and pages > 1
+    assert seen[0] == "sess_0249"
+    assert validator.problems == []

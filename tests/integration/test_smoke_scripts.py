@@ -1,0 +1,121 @@
+"""The benchmark script runs end to end: it exits 0 and writes its reports.
+
+Timings are never asserted (this machine is shared and small); the script's own
+checks (echo text, cancelled answers, no leftover processes) decide its exit code.
+The live matrix is ``examples/smoke/live.toml`` for ``agybridge smoke run``
+(tests/integration/test_smoke_run.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import REPO
+
+SMOKE = REPO / "smoke"
+FAKE_AGY = REPO / "bin" / "fake-agy"
+SCRIPT_TIMEOUT_S = 120
+
+pytestmark = pytest.mark.integration
+
+
+def _run(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AGYBRIDGE_", "FAKE_AGY_", "AGY_"))
+    }
+    environment.update(env)
+    return subprocess.run(
+        [sys.executable, str(SMOKE / script), *args],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT_S,
+        check=False,
+    )
+
+
+def _report(report_dir: Path, kind: str) -> dict[str, object]:
+    written = sorted(report_dir.glob(f"{kind}-*.json"))
+    assert len(written) == 1, f"expected one {kind} JSON report, found {written}"
+    assert written[0].with_suffix(".md").is_file(), "the Markdown report is missing"
+    report = json.loads(written[0].read_text())
+    assert isinstance(report, dict)
+    return report
+
+
+def _explain(done: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr[-4000:]}"
+
+
+def test_bench_quick_passes_and_writes_reports(tmp_path: Path) -> None:
+    """A small benchmark run passes every row and writes JSON and Markdown."""
+    done = _run(
+        "bench.py",
+        "--quick",
+        "--reps",
+        "2",
+        "--sessions",
+        "2",
+        "--turns",
+        "2",
+        "--warm-turns",
+        "1",
+        "--sigint-grace",
+        "0.5",
+        "--sigterm-grace",
+        "0.5",
+        "--big-line-mib",
+        "2",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench")
+    assert report["ok"] is True
+    rows = report["rows"]
+    assert isinstance(rows, list)
+    assert all(row["ok"] and row["n"] > 0 for row in rows), rows
+    assert report["leftovers"] == []
+    assert "| row | unit | n | median | p90 | max | status |" in done.stdout
+
+
+def test_bench_attach_runs_and_writes_reports(tmp_path: Path) -> None:
+    """The attach start-up benchmark runs a daemon, measures, stops it, leaves
+    nothing behind and writes its reports (its speed verdict is not asserted)."""
+    done = _run("bench_attach.py", "--reps", "2", "--warmup", "1", "--report-dir", str(tmp_path))
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-attach")
+    assert report["ok"] is True and report["leftovers"] == []
+    rows = report["rows"]
+    assert isinstance(rows, dict)
+    assert rows["attach"]["n"] == 2
+    assert "Target: median ≤ 60 ms" in done.stdout
+
+
+def test_bench_scale_runs_small_and_writes_reports(tmp_path: Path) -> None:
+    """The scale benchmark in a small configuration: every streaming turn ends
+    end_turn, nothing is left running, the reports are written."""
+    done = _run(
+        "bench_scale.py",
+        "--idle",
+        "2",
+        "--streaming",
+        "2",
+        "--seconds",
+        "0.2",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-scale")
+    assert report["ok"] is True and report["leftovers"] == []
+    assert report["fairness"] is not None and report["rss_peak_mb"] > 0
