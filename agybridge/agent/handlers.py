@@ -10,6 +10,7 @@ translated once, here (style.md §7).
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -36,7 +37,8 @@ from ..session.history import replay_updates
 from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
-from . import commands, prompting
+from . import commands, compat, prompting
+from .extensions import Extensions
 from .params import (
     check_directories,
     check_directory,
@@ -106,6 +108,9 @@ class AcpAgent:
             "session/resume": self._resume_session,
             "session/delete": self._delete_session,
         }
+        self._extensions = Extensions(manager)
+        for name in self._extensions.methods:
+            self._methods[name] = functools.partial(self._extension, name)
 
     # --- the Handler protocol ------------------------------------------------
 
@@ -203,13 +208,18 @@ class AcpAgent:
                 session_capabilities=models.SessionCapabilities(
                     close={}, list={}, resume={}, delete={}, additional_directories={}
                 ),
+                meta={"agybridge": self._extensions.capabilities()},
             ),
             agent_info=models.Implementation(
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
             ),
             auth_methods=[],
+            meta={"bridgeCapabilities": compat.bridge_capabilities(self._manager.deps.catalog())},
         )
         return codec.unstructure(response)
+
+    async def _extension(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        return await self._extensions.handle(method, params)
 
     async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.NewSessionRequest)
@@ -217,9 +227,10 @@ class AcpAgent:
             session_id=f"sess_{uuid.uuid4().hex}",
             cwd=check_directory(request.cwd, "cwd"),
             additional_dirs=check_directories(request.additional_directories),
-            settings=settings_from(self._default_settings, request.meta),
+            settings=settings_from(self._default_settings, compat.launch_meta(params)),
             terminals=self._client_wants_terminals(),
             mcp_config=mcp_config(request.mcp_servers),
+            conversation_id=compat.conversation_id(params),
         )
         if self._catalog_ready is not None:
             # A cached catalog is read in milliseconds: offer it now rather
@@ -231,6 +242,7 @@ class AcpAgent:
             session_id=session.session_id,
             modes=session.modes(),
             config_options=session.config_options(),
+            meta=_conversation_meta(session),
         )
         session.options_seen()
         # Posted without a checkpoint before the peer queues this response, so
@@ -329,7 +341,9 @@ class AcpAgent:
         await session.announce_now()
         await session.barrier()
         response = models.SessionStateResponse(
-            modes=session.modes(), config_options=session.config_options()
+            modes=session.modes(),
+            config_options=session.config_options(),
+            meta=_conversation_meta(session),
         )
         return codec.unstructure(response)
 
@@ -395,7 +409,9 @@ class AcpAgent:
         ctx.on_cancel = lambda at: session.cancel_prompt(ctx.seq, at)
         try:
             with _translate_session_errors():
-                result = await session.prompt(ctx.seq, prepared.text, prepared.display_text)
+                result = await session.prompt(
+                    ctx.seq, _with_rollback_note(session, prepared.text), prepared.display_text
+                )
         finally:
             if prepared.converted.files:
                 await prompting.discard(session, ctx.seq)
@@ -429,6 +445,19 @@ class AcpAgent:
         if session is None:
             raise unknown_session(session_id)
         return session
+
+
+def _with_rollback_note(session: Session, text: str) -> str:
+    """What agy reads: the user's text after a note on files rolled back
+    since its last turn (the journal keeps the user's text alone)."""
+    note = session.mutations.take_agy_note()
+    return note + text if note else text
+
+
+def _conversation_meta(session: Session) -> dict[str, Any] | None:
+    """agy-acp-map's ``_meta.conversationId`` on new/load/resume (when known)."""
+    known = session.conversation.id
+    return {"conversationId": known} if known else None
 
 
 async def send_update_via(

@@ -24,6 +24,7 @@ import trio
 
 from ..acp import models
 from ..agy import ChildMessage, InitEvent, ResultEvent, Usage
+from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
 from .announcer import Announcer
@@ -38,6 +39,7 @@ from .gating import start_gate
 from .images import snapshot_edit_target
 from .inbox import Inbox, Step
 from .mapper import OutcomeKind, TurnMapper
+from .mutations import MutationLog
 from .outlet import Outlet
 from .persistence import SessionBook
 from .private_root import prepare_private_root
@@ -65,8 +67,13 @@ class Session:
         self.title = spec.title
         self.created_at = spec.created_at or utc_now()
         self.model: str | None = spec.settings.model
+        #: What the current agy said in its ``init`` (tools, model, agent).
+        self.init_info: InitInfo | None = None
         self.conversation = Conversation(spec.session_id, spec.conversation_id)
         self.book = SessionBook(deps.store, spec.session_id, spec.next_turn)
+        self.mutations = MutationLog(
+            deps.store, spec.session_id, (spec.cwd, *spec.additional_dirs), self._turn_number
+        )
         self.announcer = Announcer(outlet, deps.catalog, (spec.cwd, *spec.additional_dirs))
         #: The rules; only the loop feeds it (others may read it).
         self.core = turns.TurnCore(spec.settings, resumable=spec.conversation_id is not None)
@@ -90,6 +97,10 @@ class Session:
         self.nursery: trio.Nursery | None = None
         #: Callers waiting for the loop (released if it ends first).
         self._waiting: set[trio.Event] = set()
+
+    def _turn_number(self) -> int:
+        # The running turn's journal index (it is journalled when it ends).
+        return self.book.next_turn
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -297,6 +308,7 @@ class Session:
             if self.conversation.learn(event.conversation_id, "init"):
                 self._save_soon()
             self.model = event.init.model or self.model
+            self.init_info = event.init
             return
         if self.conversation.learn(event.result.conversation_id or "", "result"):
             self._save_soon()
