@@ -53,8 +53,9 @@ async def test_two_turns_are_listed_diffed_and_rolled_back(harness: Harness) -> 
     rollback toTurn 0 restores the original bytes (the file did not exist)."""
     workspace = harness.tmp_path / "ws"
     workspace.mkdir()
+    validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+        async with harness.open_bridge("edit", validator=validator) as client:
             session_id, target = await two_editing_turns(client, workspace)
             first_line = EDIT_INITIAL_CONTENT.partition("\n")[0]
             assert target.read_text().startswith(first_line + EDIT_SUFFIX * 2)
@@ -120,6 +121,7 @@ async def test_two_turns_are_listed_diffed_and_rolled_back(harness: Harness) -> 
             await prompt(client, session_id, "[fake-agy:echo] and again")
             assert "rolled back" not in client.message_text(session_id, since=mark)
         await harness.assert_no_leftovers()
+    assert validator.problems == []
 
 
 async def test_a_file_changed_after_agy_makes_rollback_refuse(harness: Harness) -> None:
@@ -129,8 +131,9 @@ async def test_a_file_changed_after_agy_makes_rollback_refuse(harness: Harness) 
     workspace.mkdir()
     original = b"mine: first line\nsecond\n"
     (workspace / "notes.txt").write_bytes(original)
+    validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+        async with harness.open_bridge("edit", validator=validator) as client:
             session_id, target = await two_editing_turns(client, workspace)
             target.write_bytes(target.read_bytes() + b"user's own line\n")
 
@@ -157,6 +160,7 @@ async def test_a_file_changed_after_agy_makes_rollback_refuse(harness: Harness) 
             assert forced["applied"] is True
             assert target.read_bytes() == original
         await harness.assert_no_leftovers()
+    assert validator.problems == []
 
 
 async def test_undo_and_diff_from_the_prompt(harness: Harness) -> None:
@@ -165,8 +169,9 @@ async def test_undo_and_diff_from_the_prompt(harness: Harness) -> None:
     workspace.mkdir()
     original = b"line one\nline two\n"
     (workspace / "notes.txt").write_bytes(original)
+    validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+        async with harness.open_bridge("edit", validator=validator) as client:
             session_id, target = await two_editing_turns(client, workspace)
             once = target.read_bytes().replace(EDIT_SUFFIX.encode() * 2, EDIT_SUFFIX.encode())
 
@@ -184,6 +189,7 @@ async def test_undo_and_diff_from_the_prompt(harness: Harness) -> None:
             await prompt(client, session_id, "/undo")
             assert "Nothing to undo" in client.message_text(session_id, since=mark)
         await harness.assert_no_leftovers()
+    assert validator.problems == []
 
 
 async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> None:
@@ -191,8 +197,9 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
     unlisted _agybridge method is -32601; standard capabilities are unchanged."""
     workspace = harness.tmp_path / "ws"
     workspace.mkdir()
+    validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+        async with harness.open_bridge("edit", validator=validator) as client:
             init = (await client.initialize())["result"]
             caps = init["agentCapabilities"]
             advertised = caps["_meta"]["agybridge"]
@@ -223,14 +230,16 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
             )
             assert bad["error"]["code"] == -32602 and "toTurn" in bad["error"]["message"]
         await harness.assert_no_leftovers()
+    assert validator.problems == []
 
 
 async def test_history_pages_prompts_answers_tools_and_mutations(harness: Harness) -> None:
     """history returns the journal and the mutations in turn order, page by page."""
     workspace = harness.tmp_path / "ws"
     workspace.mkdir()
+    validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+        async with harness.open_bridge("edit", validator=validator) as client:
             session_id, _ = await two_editing_turns(client, workspace)
             entries: list[dict[str, Any]] = []
             cursor = None
@@ -256,3 +265,4 @@ async def test_history_pages_prompts_answers_tools_and_mutations(harness: Harnes
             )
             assert bad["error"]["code"] == -32602
         await harness.assert_no_leftovers()
+    assert validator.problems == []

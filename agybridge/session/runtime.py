@@ -25,8 +25,10 @@ def runtime(session: Session) -> dict[str, Any]:
         "sessionId": session.session_id,
         "cwd": session.cwd,
         "additionalDirectories": list(session.additional_dirs),
-        "model": session.model or settings.model,
-        "requestedModel": settings.model,
+        # The slug agy runs with (None: agy's default), and the name agy's
+        # init gave (a display name such as "Gemini 3.1 Pro (Low)").
+        "model": settings.model,
+        "agyModel": init.model if init else None,
         "effort": settings.effort,
         "mode": settings.mode,
         "agent": (init.agent if init and init.agent else None) or settings.agent,
@@ -88,7 +90,9 @@ def status_text(snapshot: dict[str, Any]) -> str:
         f"- session: `{snapshot['sessionId']}`",
         f"- agy conversation: `{snapshot['conversationId'] or 'not started yet'}`",
         f"- cwd: `{snapshot['cwd']}`",
-        f"- mode: `{snapshot['mode']}`, model: `{snapshot['model'] or 'default'}`, "
+        f"- mode: `{snapshot['mode']}`, model: `{snapshot['model'] or 'default'}`"
+        + (f" ({snapshot['agyModel']})" if snapshot["agyModel"] else "")
+        + ", "
         f"effort: `{snapshot['effort'] or 'default'}`, agent: `{snapshot['agent'] or 'default'}`",
     ]
     if agy["version"] or agy["pid"]:
