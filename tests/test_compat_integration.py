@@ -4,6 +4,7 @@ set_config_option ids. Clients that ignore _meta see standard ACP."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -148,3 +149,61 @@ async def test_malformed_launch_shapes_are_invalid_params(harness: Harness) -> N
             )
             assert bad_model["error"]["code"] == -32602
         await harness.assert_no_leftovers()
+
+
+def _plan_capture(conversation: str) -> str:
+    """One synthetic turn whose task_boundary step makes a plan (shapes as in
+    the samples' tool steps)."""
+    step = {"conversation_id": conversation, "step_type": "tool", "tool_name": "task_boundary"}
+    info = {"name": "task_boundary", "parameters": {"TaskName": "Refactor the parser"}}
+    lines = [
+        {"event": "init", "conversation_id": conversation, "init": {"model": "M", "tools": []}},
+        {
+            "event": "step_update",
+            "step_update": {
+                "conversation_id": conversation,
+                "step_index": 0,
+                "state": "DONE",
+                "step_type": "user_input",
+            },
+        },
+        {
+            "event": "step_update",
+            "step_update": {**step, "step_index": 1, "state": "ACTIVE", "tool_info": info},
+        },
+        {
+            "event": "step_update",
+            "step_update": {**step, "step_index": 1, "state": "DONE", "tool_info": info},
+        },
+        {
+            "event": "result",
+            "result": {"conversation_id": conversation, "status": "SUCCESS", "response": "ok"},
+        },
+    ]
+    return "\n".join(json.dumps(line) for line in lines) + "\n"
+
+
+async def test_the_plan_is_re_sent_on_load(harness: Harness) -> None:
+    """A session whose turn made a plan gets that plan again on session/load,
+    after the replayed history, in a new bridge."""
+    capture = harness.tmp_path / "plan.ndjson"
+    capture.write_text(_plan_capture("5e5e5e5e-0000-4000-8000-000000000001"))
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=str(capture)) as client:
+            await client.initialize()
+            session_id = (await new_session(client))["sessionId"]
+            await prompt(client, session_id)
+            shown = client.updates(session_id, "plan")[-1]["entries"]
+            assert shown[0]["content"].startswith("Refactor the parser")
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            loaded = await client.request(
+                "session/load",
+                {"sessionId": session_id, "cwd": str(client.tmp_path), "mcpServers": []},
+            )
+            assert "result" in loaded, loaded
+            plans = client.updates(session_id, "plan")
+            assert [p["entries"] for p in plans] == [shown]
+        await harness.assert_no_leftovers()
+    assert validator.problems == []

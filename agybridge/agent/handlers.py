@@ -328,6 +328,7 @@ class AcpAgent:
                 next_turn=max((e.turn for e in journal), default=-1) + 1,
                 created_at=record.created_at,
                 mcp_config=servers,
+                plan=tuple(record.meta.get("plan") or ()),
             )
 
         with _translate_session_errors():
@@ -338,6 +339,9 @@ class AcpAgent:
             # history may (must) arrive before the response.
             for update in replay_updates(journal):
                 await self._client(session.session_id, update)
+            if session.plan:  # the last plan, as agy-acp-map re-sends it
+                plan = codec.structure({"entries": list(session.plan)}, models.Plan)
+                await self._client(session.session_id, plan)
         await session.announce_now()
         await session.barrier()
         response = models.SessionStateResponse(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..acp import models
+from ..acp import codec, models
 from ..agy import AgySpawnError, build_argv
 from . import output, timers, turns
 from .errors import AgyStartError
@@ -91,6 +91,8 @@ async def record_turn(session: Session, action: turns.RecordTurn) -> None:
     work = session.prompts.get(action.seq)
     if work is not None and work.mapper is not None:
         await session.book.record_turn(work.display_text, work.mapper)
+        if work.mapper.plan:
+            session.plan = tuple(codec.unstructure(entry) for entry in work.mapper.plan.values())
     await session.save()
 
 

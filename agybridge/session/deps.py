@@ -63,3 +63,5 @@ class SessionSpec:
     next_turn: int = 0
     created_at: str | None = None
     mcp_config: Mapping[str, Any] = attrs.field(factory=dict)
+    #: The last plan shown (``plan`` entries as JSON), re-sent on load.
+    plan: tuple[Mapping[str, Any], ...] = ()

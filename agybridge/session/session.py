@@ -65,6 +65,8 @@ class Session:
         self.session_id, self.cwd = spec.session_id, spec.cwd
         self.additional_dirs = spec.additional_dirs
         self.title = spec.title
+        #: The last plan shown, as JSON (kept in the index; re-sent on load).
+        self.plan: tuple[Mapping[str, Any], ...] = spec.plan
         self.created_at = spec.created_at or utc_now()
         self.model: str | None = spec.settings.model
         #: What the current agy said in its ``init`` (tools, model, agent).
@@ -434,6 +436,7 @@ class Session:
             title=self.title,
             settings=self.core.settings,
             created_at=self.created_at,
+            plan=self.plan,
         )
 
     async def save(self) -> None:
