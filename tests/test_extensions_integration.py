@@ -217,6 +217,7 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
                 "_agybridge/session/rollback": {"toTurn": 0, "dryRun": True},
                 "_agybridge/mcp/list": {},
                 "_agybridge/skills/list": {},
+                "_agybridge/session/steer": {"text": "[fake-agy:echo] steer"},
             }
             assert set(advertised["extensions"]) == set(samples)
             for method in advertised["extensions"]:

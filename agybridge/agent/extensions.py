@@ -29,6 +29,9 @@ EXTENSIONS_VERSION = 1
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
+#: Served by the agent itself (it runs a turn like ``session/prompt``).
+STEER = "_agybridge/session/steer"
+
 
 def _object(params: Any) -> dict[str, Any]:
     if params is None:
@@ -97,13 +100,18 @@ class Extensions:
             "_agybridge/mcp/list": (1, self._mcp_list),
             "_agybridge/skills/list": (1, self._skills_list),
         }
+        #: Methods served by the agent, advertised here: method -> version.
+        self.served_elsewhere: dict[str, int] = {}
 
     def capabilities(self) -> dict[str, Any]:
         """``agentCapabilities._meta.agybridge``."""
         return {
             "version": EXTENSIONS_VERSION,
             "bridgeVersion": __version__,
-            "extensions": {name: {"version": v} for name, (v, _) in self.methods.items()},
+            "extensions": {
+                **{name: {"version": v} for name, (v, _) in self.methods.items()},
+                **{name: {"version": v} for name, v in self.served_elsewhere.items()},
+            },
             # The bridge sends no extension notifications (yet).
             "notifications": [],
         }

@@ -38,7 +38,7 @@ from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
 from . import commands, compat, prompting
-from .extensions import Extensions
+from .extensions import STEER, Extensions
 from .params import (
     check_directories,
     check_directory,
@@ -111,6 +111,9 @@ class AcpAgent:
         self._extensions = Extensions(manager)
         for name in self._extensions.methods:
             self._methods[name] = functools.partial(self._extension, name)
+        # Steer runs a turn like session/prompt: it is served here.
+        self._methods[STEER] = self._steer
+        self._extensions.served_elsewhere[STEER] = 1
 
     # --- the Handler protocol ------------------------------------------------
 
@@ -131,6 +134,8 @@ class AcpAgent:
             return
         if method == "session/prompt":
             session.prompt_arrived(ctx.seq)  # its place in the FIFO queue
+        elif method == STEER:
+            session.steer_arrived(ctx.seq)  # ahead of the prompts waiting
         else:
             session.client_request(ctx.seq)
 
@@ -150,7 +155,7 @@ class AcpAgent:
                 raise problem
             return await handler(params, ctx)
         finally:
-            if method == "session/prompt":
+            if method in ("session/prompt", STEER):
                 # A prompt answered without a turn must not hold its place.
                 session = self._named_session(params)
                 if session is not None:
@@ -421,6 +426,22 @@ class AcpAgent:
                 await prompting.discard(session, ctx.seq)
         meta = dict(result.meta) or None
         return codec.unstructure(models.PromptResponse(stop_reason=result.stop_reason, meta=meta))
+
+    async def _steer(self, params: Any, ctx: RequestContext) -> Any:
+        """``_agybridge/session/steer {sessionId, text}``: a text prompt that
+        goes ahead of the prompts waiting; answered like session/prompt when
+        its turn ends (docs/extensions.md "Steering")."""
+        if not isinstance(params, dict) or not isinstance(params.get("text"), str):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "Invalid params: text must be a string",
+                {"path": "$.text"},
+            )
+        prompt = {
+            "sessionId": params.get("sessionId"),
+            "prompt": [{"type": "text", "text": params["text"]}],
+        }
+        return await self._prompt(prompt, ctx)
 
     async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
         """Answer a bridge command with a message, without an agy turn."""

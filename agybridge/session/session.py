@@ -324,6 +324,11 @@ class Session:
         self.prompts.arrived(seq)
         self.post(turns.PromptArrived(seq))
 
+    def steer_arrived(self, seq: float) -> None:
+        """A steer was read (wire order): a prompt ahead of those waiting."""
+        self.prompts.arrived(seq)
+        self.post(turns.PromptArrived(seq, steer=True))
+
     def drop_prompt(self, seq: float) -> None:
         """The prompt was answered without a turn (error, bridge command)."""
         self.prompts.drop(seq)
