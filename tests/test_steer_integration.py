@@ -40,7 +40,7 @@ async def test_a_steer_runs_next_and_idle_it_is_a_prompt(harness: Harness) -> No
                 await client.wait_for(
                     lambda: (
                         client.response_nowait(first)
-                        or (len(client.permission_requests) > answered or None)
+                        or (len(client.permission_requests) > answered or None)  # noqa: B023
                     ),
                     "turn A to go on",
                 )
