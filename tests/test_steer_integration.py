@@ -38,9 +38,9 @@ async def test_a_steer_runs_next_and_idle_it_is_a_prompt(harness: Harness) -> No
             answered = 0
             while client.response_nowait(first) is None:  # the create and the edit ask
                 await client.wait_for(
-                    lambda: (
+                    lambda seen=answered: (
                         client.response_nowait(first)
-                        or (len(client.permission_requests) > answered or None)  # noqa: B023
+                        or (len(client.permission_requests) > seen or None)
                     ),
                     "turn A to go on",
                 )
