@@ -267,3 +267,30 @@ async def test_history_pages_prompts_answers_tools_and_mutations(harness: Harnes
             assert bad["error"]["code"] == -32602
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_mutations_survive_a_restart(harness: Harness) -> None:
+    """The log and its snapshots are stored with the session: a new bridge
+    that loads it lists the changes and can roll them back."""
+    workspace = harness.tmp_path / "ws"
+    workspace.mkdir()
+    original = b"kept across restarts\n"
+    (workspace / "notes.txt").write_bytes(original)
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=validator) as client:
+            session_id, target = await two_editing_turns(client, workspace)
+        async with harness.open_bridge("edit", validator=validator) as client:
+            await client.initialize()
+            loaded = await client.request(
+                "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+            )
+            assert "result" in loaded, loaded
+            listed = await result(client, "_agybridge/session/mutations", {"sessionId": session_id})
+            assert [t["turn"] for t in listed["turns"]] == [0, 1]
+            await result(
+                client, "_agybridge/session/rollback", {"sessionId": session_id, "toTurn": 0}
+            )
+            assert target.read_bytes() == original
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
