@@ -40,6 +40,15 @@ async def result(client: RawClient, method: str, params: dict[str, Any]) -> dict
     return value
 
 
+def make_workspace(harness: Harness, notes: bytes | None = None) -> Path:
+    """The session's cwd, with ``notes.txt`` holding ``notes`` (None: no file yet)."""
+    workspace = harness.tmp_path / "ws"
+    workspace.mkdir()
+    if notes is not None:
+        (workspace / "notes.txt").write_bytes(notes)
+    return workspace
+
+
 async def two_editing_turns(client: RawClient, workspace: Path) -> tuple[str, Path]:
     await client.initialize()
     session_id = await client.new_session(workspace)
@@ -51,8 +60,7 @@ async def two_editing_turns(client: RawClient, workspace: Path) -> tuple[str, Pa
 async def test_two_turns_are_listed_diffed_and_rolled_back(harness: Harness) -> None:
     """mutations lists each turn's change with provenance; diff shows it;
     rollback toTurn 0 restores the original bytes (the file did not exist)."""
-    workspace = harness.tmp_path / "ws"
-    workspace.mkdir()
+    workspace = make_workspace(harness)
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge("edit", validator=validator) as client:
@@ -127,10 +135,8 @@ async def test_two_turns_are_listed_diffed_and_rolled_back(harness: Harness) -> 
 async def test_a_file_changed_after_agy_makes_rollback_refuse(harness: Harness) -> None:
     """Someone else edits the file after agy: provenance says so, rollback
     refuses naming it, and force restores the original bytes anyway."""
-    workspace = harness.tmp_path / "ws"
-    workspace.mkdir()
     original = b"mine: first line\nsecond\n"
-    (workspace / "notes.txt").write_bytes(original)
+    workspace = make_workspace(harness, original)
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge("edit", validator=validator) as client:
@@ -165,10 +171,8 @@ async def test_a_file_changed_after_agy_makes_rollback_refuse(harness: Harness) 
 
 async def test_undo_and_diff_from_the_prompt(harness: Harness) -> None:
     """/diff shows agy's change; /undo undoes the last editing turn, then the one before."""
-    workspace = harness.tmp_path / "ws"
-    workspace.mkdir()
     original = b"line one\nline two\n"
-    (workspace / "notes.txt").write_bytes(original)
+    workspace = make_workspace(harness, original)
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge("edit", validator=validator) as client:
@@ -195,8 +199,7 @@ async def test_undo_and_diff_from_the_prompt(harness: Harness) -> None:
 async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> None:
     """Every method listed in _meta.agybridge answers with a valid result; an
     unlisted _agybridge method is -32601; standard capabilities are unchanged."""
-    workspace = harness.tmp_path / "ws"
-    workspace.mkdir()
+    workspace = make_workspace(harness)
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge("edit", validator=validator) as client:
@@ -236,8 +239,7 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
 
 async def test_history_pages_prompts_answers_tools_and_mutations(harness: Harness) -> None:
     """history returns the journal and the mutations in turn order, page by page."""
-    workspace = harness.tmp_path / "ws"
-    workspace.mkdir()
+    workspace = make_workspace(harness)
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge("edit", validator=validator) as client:
@@ -272,10 +274,8 @@ async def test_history_pages_prompts_answers_tools_and_mutations(harness: Harnes
 async def test_mutations_survive_a_restart(harness: Harness) -> None:
     """The log and its snapshots are stored with the session: a new bridge
     that loads it lists the changes and can roll them back."""
-    workspace = harness.tmp_path / "ws"
-    workspace.mkdir()
     original = b"kept across restarts\n"
-    (workspace / "notes.txt").write_bytes(original)
+    workspace = make_workspace(harness, original)
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge("edit", validator=validator) as client:
