@@ -150,8 +150,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         waiting = [s for s in self.core.queue if s not in self.core.ready]
         if waiting:
             seq = data.draw(st.sampled_from(waiting))
-            self.feed(turns.PromptDropped(seq))
+            # Answered by the handler (an error) before the core hears of it.
             self.answers.setdefault(seq, []).append(turns.AnswerPrompt(seq, error=ERROR))
+            self.feed(turns.PromptDropped(seq))
 
     @rule()
     def cancel(self) -> None:
