@@ -81,7 +81,7 @@ class Settings:
         Raises:
             ConfigError: a variable is set to a value that cannot be used.
         """
-        env = os.environ if env is None else env
+        env, legacy_warnings = _agy_acp_env(os.environ if env is None else env)
         log_file_raw = env.get("AGYBRIDGE_LOG_FILE")
         if log_file_raw is None:
             log_file: Path | None = Path(platformdirs.user_log_dir(APP_NAME)) / f"{APP_NAME}.log"
@@ -124,7 +124,7 @@ class Settings:
             db_path=default_db_path(env),
             legacy=legacy_paths(env),
             launch=launch,
-            warnings=tuple(warnings),
+            warnings=(*legacy_warnings, *warnings),
             agy_bin=env.get("AGY_BIN") or "agy",
             agy_bin_set=bool(env.get("AGY_BIN")),
             sigint_grace_s=_seconds(env, "AGYBRIDGE_SIGINT_GRACE_S", 2.0),
@@ -150,6 +150,65 @@ class Settings:
                 return str(path.resolve())
             return None
         return shutil.which(self.agy_bin)
+
+
+#: agy-acp-map variables with an AGYBRIDGE_* equivalent: read as that one
+#: (when it is not set itself), with a start-up warning naming ours.
+_AGY_ACP_EQUIVALENTS = {
+    "AGY_ACP_KEEP_STAGING": "AGYBRIDGE_KEEP_STAGING",
+    "AGY_ACP_CONTEXT_SIZE": "AGYBRIDGE_CONTEXT_WINDOW",
+    "AGY_ACP_LOG": "AGYBRIDGE_LOG_FILE",
+}
+#: agy-acp-map variables agybridge does not honour, and what to do instead.
+_AGY_ACP_UNSUPPORTED = {
+    "AGY_ACP_DELETE_ON_CLOSE": (
+        "agybridge keeps closed sessions so that session/load can reopen them; delete one "
+        "with session/delete"
+    ),
+    "AGY_ACP_WARMUP": "agybridge always starts agy when the session is created",
+}
+
+
+def _agy_acp_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``env`` with agy-acp-map's variables read as ours, and what to warn about.
+
+    ``AGY_ACP_SKIP_PERMISSIONS=1`` means ``AGYBRIDGE_SAFETY=autonomous`` when no
+    safety or mode is set (agy-acp-map: "if safety unset"). The model and
+    launch variables are aliased in ``session.config.ENV_NAMES``; the store
+    paths in ``store.paths``.
+    """
+    out = dict(env)
+    warnings = []
+    for theirs, ours in _AGY_ACP_EQUIVALENTS.items():
+        if env.get(theirs) and ours not in env:
+            out[ours] = env[theirs]
+            warnings.append(f"{theirs} is agy-acp-map's name; agybridge reads it as {ours}")
+    skip = env.get("AGY_ACP_SKIP_PERMISSIONS", "").strip().lower()
+    if skip:
+        chosen = [n for n in _SAFETY_VARIABLES if env.get(n)]
+        if skip not in ("1", "true", "0", "false"):
+            raise ConfigError(f"AGY_ACP_SKIP_PERMISSIONS must be 1 or 0, not {skip!r}")
+        if chosen:
+            warnings.append(f"AGY_ACP_SKIP_PERMISSIONS is ignored: {chosen[0]} is set")
+        elif skip in ("1", "true"):
+            out["AGYBRIDGE_SAFETY"] = "autonomous"
+            warnings.append(
+                "AGY_ACP_SKIP_PERMISSIONS=1 is agy-acp-map's name; agybridge reads it as "
+                "AGYBRIDGE_SAFETY=autonomous (prefer that)"
+            )
+        else:
+            warnings.append(
+                "AGY_ACP_SKIP_PERMISSIONS=0 has no effect: agybridge's default mode (ask) "
+                "never skips a permission without asking you; AGYBRIDGE_SAFETY=safe uses "
+                "agy's own checks"
+            )
+    for name, instead in _AGY_ACP_UNSUPPORTED.items():
+        if env.get(name):
+            warnings.append(f"{name} is not supported: {instead}")
+    return out, warnings
+
+
+_SAFETY_VARIABLES = ("AGYBRIDGE_SAFETY", "AGY_ACP_SAFETY", "AGYBRIDGE_MODE", "AGY_ACP_MODE")
 
 
 def _timeouts(env: Mapping[str, str]) -> Timeouts:

@@ -208,7 +208,11 @@ class WireValidator:
         if not isinstance(method, str):
             return [f"{label}: method is not a string: {_short(message)}"]
         if method.startswith("_"):
-            return []  # extension method: the schema says nothing about it
+            # Extension method: the ACP schema says nothing about its payloads
+            # (extension_schema.py checks agybridge's), but its answer must come.
+            if is_request and direction is not None and _usable_id(message["id"]):
+                return self._remember(direction, message["id"], method, label)
+            return []
         name, direction = self._def_for(direction, method, kind)
         if name is None or direction is None:
             return [f"{label}: unknown {kind} method {method!r} for this direction"]

@@ -140,6 +140,7 @@ class AgentCapabilities:
     prompt_capabilities: PromptCapabilities = attrs.Factory(PromptCapabilities)
     mcp_capabilities: McpCapabilities = attrs.Factory(McpCapabilities)
     session_capabilities: SessionCapabilities = attrs.Factory(SessionCapabilities)
+    meta: Meta | None = None
 
 
 @attrs.frozen
@@ -148,6 +149,7 @@ class InitializeResponse:
     agent_capabilities: AgentCapabilities
     agent_info: Implementation
     auth_methods: list[dict[str, Any]] = attrs.Factory(list)
+    meta: Meta | None = None
 
 
 # --- sessions --------------------------------------------------------------

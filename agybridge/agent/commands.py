@@ -1,14 +1,18 @@
 """The bridge's own slash commands, answered without an agy turn:
 ``/model``, ``/mode``, ``/effort`` (show or change the option), ``/status``
-and ``/doctor``."""
+(the runtime snapshot), ``/diff``, ``/undo`` (the mutation log) and ``/doctor``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..jsonrpc import RpcError
 from ..session import Session
 from ..session.commands import BridgeCommand
-from ..session.config import DEFAULT, ConfigValueError
+from ..session.config import ConfigValueError
+from ..session.runtime import runtime, status_text
+from ..session.tool_calls import fenced
+from .extensions import diff_of, rollback
 
 
 async def run_command(
@@ -18,7 +22,11 @@ async def run_command(
     if command.name in ("model", "mode", "effort"):
         return await _option_command(session, command)
     if command.name == "status":
-        return _status(session)
+        return status_text(runtime(session))
+    if command.name == "diff":
+        return await _diff(session, command.args)
+    if command.name == "undo":
+        return await _undo(session, command.args)
     return "**agybridge doctor**\n\n" + "\n".join(f"- {line}" for line in doctor())
 
 
@@ -41,28 +49,44 @@ async def _option_command(session: Session, command: BridgeCommand) -> str:
     return "\n".join(lines)
 
 
-def _status(session: Session) -> str:
-    settings = session.settings
-    totals = dict(session.book.usage_totals)
-    lines = [
-        "**Session status**",
-        "",
-        f"- session: `{session.session_id}`",
-        f"- agy conversation: `{session.conversation.id or 'not started yet'}`",
-        f"- cwd: `{session.cwd}`",
-        f"- mode: `{settings.mode}`, model: `{settings.model or DEFAULT}`, "
-        f"effort: `{settings.effort or DEFAULT}`",
-    ]
-    if session.agy_version:
-        lines.append(f"- agy version: {session.agy_version}")
-    if "contextUsed" in totals:
-        lines.append(f"- context: {totals['contextUsed']:,} of {totals['contextSize']:,} tokens")
-    if "totalTokens" in totals:
-        lines.append(
-            f"- tokens this session: {totals['totalTokens']:,} "
-            f"(input {totals.get('inputTokens', 0):,}, output {totals.get('outputTokens', 0):,})"
-        )
-    if session.conversation.drift:
-        drift = len(session.conversation.drift)
-        lines.append(f"- agy started a new conversation {drift} time(s)")
-    return "\n".join(lines)
+async def _diff(session: Session, args: str) -> str:
+    turn = None
+    if args:
+        if not args.isdigit():
+            return f"⚠️ `/diff` takes a turn number (0 is the first turn), not {args!r}."
+        turn = int(args)
+    diff = await diff_of(session, turn=turn, since=None, path=None)
+    if not diff["files"]:
+        where = f"in turn {turn}" if turn is not None else "in this session"
+        return f"No file changes by agy recorded {where}."
+    parts = []
+    for file in diff["files"]:
+        if file["binary"]:
+            parts.append(f"`{file['path']}`: changed (binary or too large to show)")
+        elif file["diff"]:
+            parts.append(fenced(file["diff"], "diff"))
+        else:
+            parts.append(f"`{file['path']}`: back to how it was")
+    return "\n\n".join(parts)
+
+
+async def _undo(session: Session, args: str) -> str:
+    if args not in ("", "force"):
+        return f"⚠️ `/undo` takes nothing, or `force`, not {args!r}."
+    turn = session.mutations.undo_target()
+    if turn is None:
+        return "Nothing to undo: agy changed no files in this session (or all is undone)."
+    try:
+        result = await rollback(session, turn, dry_run=False, force=args == "force")
+    except RpcError as exc:
+        return f"⚠️ {exc.message}."
+    files = [f"- `{f['path']}`: {f['action']}" for f in result["files"]]
+    return "\n".join(
+        [
+            f"Undid agy's file changes from turn {turn} on:",
+            *files,
+            "",
+            "agy is told about it with your next message (its conversation still "
+            "remembers making the changes).",
+        ]
+    )

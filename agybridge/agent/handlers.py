@@ -11,6 +11,7 @@ translated once, here (style.md §7).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -37,8 +38,9 @@ from ..session.history import replay_updates
 from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
-from . import commands, prompting
+from . import commands, compat, prompting
 from .auth import SignInState, auth_methods, check_method
+from .extensions import STEER, Extensions
 from .ordering import LifecycleOrder
 from .params import (
     check_directories,
@@ -117,6 +119,12 @@ class AcpAgent:
             "session/resume": self._resume_session,
             "session/delete": self._delete_session,
         }
+        self._extensions = Extensions(manager)
+        for name in self._extensions.methods:
+            self._methods[name] = functools.partial(self._extension, name)
+        # Steer runs a turn like session/prompt: it is served here.
+        self._methods[STEER] = self._steer
+        self._extensions.served_elsewhere[STEER] = 1
 
     # --- the Handler protocol ------------------------------------------------
 
@@ -142,6 +150,8 @@ class AcpAgent:
             return
         if method == "session/prompt":
             session.prompt_arrived(ctx.seq)  # its place in the FIFO queue
+        elif method == STEER:
+            session.steer_arrived(ctx.seq)  # ahead of the prompts waiting
         else:
             session.client_request(ctx.seq)
 
@@ -173,7 +183,7 @@ class AcpAgent:
                 self._sign_in.note_signed_out(str(details or exc.message))
             raise
         finally:
-            if method == "session/prompt":
+            if method in ("session/prompt", STEER):
                 # A prompt answered without a turn must not hold its place.
                 session = self._named_session(params)
                 if session is not None:
@@ -231,11 +241,13 @@ class AcpAgent:
                 session_capabilities=models.SessionCapabilities(
                     close={}, list={}, resume={}, delete={}, additional_directories={}
                 ),
+                meta={"agybridge": self._extensions.capabilities()},
             ),
             agent_info=models.Implementation(
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
             ),
             auth_methods=auth_methods(terminal=self._client_has_terminal_auth()),
+            meta={"bridgeCapabilities": compat.bridge_capabilities(self._manager.deps.catalog())},
         )
         log_initialize(request)
         return codec.unstructure(response)
@@ -251,16 +263,20 @@ class AcpAgent:
             await self._sign_in.authenticate()
         return {}
 
+    async def _extension(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        return await self._extensions.handle(method, params)
+
     async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.NewSessionRequest)
         spec = SessionSpec(
             session_id=f"sess_{uuid.uuid4().hex}",
             cwd=check_directory(request.cwd, "cwd"),
             additional_dirs=check_directories(request.additional_directories),
-            settings=settings_from(self._default_settings, request.meta),
+            settings=settings_from(self._default_settings, compat.launch_meta(params)),
             terminals=self._client_wants_terminals(),
             mcp_config=mcp_config(request.mcp_servers),
             on_disconnect=on_disconnect_from(request.meta),
+            conversation_id=compat.conversation_id(params),
         )
         if self._catalog_ready is not None:
             # A cached catalog is read in milliseconds: offer it now rather
@@ -273,6 +289,7 @@ class AcpAgent:
             session_id=session.session_id,
             modes=session.modes(),
             config_options=session.config_options(),
+            meta=_conversation_meta(session),
         )
         session.options_seen()
         # Posted without a checkpoint before the peer queues this response, so
@@ -359,6 +376,7 @@ class AcpAgent:
                 next_turn=max((e.turn for e in journal), default=-1) + 1,
                 created_at=record.created_at,
                 mcp_config=servers,
+                plan=tuple(record.meta.get("plan") or ()),
             )
 
         with _translate_session_errors():
@@ -369,7 +387,10 @@ class AcpAgent:
         async def history() -> list[models.SessionUpdate]:
             # Read again under the outlet's lock: a turn journalled meanwhile
             # is then in it, not lost between the journal and the live turn.
-            return replay_updates(await store.journal(request.session_id))
+            updates = replay_updates(await store.journal(request.session_id))
+            if session.plan:  # the last plan, as agy-acp-map re-sends it
+                updates.append(codec.structure({"entries": list(session.plan)}, models.Plan))
+            return updates
 
         # The client registered the session before sending load: the history
         # (then a running turn so far) may (must) arrive before the response.
@@ -377,7 +398,9 @@ class AcpAgent:
         await session.announce_now()
         await session.barrier()
         response = models.SessionStateResponse(
-            modes=session.modes(), config_options=session.config_options()
+            modes=session.modes(),
+            config_options=session.config_options(),
+            meta=_conversation_meta(session),
         )
         return codec.unstructure(response)
 
@@ -453,12 +476,30 @@ class AcpAgent:
         ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
         try:
             with _translate_session_errors():
-                result = await session.prompt(ctx.seq, prepared.text, prepared.display_text)
+                result = await session.prompt(
+                    ctx.seq, _with_rollback_note(session, prepared.text), prepared.display_text
+                )
         finally:
             if prepared.converted.files:
                 await prompting.discard(session, ctx.seq)
         meta = dict(result.meta) or None
         return codec.unstructure(models.PromptResponse(stop_reason=result.stop_reason, meta=meta))
+
+    async def _steer(self, params: Any, ctx: RequestContext) -> Any:
+        """``_agybridge/session/steer {sessionId, text}``: a text prompt that
+        goes ahead of the prompts waiting; answered like session/prompt when
+        its turn ends (docs/extensions.md "Steering")."""
+        if not isinstance(params, dict) or not isinstance(params.get("text"), str):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "Invalid params: text must be a string",
+                {"path": "$.text"},
+            )
+        prompt = {
+            "sessionId": params.get("sessionId"),
+            "prompt": [{"type": "text", "text": params["text"]}],
+        }
+        return await self._prompt(prompt, ctx)
 
     async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
         """Answer a bridge command with a message, without an agy turn."""
@@ -487,6 +528,19 @@ class AcpAgent:
         if session is None:
             raise unknown_session(session_id)
         return session
+
+
+def _with_rollback_note(session: Session, text: str) -> str:
+    """What agy reads: the user's text after a note on files rolled back
+    since its last turn (the journal keeps the user's text alone)."""
+    note = session.mutations.take_agy_note()
+    return note + text if note else text
+
+
+def _conversation_meta(session: Session) -> dict[str, Any] | None:
+    """agy-acp-map's ``_meta.conversationId`` on new/load/resume (when known)."""
+    known = session.conversation.id
+    return {"conversationId": known} if known else None
 
 
 async def send_update_via(

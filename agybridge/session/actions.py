@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..acp import models
+from ..acp import codec, models
 from ..agy import AgySpawnError, build_argv
 from . import output, timers, turns
 from .errors import AgyStartError, auth_required
@@ -100,6 +100,8 @@ async def record_turn(session: Session, action: turns.RecordTurn) -> None:
     if work is not None and work.mapper is not None:
         async with session.outlet.journalling():
             await session.book.record_turn(work.display_text, work.mapper)
+        if work.mapper.plan:
+            session.plan = tuple(codec.unstructure(entry) for entry in work.mapper.plan.values())
     await session.save()
 
 

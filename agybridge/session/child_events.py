@@ -25,6 +25,7 @@ from ..agy import (
 )
 from . import output, turns
 from .mapper import OutcomeKind
+from .mutations import observe_step
 
 if TYPE_CHECKING:
     from .session import Session
@@ -101,6 +102,7 @@ async def on_child_message(session: Session, message: ChildMessage) -> None:
     seen = await output.observe_for(mapper, message, session.roots())
     for update in mapper.feed(event, seen):
         await session.outlet.send(update)
+    await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
     outcome = mapper.outcome
     if outcome is None:
         return

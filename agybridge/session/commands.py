@@ -26,6 +26,8 @@ BRIDGE_COMMANDS: dict[str, tuple[str, str | None]] = {
     "effort": ("Show or switch the reasoning effort", "low, medium, high or default"),
     "status": ("Session, agy conversation, agy version and token usage", None),
     "doctor": ("Check agy: binary, version, sign-in, discovery and logs", None),
+    "diff": ("Show the file changes agy made in this session (or in one turn)", "turn number"),
+    "undo": ("Undo the file changes of agy's last turn that changed files", "force"),
 }
 
 _COMMAND = re.compile(r"^/(?P<name>[A-Za-z0-9][A-Za-z0-9._:-]*)(?:[ \t]+(?P<args>.*))?$", re.S)

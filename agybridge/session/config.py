@@ -101,6 +101,17 @@ META_KEYS = {
 }
 
 
+#: ``session/set_config_option`` ids accepted beyond the offered options
+#: (agy-acp-map's names); ``safety`` sets the mode.
+LAUNCH_ONLY_OPTIONS = {
+    "sandbox": "sandbox",
+    "printTimeout": "print_timeout",
+    "jsonSchema": "json_schema",
+    "disableSlashCommands": "disable_slash_commands",
+    "safety": "safety",
+}
+
+
 class ConfigValueError(ValueError):
     """A configuration value the bridge cannot use (message says why)."""
 
@@ -384,6 +395,9 @@ def apply_option(
     Raises:
         ConfigValueError: unknown option or a value it does not offer.
     """
+    if config_id in LAUNCH_ONLY_OPTIONS:
+        # agy-acp-map's extra configIds: settings without an option of their own.
+        return with_setting(settings, LAUNCH_ONLY_OPTIONS[config_id], value)
     offered = {option.id: option for option in config_options(settings, catalog)}
     option = offered.get(config_id)
     if option is None:

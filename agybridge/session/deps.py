@@ -72,3 +72,5 @@ class SessionSpec:
     #: What the supervisor does with its running turn when its client goes
     #: away (``keep`` or ``cancel``; None: the supervisor's default).
     on_disconnect: str | None = None
+    #: The last plan shown (``plan`` entries as JSON), re-sent on load.
+    plan: tuple[Mapping[str, Any], ...] = ()

@@ -82,6 +82,8 @@ SendUpdate = Callable[[models.SessionUpdate], Awaitable[None]]
 #: nothing is sent for a turn that has been answered; False without a turn.
 TurnWork = Callable[[TurnMapper], list[models.SessionUpdate]]
 InTurn = Callable[[TurnWork], Awaitable[bool]]
+#: Told (step index, file) before an edit step is let through.
+NoteWrite = Callable[[int, str], Awaitable[None]]
 
 
 class Gate:
@@ -96,6 +98,7 @@ class Gate:
         ask_client: AskClient,
         send_update: SendUpdate,
         in_turn: InTurn,
+        note_write: NoteWrite | None = None,
         hook_timeout_s: int = 600,
         verify_timeout_s: float = VERIFY_TIMEOUT_S,
     ) -> None:
@@ -105,6 +108,7 @@ class Gate:
         self._ask_client = ask_client
         self._send_update = send_update
         self._in_turn = in_turn
+        self._note_write = note_write
         self._hook_timeout_s = hook_timeout_s
         self._verify_timeout_s = verify_timeout_s
         self.root: HookRoot | None = None
@@ -267,6 +271,10 @@ class Gate:
         if step is None:  # agy always sends it (§A3); never correlate by guess
             self._unnumbered -= 1
             step = self._unnumbered
+        target = edit_target(request.tool_name, request.args)
+        if target is not None and self._note_write is not None:
+            # Before agy writes: the "before" side of the session's mutation log.
+            await self._note_write(step, target)
         if self._mode == "safe":
             assessment = self._safe_assess(request)
         else:
@@ -278,7 +286,6 @@ class Gate:
                 return Decision.deny(assessment.reason)
             return Decision.allow()
         current: str | None = None
-        target = edit_target(request.tool_name, request.args)
         if target is not None:
             try:
                 current = await trio.to_thread.run_sync(read_text_file, target)

@@ -39,6 +39,7 @@ async def start_gate(session: Session, nursery: trio.Nursery) -> Gate | None:
         ask_client=ask_client,
         send_update=session.outlet.send,
         in_turn=session.in_turn,
+        note_write=session.mutations.note_before,
         verify_timeout_s=session.deps.timeouts.startup_s,
     )
     try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..store import AsyncStore, SessionRecord, StoreError, utc_now
 from .config import LaunchSettings
@@ -38,9 +40,13 @@ class SessionBook:
         title: str | None,
         settings: LaunchSettings,
         created_at: str,
+        plan: Sequence[Mapping[str, Any]] = (),
     ) -> SessionRecord:
         """The session's index row."""
         drifted = [{"asked": asked, "got": got} for asked, got in drift]
+        meta: dict[str, Any] = {"conversationDrift": drifted} if drifted else {}
+        if plan:
+            meta["plan"] = [dict(entry) for entry in plan]
         return SessionRecord(
             session_id=session_id,
             cwd=cwd,
@@ -50,7 +56,7 @@ class SessionBook:
             launch=settings.to_store(),
             created_at=created_at,
             updated_at=utc_now(),
-            meta={"conversationDrift": drifted} if drifted else {},
+            meta=meta,
         )
 
     async def save(self, record: SessionRecord) -> None:

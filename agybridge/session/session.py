@@ -23,6 +23,7 @@ import trio
 
 from ..acp import models
 from ..agy import ChildMessage, InitEvent, ResultEvent, Usage
+from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
 from .announcer import Announcer
@@ -37,6 +38,7 @@ from .gating import start_gate
 from .images import snapshot_edit_target
 from .inbox import Inbox, Step
 from .mapper import OutcomeKind, TurnMapper
+from .mutations import MutationLog
 from .outlet import Outlet
 from .persistence import SessionBook
 from .private_root import prepare_private_root
@@ -62,10 +64,17 @@ class Session:
         self.session_id, self.cwd = spec.session_id, spec.cwd
         self.additional_dirs = spec.additional_dirs
         self.title = spec.title
+        #: The last plan shown, as JSON (kept in the index; re-sent on load).
+        self.plan: tuple[Mapping[str, Any], ...] = spec.plan
         self.created_at = spec.created_at or utc_now()
         self.model: str | None = spec.settings.model
+        #: What the current agy said in its ``init`` (tools, model, agent).
+        self.init_info: InitInfo | None = None
         self.conversation = Conversation(spec.session_id, spec.conversation_id)
         self.book = SessionBook(deps.store, spec.session_id, spec.next_turn)
+        self.mutations = MutationLog(
+            deps.store, spec.session_id, (spec.cwd, *spec.additional_dirs), self._turn_number
+        )
         self.announcer = Announcer(outlet, deps.catalog, (spec.cwd, *spec.additional_dirs))
         #: The rules; only the loop feeds it (others may read it).
         self.core = turns.TurnCore(
@@ -98,6 +107,10 @@ class Session:
         self.nursery: trio.Nursery | None = None
         #: Callers waiting for the loop (released if it ends first).
         self._waiting: set[trio.Event] = set()
+
+    def _turn_number(self) -> int:
+        # The running turn's journal index (it is journalled when it ends).
+        return self.book.next_turn
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -310,6 +323,7 @@ class Session:
             if self.conversation.learn(event.conversation_id, "init"):
                 self._save_soon()
             self.model = event.init.model or self.model
+            self.init_info = event.init
             return
         if self.conversation.learn(event.result.conversation_id or "", "result"):
             self._save_soon()
@@ -322,6 +336,11 @@ class Session:
         """A prompt was read (call in wire order, before its task runs)."""
         self.prompts.arrived(seq)
         self.post(turns.PromptArrived(seq))
+
+    def steer_arrived(self, seq: float) -> None:
+        """A steer was read (wire order): a prompt ahead of those waiting."""
+        self.prompts.arrived(seq)
+        self.post(turns.PromptArrived(seq, steer=True))
 
     def drop_prompt(self, seq: float) -> None:
         """The prompt was answered without a turn (error, bridge command)."""
@@ -438,6 +457,7 @@ class Session:
             title=self.title,
             settings=self.core.settings,
             created_at=self.created_at,
+            plan=self.plan,
         )
 
     async def save(self) -> None:

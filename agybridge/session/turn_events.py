@@ -37,9 +37,14 @@ class Stop(enum.Enum):
 
 @attrs.frozen
 class PromptArrived:
-    """A ``session/prompt`` was read (wire order); it holds a place in the queue."""
+    """A ``session/prompt`` was read (wire order); it holds a place in the queue.
+
+    ``steer``: an ``_agybridge/session/steer`` — it goes ahead of the prompts
+    already waiting (behind earlier steers).
+    """
 
     seq: float
+    steer: bool = False
 
 
 @attrs.frozen

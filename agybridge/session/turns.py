@@ -13,8 +13,16 @@ by enumerating interleavings (tests/unit/session/test_turn_core.py):
 * ``cancelled`` only after a cancel, a ``$/cancel_request`` or close;
 * at most one agy child is alive or starting: a new one is spawned only once
   every retired one has exited;
-* prompts run one at a time in wire order; a configuration change requested
-  during a turn is applied exactly once, when that turn ends.
+* prompts run one at a time in wire order, except that a steer
+  (``_agybridge/session/steer``) goes ahead of the prompts waiting when it
+  arrives (steers among themselves in wire order); a configuration change
+  requested during a turn is applied exactly once, when that turn ends.
+
+Steer: agy reads a stdin line written during a turn only after that turn's
+``result`` (contract.md §2.3), so nothing can reach the running turn itself.
+A steer therefore becomes the very next turn: agy sees it right after the
+running turn's result, before prompts that were already waiting. Idle, it is
+a prompt.
 
 Turn states (``current.state``)::
 
@@ -120,6 +128,8 @@ class TurnCore:
         self.gate_notice_sent = False
         self.resumable = resumable
         self.queue: list[float] = []
+        #: Queued prompts that are steers (``PromptArrived.steer``).
+        self.steered: set[float] = set()
         self.ready: set[float] = set()
         self.current: Turn | None = None
         self.cancelled_before: float = -1
@@ -194,8 +204,12 @@ class TurnCore:
         if event.seq in self.answered or event.seq in self.queue:
             return  # told twice (wire order, then by its task)
         self._request(event.seq)
+        if event.steer:
+            self.steered.add(event.seq)
         self.queue.append(event.seq)
-        self.queue.sort()
+        # Steers first, each kind in wire order (the running turn, wherever
+        # it sorts, is ``current``: only an idle core takes the head).
+        self.queue.sort(key=lambda seq: (seq not in self.steered, seq))
         if self.closing:
             self._answer(event.seq, Stop.CANCELLED)
 
@@ -207,6 +221,7 @@ class TurnCore:
         if event.seq in self.queue and (self.current is None or self.current.seq != event.seq):
             self.queue.remove(event.seq)
             self.ready.discard(event.seq)
+            self.steered.discard(event.seq)
             self.answered.add(event.seq)
 
     def _on_Cancel(self, event: Cancel) -> None:
@@ -555,6 +570,7 @@ class TurnCore:
         if seq in self.queue:
             self.queue.remove(seq)
         self.ready.discard(seq)
+        self.steered.discard(seq)
         self.answered.add(seq)
         self._emit(AnswerPrompt(seq, stop, error))
         if stop is Stop.CANCELLED:

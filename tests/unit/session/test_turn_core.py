@@ -10,7 +10,7 @@ verdict, ...), a small model of the world reacts to the actions it returns
 * ``cancelled`` only for a prompt covered by a cancel, ``$/cancel_request``
   or close;
 * at most one agy child is alive or starting at any time;
-* turns start in wire order (FIFO);
+* turns start in wire order (FIFO), steers ahead of waiting prompts;
 * a configuration change is applied exactly once, and never during a turn.
 """
 
@@ -37,6 +37,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.core = turns.TurnCore(LaunchSettings(mode="safe"), gate=turns.GateState.UNVERIFIED)
         self.seq = 0
         self.arrived: list[float] = []
+        self.steers: set[float] = set()
         self.answers: dict[float, list[turns.AnswerPrompt]] = {}
         self.cancel_marks: list[float] = []  # wire positions of session/cancel
         self.cancelled_prompts: set[float] = set()
@@ -83,7 +84,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 )
                 self.spawning.add(action.incarnation)
             elif isinstance(action, turns.StartTurn) and action.attempt == 1:
-                assert not self.started or self.started[-1] < action.seq, "not FIFO"
+                self.check_order(action.seq)
                 self.started.append(action.seq)
             elif isinstance(action, turns.ApplySettings):
                 assert action.new != action.old
@@ -98,6 +99,18 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 self.closed_count += 1
             elif isinstance(action, turns.SendAnnouncements):
                 assert not self.silent, "announced after a cancelled answer"
+
+    def check_order(self, seq: float) -> None:
+        """Steers first, each kind in wire order (FIFO)."""
+        waiting_steers = [
+            s for s in self.steers if s not in self.started and s not in self.answers and s != seq
+        ]
+        kind = [s for s in self.started if (s in self.steers) == (seq in self.steers)]
+        assert not kind or kind[-1] < seq, "not FIFO"
+        if seq in self.steers:
+            assert all(s > seq for s in waiting_steers), "steers out of order"
+        else:
+            assert not waiting_steers, f"prompt {seq} started before steers {waiting_steers}"
 
     def running(self) -> turns.Turn | None:
         turn = self.core.current
@@ -116,6 +129,16 @@ class TurnCoreMachine(RuleBasedStateMachine):
         if ready_now:
             self.feed(turns.PromptReady(seq))
 
+    @rule(ready_now=st.booleans())
+    def steer(self, ready_now: bool) -> None:
+        seq = self.next_seq()
+        self.arrived.append(seq)
+        self.steers.add(seq)
+        self.spoke()
+        self.feed(turns.PromptArrived(seq, steer=True))
+        if ready_now:
+            self.feed(turns.PromptReady(seq))
+
     @rule(data=st.data())
     def make_ready(self, data: st.DataObject) -> None:
         waiting = [s for s in self.core.queue if s not in self.core.ready]
@@ -128,8 +151,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         waiting = [s for s in self.core.queue if s not in self.core.ready]
         if waiting:
             seq = data.draw(st.sampled_from(waiting))
-            self.feed(turns.PromptDropped(seq))
+            # Answered by the handler (an error) before the core hears of it.
             self.answers.setdefault(seq, []).append(turns.AnswerPrompt(seq, error=ERROR))
+            self.feed(turns.PromptDropped(seq))
 
     @rule()
     def cancel(self) -> None:
@@ -412,3 +436,25 @@ def test_a_change_during_a_turn_applies_once_when_it_ends() -> None:
     assert applied == [turns.ApplySettings(LaunchSettings(), new, announce=True)]
     assert turns.RetireChild(1, "configuration changed") in out
     assert out.index(applied[0]) < out.index(turns.AnswerPrompt(1, turns.Stop.END_TURN))
+
+
+def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None:
+    """During turn 1, prompts 2 and 3 wait; steers 4 and 5 run next (in wire
+    order), then 2 and 3. With nothing running a steer starts at once."""
+    core = turns.TurnCore(LaunchSettings(mode="safe"))
+    out = core.start()
+    out += core.handle(turns.ChildSpawned(1))
+    for seq, steer in ((1, False), (2, False), (3, False), (4, True), (5, True)):
+        out += core.handle(turns.PromptArrived(seq, steer=steer))
+        out += core.handle(turns.PromptReady(seq))
+    started = [a.seq for a in out if isinstance(a, turns.StartTurn)]
+    assert started == [1]
+    for _ in range(4):
+        out += core.handle(turns.TurnResult(1))
+    started = [a.seq for a in out if isinstance(a, turns.StartTurn)]
+    assert started == [1, 4, 5, 2, 3]
+    idle = core.handle(turns.TurnResult(1))
+    assert core.current is None
+    idle += core.handle(turns.PromptArrived(6, steer=True))
+    idle += core.handle(turns.PromptReady(6))
+    assert [a.seq for a in idle if isinstance(a, turns.StartTurn)] == [6]

@@ -1,0 +1,95 @@
+"""agy-acp-map compatibility: its ``session/new`` launch shapes and its
+``initialize`` ``bridgeCapabilities`` (README "Launch flags", "initialize →
+bridgeCapabilities" of yitom486/agy-acp-map, read for the shapes only).
+
+agy-acp-map takes a launch setting as a top-level ``session/new`` field, in
+``_meta``, in ``config`` or as ``configOptions: [{id|configId, value}]``, plus
+``skipPermissions: true`` (= safety ``autonomous`` when no safety is given).
+They are merged into one ``_meta``-style mapping, most specific first:
+top-level fields, then ``_meta``, then ``config``, then ``configOptions``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..jsonrpc import ErrorCode, RpcError
+from ..session.config import META_KEYS, Catalog
+
+
+def _bad(path: str, what: str) -> RpcError:
+    return RpcError(ErrorCode.INVALID_PARAMS, f"Invalid params: {path} {what}", {"path": path})
+
+
+def launch_meta(params: Any) -> dict[str, Any]:
+    """Every launch key a ``session/new`` carries, in ``META_KEYS`` names.
+
+    Raises:
+        RpcError: ``config`` is not an object, or ``configOptions`` not a
+            list of ``{id|configId, value}`` objects (-32602).
+    """
+    if not isinstance(params, dict):
+        return {}
+    merged: dict[str, Any] = {}
+    options = params.get("configOptions")
+    if options is not None:
+        if not isinstance(options, list):
+            raise _bad("$.configOptions", "must be an array of {id, value} objects")
+        for index, option in enumerate(options):
+            name = option.get("id", option.get("configId")) if isinstance(option, dict) else None
+            if not isinstance(name, str) or "value" not in option:
+                raise _bad(f"$.configOptions[{index}]", "must be an object with id and value")
+            merged[name] = option["value"]
+    config = params.get("config")
+    if config is not None:
+        if not isinstance(config, dict):
+            raise _bad("$.config", "must be an object")
+        merged.update(config)
+    meta = params.get("_meta")
+    if isinstance(meta, dict):
+        merged.update(meta)
+    merged.update({k: params[k] for k in (*META_KEYS, "skipPermissions") if k in params})
+    skip = merged.pop("skipPermissions", None)
+    if skip is not None and not isinstance(skip, bool):
+        raise _bad("$.skipPermissions", "must be true or false")
+    if skip and "safety" not in merged:
+        merged["safety"] = "autonomous"
+    return {k: v for k, v in merged.items() if k in META_KEYS}
+
+
+def conversation_id(params: Any) -> str | None:
+    """agy-acp-map's ``conversationId`` (top level or ``_meta``): continue that
+    agy conversation."""
+    if not isinstance(params, dict):
+        return None
+    meta = params.get("_meta")
+    value = params.get("conversationId")
+    path = "$.conversationId"
+    if value is None and isinstance(meta, dict):
+        value, path = meta.get("conversationId"), "$._meta.conversationId"
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or value.startswith("-"):
+        raise _bad(path, "must be an agy conversation id (a non-empty string)")
+    return value.strip()
+
+
+def bridge_capabilities(catalog: Catalog) -> dict[str, Any]:
+    """agy-acp-map's capability names, where agybridge means the same thing."""
+    return {
+        "prompt": True,
+        "streaming": True,
+        "tools": True,
+        "resume": True,
+        "permissionRoundTrip": True,  # the hook gate asks session/request_permission
+        "safetyTiers": ["safe", "autonomous", "autonomous-unsandboxed"],
+        "nativeCancel": False,
+        "historyReplay": True,
+        "dynamicConfig": "restart",
+        "richContentInput": "degrade_to_files",
+        "richContentOutput": "best_effort",
+        "clientFilesystem": False,
+        "clientTerminal": False,
+        "availableModels": [m.slug for m in catalog.models],
+        "availableAgents": list(catalog.agents),
+    }

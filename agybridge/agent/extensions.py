@@ -1,0 +1,253 @@
+"""agybridge's ACP extension methods (``_agybridge/...``) and their discovery.
+
+ACP reserves names starting with ``_`` for extensions (extensibility.mdx).
+Every method here is listed in ``initialize`` →
+``agentCapabilities._meta.agybridge.extensions`` with its version, and only
+those: the table below is both the dispatcher and the advertisement. The
+payloads are documented in docs/extensions.md and described by
+docs/extensions.schema.json.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .. import __version__
+from ..jsonrpc import ErrorCode, RpcError
+from ..session import Session, SessionManager
+from ..session.diffs import unified
+from ..session.mutations import Mutation, Restore, RollbackRefused
+from ..session.runtime import mcp_servers, runtime
+from . import history_pages as history
+from .history_pages import mutation_wire
+from .params import unknown_session
+
+#: Version of the extension surface as a whole (bumped on incompatible change).
+EXTENSIONS_VERSION = 1
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+#: Served by the agent itself (it runs a turn like ``session/prompt``).
+STEER = "_agybridge/session/steer"
+
+
+def _object(params: Any) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise RpcError(ErrorCode.INVALID_PARAMS, "Invalid params: params must be an object")
+    return params
+
+
+def int_param(params: dict[str, Any], name: str, *, required: bool = False) -> int | None:
+    """A non-negative integer parameter (-32602 naming it otherwise)."""
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"Invalid params: {name} is required",
+                {"path": f"$.{name}"},
+            )
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {name} must be an integer >= 0, not {value!r}",
+            {"path": f"$.{name}"},
+        )
+    return value
+
+
+def bool_param(params: dict[str, Any], name: str) -> bool:
+    value = params.get(name, False)
+    if not isinstance(value, bool):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {name} must be true or false, not {value!r}",
+            {"path": f"$.{name}"},
+        )
+    return value
+
+
+def str_param(params: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = params.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {name} must be a non-empty string",
+            {"path": f"$.{name}"},
+        )
+    return value
+
+
+class Extensions:
+    """The ``_agybridge/*`` methods over a session manager."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self._manager = manager
+        #: method -> (version, handler); exactly what ``initialize`` advertises.
+        self.methods: dict[str, tuple[int, Handler]] = {
+            "_agybridge/session/runtime": (1, self._runtime),
+            "_agybridge/session/history": (1, self._history),
+            "_agybridge/session/mutations": (1, self._mutations),
+            "_agybridge/session/diff": (1, self._diff),
+            "_agybridge/session/rollback": (1, self._rollback),
+            "_agybridge/mcp/list": (1, self._mcp_list),
+            "_agybridge/skills/list": (1, self._skills_list),
+        }
+        #: Methods served by the agent, advertised here: method -> version.
+        self.served_elsewhere: dict[str, int] = {}
+
+    def capabilities(self) -> dict[str, Any]:
+        """``agentCapabilities._meta.agybridge``."""
+        return {
+            "version": EXTENSIONS_VERSION,
+            "bridgeVersion": __version__,
+            "extensions": {
+                **{name: {"version": v} for name, (v, _) in self.methods.items()},
+                **{name: {"version": v} for name, v in self.served_elsewhere.items()},
+            },
+            # The bridge sends no extension notifications (yet).
+            "notifications": [],
+        }
+
+    async def handle(self, method: str, params: Any) -> Any:
+        entry = self.methods.get(method)
+        if entry is None:
+            raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+        return await entry[1](_object(params))
+
+    def _session(self, params: dict[str, Any]) -> Session:
+        session_id = str_param(params, "sessionId", required=True)
+        assert session_id is not None
+        session = self._manager.get(session_id)
+        if session is None:
+            raise unknown_session(session_id)
+        return session
+
+    # --- methods -------------------------------------------------------------
+
+    async def _runtime(self, params: dict[str, Any]) -> Any:
+        return runtime(self._session(params))
+
+    async def _history(self, params: dict[str, Any]) -> Any:
+        session = self._session(params)
+        limit = int_param(params, "limit")
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "Invalid params: cursor must be a string",
+                {"path": "$.cursor"},
+            )
+        store = self._manager.store
+        journal = await store.journal(session.session_id) if store is not None else []
+        mutations = await session.mutations.with_provenance()
+        return history.page(journal, mutations, cursor, limit)
+
+    async def _mutations(self, params: dict[str, Any]) -> Any:
+        session = self._session(params)
+        since = int_param(params, "sinceTurn") or 0
+        listed = await session.mutations.with_provenance(since)
+        turns: dict[int, list[dict[str, Any]]] = {}
+        for mutation, changed in listed:
+            turns.setdefault(mutation.turn, []).append(mutation_wire(mutation, changed))
+        return {"turns": [{"turn": t, "files": files} for t, files in sorted(turns.items())]}
+
+    async def _diff(self, params: dict[str, Any]) -> Any:
+        session = self._session(params)
+        turn = int_param(params, "turn")
+        since = int_param(params, "sinceTurn")
+        if turn is not None and since is not None:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "Invalid params: give turn or sinceTurn, not both",
+                {"path": "$.turn"},
+            )
+        path = str_param(params, "path")
+        if path is not None:
+            path = posixpath.normpath(posixpath.join(session.cwd, path))
+        return await diff_of(session, turn=turn, since=since, path=path)
+
+    async def _rollback(self, params: dict[str, Any]) -> Any:
+        session = self._session(params)
+        to_turn = int_param(params, "toTurn", required=True)
+        assert to_turn is not None
+        return await rollback(
+            session,
+            to_turn,
+            dry_run=bool_param(params, "dryRun"),
+            force=bool_param(params, "force"),
+        )
+
+    async def _mcp_list(self, params: dict[str, Any]) -> Any:
+        return {"servers": mcp_servers(self._session(params))}
+
+    async def _skills_list(self, params: dict[str, Any]) -> Any:
+        session = self._session(params)
+        return {
+            "skills": [
+                {"name": s.name, "description": s.description, "path": s.path}
+                for s in session.skills
+            ]
+        }
+
+
+async def diff_of(
+    session: Session, *, turn: int | None, since: int | None, path: str | None
+) -> dict[str, Any]:
+    """One diff per file over the chosen turns: first before → last after."""
+    await session.mutations.load()
+    first: dict[str, Mutation] = {}
+    last: dict[str, Mutation] = {}
+    for mutation in session.mutations.entries:
+        if turn is not None and mutation.turn != turn:
+            continue
+        if since is not None and mutation.turn < since:
+            continue
+        if path is not None and mutation.path != path:
+            continue
+        first.setdefault(mutation.path, mutation)
+        last[mutation.path] = mutation
+    log = session.mutations
+    files = [unified(p, log.text_of(first[p].before), log.text_of(last[p].after)) for p in first]
+    return {"files": files, "diff": "".join(f["diff"] for f in files)}
+
+
+def _restore_wire(restore: Restore) -> dict[str, Any]:
+    return {
+        "path": restore.path,
+        "action": restore.action,
+        "changedSinceAgy": restore.conflict,
+        "restorable": restore.restorable,
+    }
+
+
+async def rollback(session: Session, to_turn: int, *, dry_run: bool, force: bool) -> dict[str, Any]:
+    """``_agybridge/session/rollback`` (also ``/undo``); see docs/extensions.md."""
+    if session.busy:
+        raise RpcError(
+            ErrorCode.INVALID_REQUEST,
+            "a turn is running: roll back when it has finished (or cancel it first)",
+            {"sessionId": session.session_id},
+        )
+    try:
+        plan = await session.mutations.rollback(to_turn, force=force, dry_run=dry_run)
+    except RollbackRefused as exc:
+        raise RpcError(
+            ErrorCode.INVALID_REQUEST,
+            str(exc),
+            {"files": [_restore_wire(r) for r in exc.plan], "toTurn": to_turn},
+        ) from None
+    return {
+        "toTurn": to_turn,
+        "dryRun": dry_run,
+        "applied": not dry_run and any(r.action != "unchanged" for r in plan),
+        "files": [_restore_wire(r) for r in plan],
+        "agyNotice": session.mutations.agy_note,
+    }

@@ -1,0 +1,433 @@
+"""Per-turn file mutations: what agy wrote inside the session's roots, and rollback.
+
+Which changes are seen: every agy edit tool step (``write_to_file``,
+``replace_file_content``, ... — ``tools.EDIT_TOOLS``) whose target lies inside
+the session's roots. The "before" side is read when the permission hook is
+called for the step (before agy writes; hooks-and-tools.md §A) or, failing
+that, from the snapshot taken as the step's ACTIVE line was read
+(``images.snapshot_edit_target``); the "after" side is read when the step is
+DONE. A step whose before side was never seen is still recorded (with an
+unknown before: it cannot be rolled back). Files changed by shell commands
+are not seen: agy reports no file list for them.
+
+Provenance: a change is ``changedAfter`` when the file was different from
+what agy wrote by the time of the next recorded change of that file or, for
+the last one, now — someone else (the user, a command, another tool) edited it.
+
+Rollback to turn N restores every file changed in turn N or later to its
+state before its first change in that range, and refuses (listing them) when
+a file no longer holds what was last recorded for it, unless forced. The
+rollback is itself recorded (``source: "rollback"``), so it can be undone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from ..agy.events import STATE_DONE, StepUpdateEvent
+from ..store import AsyncStore, StoreError, utc_now
+from .snapshots import BlobStore, Snapshot, read_snapshot
+from .tools import edit_target
+
+logger = logging.getLogger(__name__)
+
+_LOG_KEY = "agybridge.mutations/"
+
+
+@attrs.frozen
+class Mutation:
+    """One file change, in the order the session saw them (``seq``)."""
+
+    seq: int
+    turn: int
+    path: str
+    before: Snapshot | None  # None: not seen (agy wrote before we could look)
+    after: Snapshot
+    source: str  # "agy" or "rollback"
+    tool: str | None = None
+    tool_call_id: str | None = None
+    #: A rollback's ``toTurn``.
+    rolled_back_to: int | None = None
+    at: str = attrs.Factory(utc_now)
+
+    @property
+    def kind(self) -> str:
+        if not self.after.exists:
+            return "deleted"
+        if self.before is not None and not self.before.exists:
+            return "created"
+        return "modified" if self.before is not None else "written"
+
+    def to_store(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "turn": self.turn,
+            "path": self.path,
+            "before": None if self.before is None else self.before.to_wire(),
+            "after": self.after.to_wire(),
+            "source": self.source,
+            "tool": self.tool,
+            "toolCallId": self.tool_call_id,
+            "rolledBackTo": self.rolled_back_to,
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_store(cls, value: dict[str, Any]) -> Mutation:
+        before = value.get("before")
+        return cls(
+            seq=int(value["seq"]),
+            turn=int(value["turn"]),
+            path=str(value["path"]),
+            before=None if before is None else Snapshot.from_wire(before),
+            after=Snapshot.from_wire(value["after"]),
+            source=str(value["source"]),
+            tool=value.get("tool"),
+            tool_call_id=value.get("toolCallId"),
+            rolled_back_to=value.get("rolledBackTo"),
+            at=str(value["at"]),
+        )
+
+
+@attrs.frozen
+class Restore:
+    """One file of a rollback plan."""
+
+    path: str
+    target: Snapshot | None  # None: the state before is unknown
+    expected: Snapshot  # what the log says the file holds now
+    current: Snapshot | None  # what it holds (None: unreadable)
+    restorable: bool
+    #: The current bytes (kept so that the rollback can be undone too).
+    current_data: bytes | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def conflict(self) -> bool:
+        return self.current is None or not self.current.same_as(self.expected)
+
+    @property
+    def action(self) -> str:
+        if self.target is None or not self.restorable:
+            return "unrestorable"
+        if self.current is not None and self.current.same_as(self.target):
+            return "unchanged"
+        return "restore" if self.target.exists else "delete"
+
+
+class RollbackRefused(Exception):
+    """Files changed since agy wrote them (or cannot be restored); ``plan`` says which."""
+
+    def __init__(self, message: str, plan: list[Restore]) -> None:
+        super().__init__(message)
+        self.plan = plan
+
+
+def inside(path: str, roots: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    for root in roots:
+        real_root = os.path.realpath(root)
+        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+class MutationLog:
+    """A session's file mutations; see the module docstring."""
+
+    def __init__(
+        self,
+        store: AsyncStore | None,
+        session_id: str,
+        roots: Sequence[str],
+        current_turn: Callable[[], int],
+    ) -> None:
+        self._store = store
+        self._session_id = session_id
+        self.roots = tuple(roots)
+        self._current_turn = current_turn
+        self.entries: list[Mutation] = []
+        self.blobs = BlobStore(store)
+        #: (turn, step index) -> (path, before) seen before agy wrote.
+        self._before: dict[tuple[int, int], tuple[str, Snapshot | None]] = {}
+        #: What agy must be told on its next turn (a rollback happened).
+        self.agy_note: str | None = None
+        self._loaded = store is None
+        self._lock = trio.Lock()
+
+    # --- recording -----------------------------------------------------------
+
+    async def note_before(self, step: int, path: str) -> None:
+        """The permission hook is about to let agy write ``path`` in ``step``."""
+        if not inside(path, self.roots):
+            return
+        read = await trio.to_thread.run_sync(read_snapshot, path)
+        key = (self._current_turn(), step)
+        if read is None or key in self._before:
+            return
+        snapshot, data = read
+        self.blobs.keep(snapshot, data)
+        self._before[key] = (path, snapshot)
+
+    def note_before_text(self, step: int, path: str, text: str | None) -> None:
+        """The snapshot taken as the step's ACTIVE line was read (text or absent)."""
+        key = (self._current_turn(), step)
+        if key in self._before or not inside(path, self.roots):
+            return
+        if text is None:
+            self._before[key] = (path, Snapshot.absent())
+            return
+        data = text.encode("utf-8")
+        snapshot = Snapshot.of_bytes(data)
+        self.blobs.keep(snapshot, data)
+        self._before[key] = (path, snapshot)
+
+    async def step_done(
+        self, step: int, path: str, tool: str, tool_call_id: str | None
+    ) -> Mutation | None:
+        """agy finished writing ``path``: record the change (None: no change)."""
+        if not inside(path, self.roots):
+            return None
+        turn = self._current_turn()
+        _, before = self._before.pop((turn, step), (path, None))
+        read = await trio.to_thread.run_sync(read_snapshot, path)
+        if read is None:
+            return None
+        after, data = read
+        if before is not None and before.same_as(after):
+            return None
+        self.blobs.keep(after, data)
+        return await self._append(
+            turn,
+            path,
+            before=before,
+            after=after,
+            source="agy",
+            tool=tool,
+            tool_call_id=tool_call_id,
+        )
+
+    async def _append(self, turn: int, path: str, **fields: Any) -> Mutation:
+        await self.load()
+        mutation = Mutation(seq=len(self.entries), turn=turn, path=path, **fields)
+        self.entries.append(mutation)
+        await self.save()
+        return mutation
+
+    # --- persistence -----------------------------------------------------------
+
+    async def load(self) -> None:
+        """Read the log back from the store once (a resumed session)."""
+        async with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            assert self._store is not None
+            try:
+                stored = await self._store.meta_get(_LOG_KEY + self._session_id)
+            except StoreError as exc:
+                logger.warning(
+                    "session %s: could not read its mutations: %s", self._session_id, exc
+                )
+                return
+            if not isinstance(stored, list):
+                return
+            self.entries = [Mutation.from_store(value) for value in stored] + self.entries
+            digests = {
+                s.sha256
+                for m in self.entries
+                for s in (m.before, m.after)
+                if s is not None and s.sha256 is not None
+            }
+            await self.blobs.load(digests)
+
+    async def save(self) -> None:
+        await self.blobs.save()
+        if self._store is None:
+            return
+        try:
+            await self._store.meta_put(
+                _LOG_KEY + self._session_id, [m.to_store() for m in self.entries]
+            )
+        except StoreError as exc:
+            logger.warning("session %s: could not save its mutations: %s", self._session_id, exc)
+
+    # --- queries -----------------------------------------------------------------
+
+    async def with_provenance(self, since_turn: int = 0) -> list[tuple[Mutation, bool | None]]:
+        """Entries of turns >= ``since_turn``, each with ``changedAfter``
+        (None: the file cannot be read now)."""
+        await self.load()
+        latest: dict[str, Mutation] = {}
+        changed: dict[int, bool | None] = {}
+        for mutation in self.entries:
+            previous = latest.get(mutation.path)
+            if previous is not None:
+                changed[previous.seq] = mutation.before is not None and not (
+                    mutation.before.same_as(previous.after)
+                )
+            latest[mutation.path] = mutation
+        paths = sorted(latest)
+        now = await trio.to_thread.run_sync(lambda: {p: read_snapshot(p) for p in paths})
+        for path, mutation in latest.items():
+            read = now[path]
+            changed[mutation.seq] = None if read is None else not read[0].same_as(mutation.after)
+        return [(m, changed[m.seq]) for m in self.entries if m.turn >= since_turn]
+
+    def text_of(self, snapshot: Snapshot | None) -> str | None:
+        """A snapshot's text for a diff: "" for an absent file, None if unknown/binary."""
+        if snapshot is None:
+            return None
+        if not snapshot.exists:
+            return ""
+        data = self.blobs.get(snapshot)
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    # --- rollback ----------------------------------------------------------------
+
+    def undo_target(self) -> int | None:
+        """The latest turn with agy changes not undone yet (for ``/undo``)."""
+        floor: float = float("inf")
+        for mutation in reversed(self.entries):
+            if mutation.source == "rollback":
+                floor = min(floor, mutation.rolled_back_to or 0)
+            elif mutation.turn < floor:
+                return mutation.turn
+        return None
+
+    async def plan(self, to_turn: int) -> list[Restore]:
+        """What rolling back to the start of turn ``to_turn`` would do: undo
+        every change from agy's first change in that turn or later on
+        (rollbacks made before it are left alone)."""
+        await self.load()
+        first: dict[str, Mutation] = {}
+        last: dict[str, Mutation] = {}
+        start = next((m.seq for m in self.entries if m.turn >= to_turn and m.source == "agy"), None)
+        for mutation in self.entries:
+            if start is not None and mutation.seq >= start:
+                first.setdefault(mutation.path, mutation)
+                last[mutation.path] = mutation
+        paths = list(first)
+        now = await trio.to_thread.run_sync(lambda: [read_snapshot(p) for p in paths])
+        plan = []
+        for path, read in zip(paths, now, strict=True):
+            target = first[path].before
+            restorable = target is not None and self.blobs.has(target)
+            current, data = (None, None) if read is None else read
+            plan.append(Restore(path, target, last[path].after, current, restorable, data))
+        return plan
+
+    async def rollback(self, to_turn: int, *, force: bool, dry_run: bool) -> list[Restore]:
+        """Restore the files of turns >= ``to_turn``; returns the plan carried out.
+
+        Raises:
+            RollbackRefused: a file changed since agy wrote it (without
+                ``force``), or a file's earlier state is unknown.
+        """
+        plan = await self.plan(to_turn)
+        unrestorable = [r.path for r in plan if r.action == "unrestorable"]
+        if unrestorable:
+            raise RollbackRefused(
+                "cannot roll back: the earlier content of "
+                + ", ".join(unrestorable)
+                + " was not kept (too large, or written before the bridge could look)",
+                plan,
+            )
+        conflicts = [r.path for r in plan if r.conflict]
+        if conflicts and not force:
+            raise RollbackRefused(
+                "these files changed after agy wrote them: "
+                + ", ".join(conflicts)
+                + "; pass force: true to overwrite them",
+                plan,
+            )
+        if dry_run:
+            return plan
+        turn = self._current_turn()
+        done: list[Restore] = []
+        for restore in plan:
+            if restore.action == "unchanged":
+                continue
+            assert restore.target is not None
+            data = self.blobs.get(restore.target) if restore.target.exists else None
+            await trio.to_thread.run_sync(_put, restore.path, data)
+            before = restore.current if restore.current is not None else restore.expected
+            self.blobs.keep(before, restore.current_data)
+            await self._append(
+                turn,
+                restore.path,
+                before=before,
+                after=restore.target,
+                source="rollback",
+                rolled_back_to=to_turn,
+            )
+            done.append(restore)
+        if done:
+            self.agy_note = _note_for_agy(to_turn, done, self.roots)
+        return plan
+
+    def take_agy_note(self) -> str | None:
+        note, self.agy_note = self.agy_note, None
+        return note
+
+
+def _put(path: str, data: bytes | None) -> None:
+    """Write ``data`` atomically (None: remove the file)."""
+    if data is None:
+        if os.path.lexists(path):
+            os.remove(path)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temp = f"{path}.agybridge-rollback"
+    with open(temp, "wb") as file:
+        file.write(data)
+    os.replace(temp, path)
+
+
+def _note_for_agy(to_turn: int, done: Sequence[Restore], roots: Sequence[str]) -> str:
+    """Text put before the user's next prompt, so the model's picture of the
+    files matches the disk (its conversation still holds the undone turns)."""
+    lines = []
+    for restore in done:
+        shown = restore.path
+        if inside(restore.path, roots[:1]):
+            shown = os.path.relpath(restore.path, roots[0])
+        verb = "restored to its earlier content"
+        if restore.action == "delete":
+            verb = "deleted (it did not exist before)"
+        lines.append(f"- {shown}: {verb}")
+    return (
+        "[agybridge] Before this message the user rolled back the file changes made "
+        f"from turn {to_turn} on (your earlier edits to these files are undone):\n"
+        + "\n".join(lines)
+        + "\nRead these files again before relying on what you remember of them.\n\n"
+    )
+
+
+async def observe_step(
+    log: MutationLog, event: object, attachment: object, call_prefix: str
+) -> None:
+    """Record what an agy edit step changed (called for every event of a turn)."""
+    if not isinstance(event, StepUpdateEvent):
+        return
+    step = event.step_update
+    if step.step_type != "tool" or step.tool_info is None:
+        return
+    name = step.tool_name or step.tool_info.name or ""
+    target = edit_target(name, step.tool_info.parameters)
+    if target is None:
+        return
+    if isinstance(attachment, dict) and target in attachment:
+        log.note_before_text(step.step_index, target, attachment[target])
+    if step.state == STATE_DONE:
+        await log.step_done(step.step_index, target, name, f"{call_prefix}-{step.step_index}")

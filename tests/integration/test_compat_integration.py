@@ -1,0 +1,211 @@
+"""agy-acp-map clients over the wire: launch settings in its shapes, a
+continued agy conversation (and a reported fork), _meta.conversationId, its
+set_config_option ids. Clients that ignore _meta see standard ACP."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+
+from ..acp_wire import Harness, RawClient, WireValidator
+from ..extension_schema import call
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 60
+MODEL = "gemini-3.1-pro-low"
+
+
+async def new_session(client: RawClient, **params: Any) -> dict[str, Any]:
+    response = await client.request(
+        "session/new", {"cwd": str(client.tmp_path), "mcpServers": [], **params}
+    )
+    assert "result" in response, f"{response}\n{client.diagnostics()}"
+    result: dict[str, Any] = response["result"]
+    return result
+
+
+async def prompt(client: RawClient, session_id: str, text: str = "hi") -> None:
+    response = await client.response(await client.start_prompt(session_id, text))
+    assert response["result"]["stopReason"] == "end_turn", response
+
+
+async def runtime(client: RawClient, session_id: str) -> dict[str, Any]:
+    response = await call(client, "_agybridge/session/runtime", {"sessionId": session_id})
+    result: dict[str, Any] = response["result"]
+    return result
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"model": MODEL},
+        {"config": {"model": MODEL}},
+        {"configOptions": [{"id": "model", "value": MODEL}]},
+    ],
+    ids=["top-level", "config", "configOptions"],
+)
+async def test_a_client_sending_model_gets_that_model(
+    harness: Harness, shape: dict[str, Any]
+) -> None:
+    """The model reaches agy's argv and shows in runtime (and in the options)."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            created = await new_session(client, **shape)
+            model = next(o for o in created["configOptions"] if o["id"] == "model")
+            assert model["currentValue"] == MODEL
+            await prompt(client, created["sessionId"])
+            state = await runtime(client, created["sessionId"])
+            assert state["model"] == MODEL and state["agyModel"] == "Gemini 3.1 Pro (Low)"
+        await harness.assert_no_leftovers()
+    assert f"--model={MODEL}" in harness.session_argvs()[0]
+    assert validator.problems == []
+
+
+async def test_skip_permissions_and_set_config_option_extras(harness: Harness) -> None:
+    """skipPermissions: true launches autonomous; sandbox/printTimeout via
+    set_config_option reach the next agy."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            created = await new_session(client, skipPermissions=True)
+            session_id = created["sessionId"]
+            assert created["modes"]["currentModeId"] == "autonomous"
+            await prompt(client, session_id)
+            for config_id, value in (("sandbox", "false"), ("printTimeout", "45m")):
+                changed = await client.request(
+                    "session/set_config_option",
+                    {"sessionId": session_id, "configId": config_id, "value": value},
+                )
+                assert "result" in changed, changed
+            await prompt(client, session_id)
+        await harness.assert_no_leftovers()
+    first, last = harness.session_argvs()[0], harness.session_argvs()[-1]
+    assert "--dangerously-skip-permissions" in first and "--sandbox" in first
+    assert "--sandbox" not in last and "--print-timeout=45m" in " ".join(last).replace(
+        "--print-timeout 45m", "--print-timeout=45m"
+    )
+    assert validator.problems == []
+
+
+async def test_conversation_id_continues_and_a_fork_is_reported(harness: Harness) -> None:
+    """session/new with a known conversationId resumes it (--conversation,
+    _meta.conversationId); an unknown one forks, and runtime reports it."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            first = await new_session(client)
+            assert "_meta" not in first  # no conversation before the first turn
+            await prompt(client, first["sessionId"])
+            known = (await runtime(client, first["sessionId"]))["conversationId"]
+            assert known
+
+            again = await new_session(client, conversationId=known)
+            assert again["_meta"] == {"conversationId": known}
+            await prompt(client, again["sessionId"])
+            state = await runtime(client, again["sessionId"])
+            assert state["conversationId"] == known and state["conversationForks"] == []
+
+            lost = "0d0d0d0d-0000-4000-8000-000000000000"
+            forked = await new_session(client, _meta={"conversationId": lost})
+            mark = client.mark()
+            await prompt(client, forked["sessionId"])
+            state = await runtime(client, forked["sessionId"])
+            assert state["conversationForks"] == [{"asked": lost, "got": state["conversationId"]}]
+            # Told once: in that turn if agy's init came before the prompt was
+            # sent, else with the next one (the result names the conversation).
+            await prompt(client, forked["sessionId"])
+            told = client.message_text(forked["sessionId"], since=mark)
+            assert told.count("could not resume conversation") == 1, told
+
+            resumed = await client.request(
+                "session/resume",
+                {"sessionId": again["sessionId"], "cwd": str(client.tmp_path), "mcpServers": []},
+            )
+            assert resumed["result"]["_meta"] == {"conversationId": known}
+        await harness.assert_no_leftovers()
+    argvs = harness.session_argvs()
+    assert any(known in argv and "--conversation" in argv for argv in argvs[1:])
+    assert validator.problems == []
+
+
+async def test_malformed_launch_shapes_are_invalid_params(harness: Harness) -> None:
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            await client.initialize()
+            response = await client.request(
+                "session/new",
+                {"cwd": str(client.tmp_path), "mcpServers": [], "configOptions": {"model": 1}},
+            )
+            assert response["error"]["code"] == -32602
+            assert "configOptions" in response["error"]["message"]
+            bad_model = await client.request(
+                "session/new", {"cwd": str(client.tmp_path), "mcpServers": [], "model": "-x"}
+            )
+            assert bad_model["error"]["code"] == -32602
+        await harness.assert_no_leftovers()
+
+
+def _plan_capture(conversation: str) -> str:
+    """One synthetic turn whose task_boundary step makes a plan (shapes as in
+    the samples' tool steps)."""
+    step = {"conversation_id": conversation, "step_type": "tool", "tool_name": "task_boundary"}
+    info = {"name": "task_boundary", "parameters": {"TaskName": "Refactor the parser"}}
+    lines = [
+        {"event": "init", "conversation_id": conversation, "init": {"model": "M", "tools": []}},
+        {
+            "event": "step_update",
+            "step_update": {
+                "conversation_id": conversation,
+                "step_index": 0,
+                "state": "DONE",
+                "step_type": "user_input",
+            },
+        },
+        {
+            "event": "step_update",
+            "step_update": {**step, "step_index": 1, "state": "ACTIVE", "tool_info": info},
+        },
+        {
+            "event": "step_update",
+            "step_update": {**step, "step_index": 1, "state": "DONE", "tool_info": info},
+        },
+        {
+            "event": "result",
+            "result": {"conversation_id": conversation, "status": "SUCCESS", "response": "ok"},
+        },
+    ]
+    return "\n".join(json.dumps(line) for line in lines) + "\n"
+
+
+async def test_the_plan_is_re_sent_on_load(harness: Harness) -> None:
+    """A session whose turn made a plan gets that plan again on session/load,
+    after the replayed history, in a new bridge."""
+    capture = harness.tmp_path / "plan.ndjson"
+    capture.write_text(_plan_capture("5e5e5e5e-0000-4000-8000-000000000001"))
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=str(capture)) as client:
+            await client.initialize()
+            session_id = (await new_session(client))["sessionId"]
+            await prompt(client, session_id)
+            shown = client.updates(session_id, "plan")[-1]["entries"]
+            assert shown[0]["content"].startswith("Refactor the parser")
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            loaded = await client.request(
+                "session/load",
+                {"sessionId": session_id, "cwd": str(client.tmp_path), "mcpServers": []},
+            )
+            assert "result" in loaded, loaded
+            plans = client.updates(session_id, "plan")
+            assert [p["entries"] for p in plans] == [shown]
+        await harness.assert_no_leftovers()
+    assert validator.problems == []

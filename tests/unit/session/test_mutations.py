@@ -1,0 +1,175 @@
+"""The mutation log without agy: snapshots, provenance, rollback plans, diffs
+and history pages (real files in tmp_path, no store)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agybridge.agent.history_pages import page
+from agybridge.jsonrpc import RpcError
+from agybridge.session.diffs import unified
+from agybridge.session.mutations import MutationLog, RollbackRefused
+from agybridge.session.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
+
+
+class Turns:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make_log(root: Path) -> tuple[MutationLog, Turns]:
+    turns = Turns()
+    return MutationLog(None, "s", (str(root),), turns), turns
+
+
+def _write(path: Path, data: bytes | None) -> None:
+    if data is None:
+        path.unlink()
+    else:
+        path.write_bytes(data)
+
+
+async def agy_writes(log: MutationLog, step: int, path: Path, data: bytes | None) -> None:
+    """What the session sees for one edit step: the hook (before), the write, DONE."""
+    await log.note_before(step, str(path))
+    _write(path, data)
+    await log.step_done(step, str(path), "write_to_file", f"call-{step}")
+
+
+def test_snapshots_are_content_addressed_and_bounded(tmp_path: Path) -> None:
+    small = tmp_path / "a"
+    small.write_bytes(b"x")
+    snap, data = read_snapshot(str(small)) or (None, None)
+    assert snap == Snapshot.of_bytes(b"x") and data == b"x"
+    big = tmp_path / "big"
+    big.write_bytes(b"y" * (MAX_SNAPSHOT_FILE_BYTES + 1))
+    snap, data = read_snapshot(str(big)) or (None, None)
+    assert snap is not None and snap.size == MAX_SNAPSHOT_FILE_BYTES + 1 and data is None
+    assert read_snapshot(str(tmp_path / "none")) == (Snapshot.absent(), None)
+    assert read_snapshot(str(tmp_path)) is None  # a directory is not a file
+
+
+async def test_rollback_restores_bytes_and_is_itself_undoable(tmp_path: Path) -> None:
+    log, turns = make_log(tmp_path)
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"\x00original\xff")
+    await agy_writes(log, 1, target, b"turn0")
+    turns.now = 1
+    await agy_writes(log, 2, target, b"turn1")
+    created = tmp_path / "new.txt"
+    await agy_writes(log, 3, created, b"made in turn 1")
+    assert [m.kind for m in log.entries] == ["modified", "modified", "created"]
+
+    plan = await log.rollback(1, force=False, dry_run=False)
+    assert {r.path: r.action for r in plan} == {str(target): "restore", str(created): "delete"}
+    assert target.read_bytes() == b"turn0" and not created.exists()
+    assert log.take_agy_note() is not None and log.take_agy_note() is None
+
+    turns.now = 2
+    await log.rollback(0, force=False, dry_run=False)
+    assert target.read_bytes() == b"\x00original\xff"
+    assert log.undo_target() is None  # everything agy did is undone
+
+
+async def test_provenance_and_refusal(tmp_path: Path) -> None:
+    log, _ = make_log(tmp_path)
+    target = tmp_path / "f.txt"
+    await agy_writes(log, 1, target, b"agy\n")
+    target.write_bytes(b"user\n")  # someone else, after agy
+    listed = await log.with_provenance()
+    assert [changed for _, changed in listed] == [True]
+    with pytest.raises(RollbackRefused) as refused:
+        await log.rollback(0, force=False, dry_run=False)
+    assert [r.conflict for r in refused.value.plan] == [True]
+    assert target.read_bytes() == b"user\n"
+    dry = await log.rollback(0, force=True, dry_run=True)
+    assert [r.action for r in dry] == ["delete"] and target.exists()
+    await log.rollback(0, force=True, dry_run=False)
+    assert not target.exists()
+
+
+async def test_a_write_whose_before_was_never_seen_cannot_be_rolled_back(tmp_path: Path) -> None:
+    log, _ = make_log(tmp_path)
+    target = tmp_path / "f.txt"
+    target.write_bytes(b"agy wrote this before we looked")
+    await log.step_done(7, str(target), "write_to_file", None)
+    assert [m.kind for m in log.entries] == ["written"]
+    with pytest.raises(RollbackRefused, match="was not kept"):
+        await log.rollback(0, force=True, dry_run=False)
+
+
+async def test_files_outside_the_roots_are_not_recorded(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    log, _ = make_log(root)
+    outside = tmp_path / "outside.txt"
+    await agy_writes(log, 1, outside, b"x")
+    assert log.entries == []
+
+
+async def test_undo_walks_back_one_turn_at_a_time(tmp_path: Path) -> None:
+    log, turns = make_log(tmp_path)
+    target = tmp_path / "f.txt"
+    for turn in range(3):
+        turns.now = turn
+        await agy_writes(log, turn, target, f"v{turn}".encode())
+    turns.now = 3
+    assert log.undo_target() == 2
+    await log.rollback(2, force=False, dry_run=False)
+    assert target.read_bytes() == b"v1"
+    assert log.undo_target() == 1
+    await log.rollback(1, force=False, dry_run=False)
+    assert target.read_bytes() == b"v0"
+    # agy edits again after the undo: /undo takes that turn back first.
+    turns.now = 4
+    await agy_writes(log, 9, target, b"v4")
+    assert log.undo_target() == 4
+    await log.rollback(4, force=False, dry_run=False)
+    assert target.read_bytes() == b"v0"
+
+
+@given(
+    before=st.lists(st.sampled_from(["a", "b", "c", ""]), max_size=6),
+    after=st.lists(st.sampled_from(["a", "b", "d", ""]), max_size=6),
+)
+def test_hunks_rebuild_the_new_text(before: list[str], after: list[str]) -> None:
+    """Applying the structured hunks to the old lines gives the new lines."""
+    old = "".join(line + "\n" for line in before)
+    new = "".join(line + "\n" for line in after)
+    diff = unified("/f", old, new)
+    lines = old.splitlines()
+    result: list[str] = []
+    cursor = 0
+    for hunk in diff["hunks"]:
+        start = hunk["oldStart"] - 1 if hunk["oldLines"] else hunk["oldStart"]
+        result += lines[cursor:start]
+        cursor = start
+        for line in hunk["lines"]:
+            if line["type"] in ("context", "add"):
+                result.append(line["text"])
+            if line["type"] in ("context", "remove"):
+                cursor += 1
+    result += lines[cursor:]
+    assert result == new.splitlines()
+    assert (diff["diff"] == "") == (old == new)
+
+
+def test_binary_sides_have_no_diff() -> None:
+    assert unified("/f", None, "x") == {"path": "/f", "binary": True, "diff": "", "hunks": []}
+
+
+def test_history_cursor_pages_and_rejects_foreign_cursors() -> None:
+    first = page([], [], None, 1)
+    assert first == {"entries": [], "nextCursor": None}
+    for bad in ("zzz", "aDE6LTE=", ""):
+        with pytest.raises(RpcError):
+            page([], [], bad, None)
+    with pytest.raises(RpcError):
+        page([], [], None, 0)
