@@ -49,7 +49,9 @@ Knobs (environment)
                              echo, slow, ignore-sigint, crash, truncated, tool, tool-error,
                              quota, unavailable, soft-deny, print-timeout, noise, silent-exit,
                              multi-response, and for rendering tests edit, multi-tool,
-                             image-out, schema, unknown-events, big-output, huge-line, and
+                             image-out, schema, unknown-events, big-output, huge-line,
+                             for benchmarks flood (``[fake-agy:flood] N``: N text deltas
+                             as fast as the fake can write them), and
                              for permission tests permission-tool (run_command, then
                              write_to_file and view_file of one workspace file; a hook-blocked
                              step does not stop the turn).
