@@ -35,7 +35,6 @@ from time import perf_counter
 from typing import Any
 
 import trio
-
 from smokekit import (
     BRIDGE_ARGV,
     DEFAULT_REPORT_DIR,
@@ -219,7 +218,9 @@ class FloorBench:
     def check(self, what: str, result: dict[str, Any], chunks: int, count: int, rc: Any) -> None:
         # N deltas plus the DONE step's "\n".
         if result.get("stopReason") != "end_turn" or chunks < count:
-            self.failures.append(f"{what}: stopReason {result.get('stopReason')!r}, {chunks} chunks")
+            self.failures.append(
+                f"{what}: stopReason {result.get('stopReason')!r}, {chunks} chunks"
+            )
         if rc != 0:
             self.failures.append(f"{what}: exit status {rc}")
 

@@ -79,9 +79,7 @@ async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
     with trio.fail_after(TIMEOUT_S):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve, bridge_side, bridge_side, settings)
-            await client.request(
-                "initialize", {"protocolVersion": 1, "clientCapabilities": {}}
-            )
+            await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
             new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
             session_id = new["result"]["sessionId"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -324,8 +324,7 @@ class AcpAgent:
         if replay:
             # The client registered the session before sending load: the
             # history may (must) arrive before the response.
-            for update in replay_updates(journal):
-                await self._client(session.session_id, update)
+            await self._client(session.session_id, replay_updates(journal))
         await session.announce_now()
         await session.barrier()
         response = models.SessionStateResponse(
@@ -405,12 +404,10 @@ class AcpAgent:
     async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
         """Answer a bridge command with a message, without an agy turn."""
         reply = await commands.run_command(session, command, self._doctor)
-        await self._client(
-            session.session_id,
-            models.AgentMessageChunk(
-                content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
-            ),
+        chunk = models.AgentMessageChunk(
+            content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
         )
+        await self._client(session.session_id, [chunk])
         return codec.unstructure(models.PromptResponse(stop_reason=models.STOP_END_TURN))
 
     async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
@@ -431,11 +428,13 @@ class AcpAgent:
         return session
 
 
-async def send_update_via(
-    notify: Callable[[str, Any], Any], session_id: str, update: models.SessionUpdate
+async def send_updates_via(
+    notify_many: Callable[[str, list[Any]], Awaitable[None]],
+    session_id: str,
+    updates: Sequence[models.SessionUpdate],
 ) -> None:
-    """Write one ``session/update`` through the peer's single writer."""
-    await notify(
+    """Write ``session/update``s through the peer's single writer, as one item."""
+    await notify_many(
         "session/update",
-        codec.unstructure(models.SessionNotification(session_id=session_id, update=update)),
+        [codec.unstructure_notification(session_id, update) for update in updates],
     )

@@ -23,7 +23,7 @@ from typing import Any
 import trio
 
 from ..acp import models
-from ..agy import ChildMessage, InitEvent, ResultEvent, Usage
+from ..agy import ChildEvents, ChildMessage, InitEvent, ResultEvent, Usage
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
 from .announcer import Announcer
@@ -181,26 +181,42 @@ class Session:
     async def _loop(self) -> None:
         while not self.core.closed:
             item = await self._inbox.get()
-            try:
-                if isinstance(item, turns.Event):
-                    await self.feed(item)
-                elif callable(item):
-                    await item()
-                else:
-                    await on_child_message(self, item)
-            except Exception as exc:
-                # A bug while serving: the running turn fails with it (never
-                # "cancelled"), its agy is replaced, the session goes on.
-                logger.exception("session %s: internal error", self.session_id)
-                error = InternalSessionError(
-                    f"internal error in agybridge: {type(exc).__name__}: {exc}",
-                    data={"exception": type(exc).__name__},
-                )
-                await self.feed(turns.InternalError(error))
+            if isinstance(item, ChildEvents):
+                # One read of agy's stdout: mapped in one go, its updates
+                # handed to the client as one write.
+                async with self.outlet.holding():
+                    for message in item.events:
+                        await self._serve(message)
+                        if self.core.closed:
+                            break
+            else:
+                await self._serve(item)
+
+    async def _serve(self, item: Any) -> None:
+        try:
+            if isinstance(item, turns.Event):
+                await self.feed(item)
+            elif callable(item):
+                await item()
+            else:
+                await on_child_message(self, item)
+        except Exception as exc:
+            # A bug while serving: the running turn fails with it (never
+            # "cancelled"), its agy is replaced, the session goes on.
+            logger.exception("session %s: internal error", self.session_id)
+            error = InternalSessionError(
+                f"internal error in agybridge: {type(exc).__name__}: {exc}",
+                data={"exception": type(exc).__name__},
+            )
+            await self.feed(turns.InternalError(error))
 
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
-        await self._perform(self.core.handle(event))
+        actions = self.core.handle(event)
+        if actions:
+            # Updates held for the batch go first: an action may answer the prompt.
+            async with self.outlet.unheld():
+                await self._perform(actions)
 
     async def _perform(self, actions: list[turns.Action]) -> None:
         for action in actions:
