@@ -46,9 +46,9 @@ from .staging import StagingArea
 
 logger = logging.getLogger(__name__)
 
-#: agy's messages waiting for the loop; small, so a slow client pushes back
-#: on agy instead of buffering without bound.
-CHILD_MESSAGE_BUFFER = 16
+#: agy events waiting for the loop; small, so a slow client pushes back on
+#: agy instead of buffering without bound (a read's batch counts per event).
+CHILD_EVENT_BUFFER = 256
 
 
 class InternalSessionError(SessionError):
@@ -76,8 +76,9 @@ class Session:
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
         self.closed = trio.Event()
-        self._inbox = Inbox(CHILD_MESSAGE_BUFFER)
-        send, self._child_messages = trio.open_memory_channel[ChildMessage](CHILD_MESSAGE_BUFFER)
+        self._inbox = Inbox(CHILD_EVENT_BUFFER)
+        # Unbuffered: the pump only moves messages into the inbox, which bounds them.
+        send, self._child_messages = trio.open_memory_channel[ChildMessage](0)
         self.slot = ChildSlot(
             policy=deps.policy,
             max_line_bytes=deps.max_line_bytes,
