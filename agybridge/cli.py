@@ -12,7 +12,6 @@ import sys
 
 from . import __version__
 from .config import ConfigError, Settings
-from .demo import run_demo
 from .logs import configure_logging
 from .server import run
 
@@ -52,6 +51,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"agybridge: {exc}", file=sys.stderr)
         sys.exit(2)
     if args.command == "demo":
+        # Only the demo needs the demo client: not imported when serving.
+        from .demo import run_demo  # noqa: PLC0415
+
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
         sys.exit(_doctor(settings))

@@ -29,7 +29,7 @@ from .jsonrpc import Peer
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.staging import StagingError, sweep_stale
-from .store import AsyncStore, LegacyPaths, Store, StoreError, import_agy_acp_map
+from .store import AsyncStore, LegacyPaths, Store, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +101,8 @@ async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:
     """One-time import of agy-acp-map sessions (a no-op once done)."""
     if legacy is None or not legacy.sessions_file.exists():
         return
+    from .store import import_agy_acp_map  # noqa: PLC0415  (rarely needed: loaded on use)
+
     try:
         report = await store.run_sync(
             functools.partial(

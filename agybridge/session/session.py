@@ -18,7 +18,7 @@ import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -33,7 +33,6 @@ from .config import LaunchSettings, apply_option
 from .conversation import Conversation
 from .deps import SessionDeps, SessionSpec
 from .errors import AgyStartError, SessionError
-from .gate import Gate, TurnWork
 from .gating import start_gate
 from .images import snapshot_edit_target
 from .inbox import Inbox, Step
@@ -43,6 +42,9 @@ from .persistence import SessionBook
 from .private_root import prepare_private_root
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
 from .staging import StagingArea
+
+if TYPE_CHECKING:
+    from .gate import Gate, TurnWork
 
 logger = logging.getLogger(__name__)
 
