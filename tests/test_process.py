@@ -75,7 +75,8 @@ async def collect(
 def make_child(
     argv: list[str], marker: str, **kw: object
 ) -> tuple[AgyChild, trio.MemoryReceiveChannel[ChildMessage]]:
-    send, receive = trio.open_memory_channel[ChildMessage](1000)
+    buffer: int = kw.pop("buffer", 1000)  # type: ignore[assignment]
+    send, receive = trio.open_memory_channel[ChildMessage](buffer)
     child = AgyChild(
         argv=argv,
         cwd="/",
@@ -296,16 +297,7 @@ async def test_one_read_travels_as_one_batch_in_order(tmp_path: Path) -> None:
             data = data[os.write(1, data):]
     """,
     )
-    send, receive = trio.open_memory_channel[ChildMessage](1000)
-    child = AgyChild(
-        argv=argv,
-        cwd="/",
-        env={**os.environ, "TEST_MARKER": marker},
-        incarnation=1,
-        policy=POLICY,
-        max_line_bytes=2**20,
-        messages=send,
-    )
+    child, receive = make_child(argv, marker, max_line_bytes=2**20)
     raw: list[ChildMessage] = []
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
@@ -342,16 +334,7 @@ async def test_a_slow_owner_stops_the_reader(tmp_path: Path) -> None:
             written += os.write(1, chunk)
     """,
     )
-    send, receive = trio.open_memory_channel[ChildMessage](1)
-    child = AgyChild(
-        argv=argv,
-        cwd="/",
-        env={**os.environ, "TEST_MARKER": marker},
-        incarnation=1,
-        policy=POLICY,
-        max_line_bytes=2**20,
-        messages=send,
-    )
+    child, receive = make_child(argv, marker, max_line_bytes=2**20, buffer=1)
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
             await nursery.start(child.run)
