@@ -39,11 +39,11 @@ def test_rest_of_and_text_agree_with_the_whole_text(
 
 
 def test_memory_stays_bounded() -> None:
-    text = StreamedText()
+    text = StreamedText(keep_chars=64)
     for n in range(10_000):
         text.add_delta(f"w{n} ")
-    assert text._head_chars + text._tail_chars <= streamed.KEEP_CHARS + 8
-    assert len(text._head) + len(text._tail) <= streamed.KEEP_CHARS
+    assert text._head_chars + text._tail_chars <= 2 * 64
+    assert text.truncated and len(text._head) + len(text._tail) <= 64
     whole = "".join(f"w{n} " for n in range(10_000))
     assert text.rest_of(whole + "!") == "!"
     assert text.text == whole

@@ -12,7 +12,6 @@ only the unfinished line is kept (trimmed at whitespace when it grows long).
 
 from __future__ import annotations
 
-import collections
 import hashlib
 
 from .images import MAX_CANDIDATES, image_candidates
@@ -30,18 +29,23 @@ def _digest_bytes(text: str) -> bytes:
 
 class StreamedText:
     """Everything a turn showed as agent text: agy's deltas, then what came
-    after them (the rest of the response, the bridge's own messages)."""
+    after them (the rest of the response, the bridge's own messages).
+
+    The deltas are kept as a head (the first half of ``keep_chars``), a tail
+    (the last half or so) and, for what fell out between them, a length and
+    a digest, fed in bulk when the tail has grown to twice its size."""
 
     def __init__(self, keep_chars: int = KEEP_CHARS) -> None:
-        self._half = keep_chars // 2
+        self._half = max(1, keep_chars // 2)
         #: Characters of agy's deltas.
         self.delta_chars = 0
         #: Something other than whitespace was shown.
         self.visible = False
-        self._digest = hashlib.blake2b(digest_size=16)
         self._head: list[str] = []
         self._head_chars = 0
-        self._tail: collections.deque[str] = collections.deque()
+        self._middle = hashlib.blake2b(digest_size=16)
+        self._middle_chars = 0
+        self._tail: list[str] = []
         self._tail_chars = 0
         self._after: list[str] = []
         #: The response whose first ``delta_chars`` characters are the deltas.
@@ -49,18 +53,29 @@ class StreamedText:
 
     def add_delta(self, text: str) -> None:
         self.delta_chars += len(text)
-        self._digest.update(_digest_bytes(text))
         if not self.visible and text and not text.isspace():
             self.visible = True
-        half = self._half
-        if self._head_chars < half and not self._tail:
+        if self._head_chars < self._half and not self._tail:
             self._head.append(text)
             self._head_chars += len(text)
             return
         self._tail.append(text)
         self._tail_chars += len(text)
-        while self._tail_chars - len(self._tail[0]) >= half:
-            self._tail_chars -= len(self._tail.popleft())
+        if self._tail_chars > 2 * self._half:
+            self._shed()
+
+    def _shed(self) -> None:
+        """Move the tail's oldest parts into the middle digest, keeping ~half."""
+        keep = self._tail_chars
+        cut = 0
+        while keep - len(self._tail[cut]) >= self._half:
+            keep -= len(self._tail[cut])
+            cut += 1
+        dropped = "".join(self._tail[:cut])
+        del self._tail[:cut]
+        self._tail_chars = keep
+        self._middle.update(_digest_bytes(dropped))
+        self._middle_chars += len(dropped)
 
     def add_after(self, text: str) -> None:
         if not self.visible and text and not text.isspace():
@@ -69,20 +84,25 @@ class StreamedText:
 
     @property
     def truncated(self) -> bool:
-        return self._head_chars + self._tail_chars < self.delta_chars
+        return self._middle_chars > 0
 
     def rest_of(self, response: str) -> str | None:
         """What ``response`` adds to the deltas, if it starts with them (else None)."""
         count = self.delta_chars
         if len(response) < count:
             return None
-        prefix = response[:count]
-        if self.truncated:
-            same = hashlib.blake2b(_digest_bytes(prefix), digest_size=16).digest() == (
-                self._digest.digest()
+        head, middle = self._head_chars, self._middle_chars
+        same = (
+            response[:head] == "".join(self._head)
+            and response[head + middle : count] == "".join(self._tail)
+            and (
+                not middle
+                or hashlib.blake2b(
+                    _digest_bytes(response[head : head + middle]), digest_size=16
+                ).digest()
+                == self._middle.digest()
             )
-        else:
-            same = prefix == "".join(self._head) + "".join(self._tail)
+        )
         if not same:
             return None
         self._restated = response
@@ -95,10 +115,9 @@ class StreamedText:
         if self._restated is not None:
             deltas = self._restated[: self.delta_chars]
         elif self.truncated:
-            left_out = self.delta_chars - self._head_chars - self._tail_chars
             deltas = (
                 "".join(self._head)
-                + f"\n\n[… {left_out} characters not kept in the history …]\n\n"
+                + f"\n\n[… {self._middle_chars} characters not kept in the history …]\n\n"
                 + "".join(self._tail)
             )
         else:
