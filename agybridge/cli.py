@@ -7,13 +7,17 @@ protocol bytes before anything else runs.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 
+import trio
+
 from . import __version__
+from .agy import Completed, run_owned
 from .config import ConfigError, Settings
 from .logs import configure_logging
 from .server import run
+
+DOCTOR_TIMEOUT_S = 30.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,10 +44,22 @@ def _parser() -> argparse.ArgumentParser:
         help="use the real agy (AGY_BIN or agy on PATH) instead of the fake",
     )
     commands.add_parser("doctor", help="check that agy can be found and started")
+    smoke = commands.add_parser(
+        "smoke",
+        add_help=False,
+        help="run a smoke matrix through the bridge: agybridge smoke run MATRIX.toml",
+    )
+    smoke.add_argument("smoke_args", nargs=argparse.REMAINDER)  # for --help; main() routes
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
+    raw = sys.argv[1:] if argv is None else argv
+    if raw[:1] == ["smoke"]:
+        # A client of the bridge with its own options; it needs none of the bridge's settings.
+        from .smoke import main as smoke_main  # noqa: PLC0415 - imported only when used
+
+        sys.exit(smoke_main(raw[1:]))
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
@@ -68,18 +84,19 @@ def _doctor(settings: Settings) -> int:
     if agy is None:
         print(f"agy: NOT FOUND ({settings.agy_bin!r}); install agy or set AGY_BIN")
         return 1
+
+    async def ask_version() -> Completed:
+        # Owned like every agy invocation: a hanging wrapper script's children die too.
+        with trio.fail_after(DOCTOR_TIMEOUT_S):
+            return await run_owned([agy, "--version"], label="agy --version")
+
     try:
-        done = subprocess.run(
-            [agy, "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"agy: {agy} could not run: {exc}")
+        done = trio.run(ask_version)
+    except (OSError, trio.TooSlowError) as exc:
+        reason = exc if isinstance(exc, OSError) else f"no answer within {DOCTOR_TIMEOUT_S:g} s"
+        print(f"agy: {agy} could not run: {reason}")
         return 1
-    version = (done.stdout or done.stderr).strip().splitlines()
+    output = done.stdout or done.stderr
+    version = output.decode("utf-8", "replace").strip().splitlines()
     print(f"agy: {agy} ({version[0] if version else 'no version output'}, exit {done.returncode})")
     return 0 if done.returncode == 0 else 1

@@ -7,11 +7,50 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 _FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 _LOG_FILE_BYTES = 10 * 2**20  # 10 MiB per file, 3 kept
+#: Protocol payloads quoted in log lines are cut here: a 5 MiB bad line once
+#: went whole into stderr and the log.
+MAX_LOGGED_BYTES = 4 * 2**10  # 4 KiB
+
+
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Rotated files are created 0600 too (the handler would use the umask)."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+def truncated(payload: str | bytes, limit: int = MAX_LOGGED_BYTES) -> str:
+    """``payload`` for a log line: at most ``limit`` bytes, with the total size when cut."""
+    data = payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
+    text = data[:limit].decode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    return f"{text}... [{len(data) - limit} more bytes, {len(data)} in total]"
+
+
+class _TruncateFilter(logging.Filter):
+    """Cuts every message to `MAX_LOGGED_BYTES`, naming the total size: payloads
+    quoted in log lines (a bad protocol message, an agy line) can be megabytes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # Handlers share the record: the first one cuts it, once.
+        if getattr(record, "agybridge_cut", False):
+            return True
+        record.agybridge_cut = True
+        message = record.getMessage()
+        if len(message) > MAX_LOGGED_BYTES // 4:  # cheap pre-check before encoding
+            cut = truncated(message)
+            if cut != message:
+                record.msg, record.args = cut, None
+        return True
 
 
 def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None:
@@ -23,17 +62,25 @@ def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None
     to_stderr = logging.StreamHandler(sys.stderr)
     to_stderr.setLevel(logging.WARNING)
     to_stderr.setFormatter(logging.Formatter("agybridge: %(levelname)s %(message)s"))
+    to_stderr.addFilter(_TruncateFilter())
     root.addHandler(to_stderr)
     if log_file is None:
         return None
     try:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        to_file = logging.handlers.RotatingFileHandler(
+        # Private like the database: prompts and tool output end up here.
+        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(log_file, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # a log left 0644 by an older agybridge
+        finally:
+            os.close(fd)
+        to_file = _PrivateRotatingFileHandler(
             log_file, maxBytes=_LOG_FILE_BYTES, backupCount=3, encoding="utf-8"
         )
     except OSError as exc:
         logging.getLogger(__name__).warning("cannot write log file %s: %s", log_file, exc)
         return None
     to_file.setFormatter(logging.Formatter(_FORMAT))
+    to_file.addFilter(_TruncateFilter())
     root.addHandler(to_file)
     return log_file

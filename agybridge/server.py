@@ -23,13 +23,14 @@ import trio
 
 from .acp import models
 from .agent import AcpAgent, send_updates_via
-from .agy import EscalationPolicy
+from .agy import EscalationPolicy, end_orphans, watched
 from .config import Settings
 from .jsonrpc import Peer
+from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.staging import StagingError, sweep_stale
-from .store import AsyncStore, LegacyPaths, Store, StoreError
+from .store import AsyncStore, LegacyPaths, Store, StoreError, StorePathError
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,9 @@ async def serve_stdio(settings: Settings) -> None:
     protocol_in, protocol_out = claim_stdio()
     receive = trio.lowlevel.FdStream(protocol_in)
     send = trio.lowlevel.FdStream(protocol_out)
-    async with receive, send:
+    # Whatever bridges that died (SIGKILL) left, then a watchdog in case we do.
+    await end_orphans(remove_orphaned_roots)
+    async with watched(runtime_bases(), DIR_PREFIX), receive, send:
         await serve(receive, send, settings)
 
 
@@ -88,10 +91,17 @@ async def serve(
 
 async def open_store(path: Path | None) -> AsyncStore:
     """The session database; in memory (with a warning) if it cannot be used,
-    so the bridge always starts (a corrupt file is moved aside by the store)."""
+    so the bridge always starts (a corrupt file is moved aside by the store).
+
+    Raises:
+        StorePathError: the path names a directory, FIFO, device...: the user's
+            mistake, and maybe the user's data, so the bridge does not start.
+    """
     if path is not None:
         try:
             return await AsyncStore.open(path)
+        except StorePathError:
+            raise
         except StoreError as exc:
             logger.warning("session history unavailable (%s); keeping sessions in memory", exc)
     return AsyncStore(await trio.to_thread.run_sync(Store.open_memory))
@@ -219,8 +229,17 @@ async def _serve(
             logger.info("stdin closed: shutting down")
             shutdown.set()
 
+        async def watch_stdout() -> None:
+            # Nobody reads our output (EPIPE): like stdin EOF, not a reason to
+            # keep running agy turns.
+            assert peer is not None
+            await peer.wait_send_broken()
+            logger.info("stdout closed: shutting down")
+            shutdown.set()
+
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
+        nursery.start_soon(watch_stdout)
         nursery.start_soon(
             functools.partial(
                 catalog.run,
@@ -248,6 +267,16 @@ async def _serve(
         with trio.move_on_after(RESPONSE_FLUSH_S):
             await peer.wait_requests_done()
             await peer.flush()
+        # A line started is finished (a client reading slowly gets it whole), later
+        # ones are dropped; a reader that stopped for good is given up at the grace.
+        if peer.writing:
+            logger.info("shutdown: finishing the line being written to the client")
+        with trio.move_on_after(settings.shutdown_grace_s) as finishing:
+            await peer.close_output()
+        if finishing.cancelled_caught:
+            logger.warning(
+                "the client did not read for %.1f s: exiting mid-line", settings.shutdown_grace_s
+            )
         nursery.cancel_scope.cancel(reason="shutdown")
 
 
@@ -259,6 +288,11 @@ async def _watch_signals(shutdown: trio.Event) -> None:
 
 
 def run(settings: Settings) -> int:
-    """Run the bridge on stdio; returns the process exit status."""
-    trio.run(serve_stdio, settings)
+    """Run the bridge on stdio; returns the process exit status (2: a start-up
+    error, reported on stderr)."""
+    try:
+        trio.run(serve_stdio, settings)
+    except StorePathError as exc:
+        print(f"agybridge: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -33,6 +33,7 @@ import pytest
 import trio
 
 from agybridge.acp import codec, models
+from agybridge.smoke.processes import marked as marked_processes
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
@@ -382,29 +383,7 @@ def new_marker() -> str:
 def leftover_processes(marker: str) -> list[str]:
     """Live (non-zombie) processes whose environment holds ``MARKER_VAR=marker``,
     as ``"pid cmdline"`` strings."""
-    needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            if needle not in environ.split(b"\0"):
-                continue
-            stat = (entry / "stat").read_text()
-            if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                continue  # dead, waiting to be reaped: not running anything
-            cmdline = (
-                (entry / "cmdline")
-                .read_bytes()
-                .replace(b"\0", b" ")
-                .decode("utf-8", "replace")
-                .strip()
-            )
-        except (OSError, IndexError):
-            continue  # gone meanwhile, or not ours to read
-        found.append(f"{entry.name} {cmdline}")
-    return found
+    return marked_processes(MARKER_VAR, marker)
 
 
 async def wait_no_leftovers(marker: str, timeout_s: float = 2.0) -> list[str]:

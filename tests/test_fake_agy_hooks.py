@@ -505,6 +505,7 @@ HOOKED_TOOLS = {
     "edit": ["write_to_file", "replace_file_content"],
     "multi-tool": ["view_file", "grep_search", "run_command", "write_to_file"],
     "permission-tool": ["run_command", "write_to_file", "view_file"],
+    "gated-command": ["run_command"],
     "image-out": ["generate_image"],
     "big-output": ["run_command"],
     "unknown-events": ["run_command"],

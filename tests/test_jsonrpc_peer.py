@@ -72,7 +72,7 @@ class Recorder:
             case "takeover":
                 # Like session/prompt: a cancel ends the turn, answered normally.
                 cancelled = trio.Event()
-                ctx.on_cancel = lambda _seq: cancelled.set()
+                ctx.on_cancel = cancelled.set
                 await cancelled.wait()
                 return {"stopReason": "cancelled"}
             case "ask_client":

@@ -1,6 +1,7 @@
 """The architecture's layering is what the code does (architecture.md):
 ``cli → server → agent → session → {agy, permissions, store}``, with
-``jsonrpc``, ``acp``, ``lines`` and ``media`` as leaves every layer may use.
+``jsonrpc``, ``acp``, ``lines``, ``media``, ``procfs`` and ``watchdog`` as leaves every
+layer may use.
 A lower layer never imports a higher one; the three lower packages do not
 import each other; the leaves import only leaves. Checked on the source's
 import statements (including function-local and TYPE_CHECKING ones)."""
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
-LEAVES = {"jsonrpc", "acp", "lines", "media"}
+#: ``procfs`` (process ownership primitives) and ``watchdog`` (run without
+#: site-packages) are stdlib-only leaves: agy and permissions share them.
+LEAVES = {"jsonrpc", "acp", "lines", "media", "procfs", "watchdog"}
 LOWER = {"agy", "permissions", "store"}
 #: Layer rank; a module may import its own rank or lower (leaves: rank 0).
 RANK = {
@@ -28,6 +31,9 @@ RANK = {
 TOP = 5
 #: The fake agy is a separate program: it may use only the leaves.
 SEPARATE = {"testing": 0}
+#: Clients of the bridge (on top, beside cli): they speak ACP to a bridge process, so
+#: they may use the leaves, agy's stderr classifier and the demo's fake-agy finder only.
+CLIENTS = {"smoke": LEAVES | {"agy", "demo"}}
 
 
 def _unit(module: Path) -> str:
@@ -76,7 +82,9 @@ def test_imports_follow_the_layers(module: Path) -> None:
         return  # the package's own version only
     problems = []
     for unit in sorted(_imported_units(module) - {own, "__version__"}):
-        if unit in SEPARATE or (own in SEPARATE and unit not in LEAVES):
+        if own in CLIENTS and unit not in CLIENTS[own]:
+            problems.append(f"{own} is a client of the bridge: it must not import {unit}")
+        elif unit in SEPARATE or (own in SEPARATE and unit not in LEAVES):
             problems.append(f"{own} and {unit} must not import each other")
         elif own in LOWER and unit in LOWER:
             problems.append(f"{own} imports its sibling {unit}")
@@ -87,4 +95,5 @@ def test_imports_follow_the_layers(module: Path) -> None:
 
 def test_the_layer_table_knows_every_package() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
-    assert packages <= set(RANK) | set(SEPARATE), packages - set(RANK) - set(SEPARATE)
+    known = set(RANK) | set(SEPARATE) | set(CLIENTS)
+    assert packages <= known, packages - known

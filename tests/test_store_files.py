@@ -8,14 +8,17 @@ import os
 import sqlite3
 from pathlib import Path
 
+import attrs
 import platformdirs
 import pytest
 
 from agybridge.store import (
     SessionRecord,
     Store,
+    StorePathError,
     StoreUnavailableError,
     StoreVersionError,
+    _opening,
     default_db_path,
     legacy_paths,
 )
@@ -148,35 +151,29 @@ def clashing(path: Path) -> None:
     conn.close()
 
 
-def a_directory(path: Path) -> None:
-    path.mkdir()
-    (path / "inside").write_text("x")
-
-
 def header_only(path: Path) -> None:
     make_real_db(path, 500)
     data = path.read_bytes()
     path.write_bytes(data[:100] + b"\x00" * (len(data) - 100))
 
 
-BAD_FILES = [garbage, truncated, foreign, clashing, a_directory, header_only]
+BAD_FILES = [garbage, truncated, foreign, clashing, header_only]
 
 
 @pytest.mark.parametrize("spoil", BAD_FILES)
 def test_bad_file_is_moved_aside_and_a_fresh_database_works(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, spoil: object
 ) -> None:
-    """Garbage, a truncated db, a foreign db or a directory: renamed aside, logged, replaced."""
+    """Garbage, a truncated db or a foreign db: renamed aside, logged, replaced."""
     path = tmp_path / "agybridge.db"
     spoil(path)  # type: ignore[operator]
-    before = None if path.is_dir() else digest(path)
+    before = digest(path)
     with caplog.at_level(logging.WARNING, logger="agybridge.store"), Store.open(path) as store:
         store.upsert_session(REC)
         assert store.get_session("s1") == REC
     [aside] = asides(path)
     assert aside.name.startswith("agybridge.db.corrupt-2")
-    if before is not None:
-        assert digest(aside) == before
+    assert digest(aside) == before
     warning = next(r.getMessage() for r in caplog.records if "moved it aside" in r.getMessage())
     assert str(path) in warning and str(aside) in warning
     with Store.open(path) as store:
@@ -187,12 +184,12 @@ def test_bad_file_is_moved_aside_and_a_fresh_database_works(
 def test_stale_wal_moves_aside_with_its_database(tmp_path: Path) -> None:
     """The -wal and -shm of a bad file go with it, so they are never replayed into the new one."""
     path = tmp_path / "agybridge.db"
-    a_directory(path)
+    garbage(path)
     Path(f"{path}-wal").write_bytes(b"old wal")
     Path(f"{path}-shm").write_bytes(b"old shm")
-    with Store.open(path) as store:
-        assert store.list_sessions() == ([], None)
-    [aside] = asides(path)
+    # Directly: SQLite itself may discard a WAL it cannot use when it opens the file.
+    aside = _opening._move_aside(path, "garbage")
+    assert asides(path) == [aside]
     assert Path(f"{aside}-wal").read_bytes() == b"old wal"
     assert Path(f"{aside}-shm").read_bytes() == b"old shm"
 
@@ -285,3 +282,90 @@ def test_legacy_paths_resolve_like_agy_acp_map(
     """AGY_ACP_SESSION_STORE > AGY_ACP_STORE > default; history beside the index unless set."""
     found = legacy_paths(env, home=HOME)
     assert (found.sessions_file, found.history_dir) == (sessions_file, history_dir)
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+    (path / "inside").write_text("x")
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _symlink_to_directory(path: Path) -> None:
+    target = path.with_name("real-dir")
+    _directory(target)
+    path.symlink_to(target)
+
+
+def _dangling_symlink(path: Path) -> None:
+    path.symlink_to(path.with_name("nowhere"))
+
+
+def _device(path: Path) -> None:
+    path.symlink_to("/dev/null")
+
+
+NOT_FILES = {
+    _directory: "a directory",
+    _fifo: "a FIFO",
+    _symlink_to_directory: "a symlink to a directory",
+    _dangling_symlink: "a symlink to nothing",
+    _device: "a symlink to a character device",
+}
+
+
+@pytest.mark.parametrize("make", list(NOT_FILES))
+def test_a_path_that_is_not_a_file_is_refused_and_untouched(tmp_path: Path, make: object) -> None:
+    """A directory, FIFO, device or symlink to one as the database: a clear error naming
+    the path and what it is; nothing is moved, created or changed."""
+    path = tmp_path / "projects"
+    make(path)  # type: ignore[operator]
+    before = sorted((p.name, p.is_symlink()) for p in tmp_path.rglob("*"))
+    with pytest.raises(StorePathError) as caught:
+        Store.open(path)
+    assert caught.value.path == path
+    assert str(path) in str(caught.value)
+    assert NOT_FILES[make] in str(caught.value)  # type: ignore[index]
+    assert sorted((p.name, p.is_symlink()) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_symlink_to_a_database_file_is_used(tmp_path: Path) -> None:
+    """A symlink to a regular file is fine: the file behind it is the database."""
+    real = tmp_path / "real.db"
+    make_real_db(real, 1)
+    link = tmp_path / "agybridge.db"
+    link.symlink_to(real)
+    with Store.open(link) as store:
+        store.upsert_session(REC)
+    assert link.is_symlink()
+    with Store.open(real) as store:
+        assert store.get_session("s1") == REC
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_deleted_or_replaced_while_open_is_reopened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    """Deleting or replacing the file under a running store is noticed at the next
+    write: the store reopens the path (with a warning) instead of writing into the
+    unlinked file."""
+    path = tmp_path / "agybridge.db"
+    with Store.open(path) as store:
+        store.upsert_session(REC)
+        # `rm agybridge.db`: the -wal and -shm stay (they must not be replayed).
+        path.unlink()
+        if how == "replaced":
+            make_real_db(path, 0)
+        with caplog.at_level(logging.WARNING, logger="agybridge.store"):
+            store.upsert_session(attrs.evolve(REC, session_id="s2"))
+        assert store.reopened == 1
+        warning = next(
+            r.getMessage() for r in caplog.records if "while the bridge ran" in r.getMessage()
+        )
+        assert str(path) in warning and how in warning
+    with Store.open(path) as store:
+        assert store.get_session("s2") is not None
+        # A fresh file (deleted) or the replacement: nothing of the old one replayed.
+        assert store.get_session("s1") is None

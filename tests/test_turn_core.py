@@ -48,10 +48,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.applied: list[LaunchSettings] = []
         self.armed: list[turns.ArmDeadline] = []
         self.asking: set[float] = set()
-        #: A cancelled answer went out and the client has not spoken since
-        #: its cancel: the session must stay silent.
+        #: A cancelled answer went out and the client has not spoken since:
+        #: the session must stay silent.
         self.silent = False
-        self.request_since_cancel = True
         self.do(self.core.start())
 
     # --- plumbing ------------------------------------------------------------
@@ -75,8 +74,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
                         or any(mark > action.seq for mark in self.cancel_marks)
                     )
                     assert covered, f"cancelled without a cancel: {action}"
-                    if not self.request_since_cancel:
-                        self.silent = True
+                    self.silent = True
                 self.asking.discard(action.seq)
             elif isinstance(action, turns.SpawnChild):
                 assert not self.spawning and not self.alive, (
@@ -134,7 +132,6 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def cancel(self) -> None:
         seq = self.next_seq()
         self.cancel_marks.append(seq)
-        self.request_since_cancel = False
         self.feed(turns.Cancel(seq))
 
     @rule(data=st.data())
@@ -142,8 +139,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
         if self.arrived:
             seq = data.draw(st.sampled_from(self.arrived))
             self.cancelled_prompts.add(seq)
-            self.request_since_cancel = False
-            self.feed(turns.CancelPrompt(seq, self.next_seq()))
+            self.feed(turns.CancelPrompt(seq))
 
     @rule()
     def client_request(self) -> None:
@@ -152,7 +148,6 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.feed(turns.ClientRequest(seq))
 
     def spoke(self) -> None:
-        self.request_since_cancel = True
         self.silent = False
 
     @rule(kind=st.sampled_from(["catalog", "commands"]))

@@ -10,6 +10,7 @@ translated once, here (style.md §7).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -37,6 +38,7 @@ from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
 from . import commands, prompting
+from .ordering import LifecycleOrder
 from .params import (
     check_directories,
     check_directory,
@@ -51,6 +53,8 @@ from .params import (
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+#: Requests that open or end a session: applied in wire order per session.
+LIFECYCLE_METHODS = frozenset({"session/load", "session/resume", "session/close", "session/delete"})
 
 
 @contextmanager
@@ -93,6 +97,7 @@ class AcpAgent:
         self._initialized = False
         #: Each request's params, checked once in wire order (or the error).
         self._checked: dict[int, RpcError | None] = {}
+        self._lifecycle = LifecycleOrder()
         self.client_capabilities = models.ClientCapabilities()
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
             "initialize": self._initialize,
@@ -121,8 +126,13 @@ class AcpAgent:
         self._checked[ctx.seq] = None
         if not self._initialize_seen or method not in self._methods:
             return
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if method in LIFECYCLE_METHODS and isinstance(session_id, str):
+            self._lifecycle.ticket(session_id, ctx.seq)
         session = self._named_session(params)
         if session is None:
+            if isinstance(session_id, str):
+                self._manager.client_spoke(session_id)
             return
         if method == "session/prompt":
             session.prompt_arrived(ctx.seq)  # its place in the FIFO queue
@@ -136,14 +146,21 @@ class AcpAgent:
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         handler = self._methods.get(method)
         problem = self._checked.pop(ctx.seq, None)
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        ordered = method in LIFECYCLE_METHODS and isinstance(session_id, str)
         try:
-            if handler is None:
-                raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
-            if method != "initialize":
-                await self._wait_initialized(method)
-            if problem is not None:
-                raise problem
-            return await handler(params, ctx)
+            async with (
+                self._lifecycle.turn(session_id, ctx.seq)
+                if ordered and isinstance(session_id, str)
+                else contextlib.nullcontext()
+            ):
+                if handler is None:
+                    raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+                if method != "initialize":
+                    await self._wait_initialized(method)
+                if problem is not None:
+                    raise problem
+                return await handler(params, ctx)
         finally:
             if method == "session/prompt":
                 # A prompt answered without a turn must not hold its place.
@@ -391,7 +408,7 @@ class AcpAgent:
             raise RpcError(ErrorCode.INTERNAL_ERROR, str(exc), {"details": str(exc)}) from None
         # $/cancel_request for a prompt means "cancel this turn", answered with
         # the normal cancelled result (ACP cancellation.mdx).
-        ctx.on_cancel = lambda at: session.cancel_prompt(ctx.seq, at)
+        ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
         try:
             with _translate_session_errors():
                 result = await session.prompt(ctx.seq, prepared.text, prepared.display_text)

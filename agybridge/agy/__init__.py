@@ -12,6 +12,8 @@ from .events import StepUpdateEvent as StepUpdateEvent
 from .events import UnknownEvent as UnknownEvent
 from .events import Usage as Usage
 from .events import parse_event as parse_event
+from .ownership import end_orphans as end_orphans
+from .ownership import watched as watched
 from .process import AgyChild as AgyChild
 from .process import AgySpawnError as AgySpawnError
 from .process import ChildEvent as ChildEvent
@@ -19,7 +21,11 @@ from .process import ChildEvents as ChildEvents
 from .process import ChildExited as ChildExited
 from .process import ChildMessage as ChildMessage
 from .process import ChildStderr as ChildStderr
-from .process import EscalationPolicy as EscalationPolicy
 from .stderr import StderrKind as StderrKind
 from .stderr import StderrLine as StderrLine
 from .stderr import classify_stderr as classify_stderr
+from .tree import Completed as Completed
+from .tree import EscalationPolicy as EscalationPolicy
+from .tree import ProcessTree as ProcessTree
+from .tree import bridge_identity as bridge_identity
+from .tree import run_owned as run_owned

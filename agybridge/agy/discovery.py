@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
 
 import attrs
-import trio
+
+from .tree import run_owned
 
 logger = logging.getLogger(__name__)
 
@@ -74,17 +74,11 @@ async def run_subcommand(agy_bin: str, subcommand: str) -> str:
 
     Raises:
         DiscoveryError: agy could not run or exited non-zero.
-    Cancellation kills the child (trio's run_process); wrap in a deadline.
+    Cancellation stops agy's whole tree with the escalation ladder
+    (`run_owned`); wrap in a deadline.
     """
     try:
-        done = await trio.run_process(
-            [agy_bin, subcommand],
-            stdin=subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            start_new_session=True,
-        )
+        done = await run_owned([agy_bin, subcommand], label=f"agy {subcommand}")
     except OSError as exc:
         raise DiscoveryError(f"could not run {agy_bin!r} {subcommand}: {exc}") from exc
     stderr = done.stderr.decode("utf-8", "replace").strip()

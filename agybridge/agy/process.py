@@ -1,8 +1,8 @@
 """One agy process incarnation: spawn, read, write, and kill it for certain.
 
-Theory of operation. :meth:`AgyChild.run` owns the process through
-``trio.run_process`` (``start_new_session=True``, so the child leads its own
-process group) and three tasks: a stdout reader (bounded line framer ->
+Theory of operation. :meth:`AgyChild.run` owns the process through a
+:class:`~agybridge.agy.tree.ProcessTree` (its own process group, the
+ownership marker every descendant inherits) and three tasks: a stdout reader (bounded line framer ->
 :func:`parse_event`), a stderr reader (:func:`classify_stderr`, keeps a tail)
 and a stdin writer (the only writer of agy's stdin, fed by a channel). Every
 output reaches the owner as a :data:`ChildMessage` on one channel, in order,
@@ -10,28 +10,26 @@ ending with exactly one :class:`ChildExited`. The lines of one stdout read
 travel as one :class:`ChildEvents` (a flood of small events costs one channel
 hop per read, not per line); a read holding a single line sends it alone.
 
-Killing (:meth:`AgyChild.kill`) cancels the scope around ``run_process``, whose
-``deliver_cancel`` escalates over the process group: SIGINT (agy answers with
-an ERROR result "interrupted" and exits 1, contract.md §5), then SIGTERM, then
+Killing (:meth:`AgyChild.kill`) cancels the scope around the wait, and the
+tree escalates over the process group: SIGINT (agy answers with an ERROR
+result "interrupted" and exits 1, contract.md §5), then SIGTERM, then
 SIGKILL. The readers are outside that scope, so they keep draining: the
 "interrupted" result and the last stderr lines still arrive. Whenever the
-leader is gone, for whatever reason, the group and every descendant seen
-while it ran are swept with SIGKILL: agy puts ``run_command`` children in
-process groups of their own, and a grandchild holding the stdout pipe would
-otherwise keep EOF from ever arriving (architecture.md, measured rules).
+leader is gone, for whatever reason (killed, crashed, exited), the tree is
+swept: the group, every descendant seen, and every process carrying this
+invocation's marker — agy puts ``run_command`` children in sessions of their
+own, and one started after the last look would otherwise survive agy (and a
+grandchild holding the stdout pipe keep EOF from ever arriving).
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import logging
 import os
-import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
 
 import attrs
 import trio
@@ -39,6 +37,7 @@ import trio
 from ..lines import LineBuffer, LineTooLongError
 from .events import AgyEvent, MalformedLine, StepUpdateEvent, parse_event
 from .stderr import StderrLine, classify_stderr
+from .tree import EscalationPolicy, ProcessTree
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +47,6 @@ MAX_STDERR_LINE_BYTES = 1 * 2**20  # 1 MiB: stderr is human text
 #: still drain. Only a process that escaped every sweep (double-forked out of
 #: the tree before we saw it) can hold the pipes open beyond this.
 DRAIN_AFTER_EXIT_S = 2.0
-#: How long the sweep waits for SIGKILLed processes to be gone. SIGKILL
-#: cannot be ignored, so this only bounds a process stuck in the kernel.
-SWEEP_WAIT_S = 2.0
 #: stdin lines waiting for the writer; prompts are queued by the session, so
 #: more than a couple here means agy is not reading.
 STDIN_QUEUE_LINES = 4
@@ -58,12 +54,6 @@ STDIN_QUEUE_LINES = 4
 
 class AgySpawnError(Exception):
     """agy could not be started at all (missing binary, bad cwd, ...)."""
-
-
-@attrs.frozen
-class EscalationPolicy:
-    sigint_grace_s: float = 2.0
-    sigterm_grace_s: float = 1.0
 
 
 @attrs.frozen
@@ -100,96 +90,20 @@ class ChildExited:
 ChildMessage = ChildEvent | ChildEvents | ChildStderr | ChildExited
 
 
-@attrs.frozen
-class _ProcRef:
-    """A pid plus its start time, so a recycled pid is never signalled."""
+def spawn_failure(program: str, cwd: str, exc: OSError) -> str:
+    """Why ``program`` could not start in ``cwd``, blaming the right one.
 
-    pid: int
-    start_ticks: int
-
-    @classmethod
-    def from_pid(cls, pid: int) -> _ProcRef | None:
-        ticks = _start_ticks(pid)
-        return None if ticks is None else cls(pid, ticks)
-
-    def open_pidfd(self) -> int | None:
-        """A pidfd for this very process (not a recycled pid), or None if gone."""
-        try:
-            fd = os.pidfd_open(self.pid)
-        except OSError:
-            return None
-        if _start_ticks(self.pid) != self.start_ticks:
-            os.close(fd)
-            return None
-        return fd
-
-
-def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22 (starttime); the command name in field 2 may contain spaces.
-    fields = stat.rsplit(")", 1)[-1].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def group_members(pgids: set[int]) -> list[_ProcRef]:
-    """Live processes whose process group is one of ``pgids`` (Linux /proc)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        try:
-            state, pgrp, ticks = fields[0], int(fields[2]), int(fields[19])
-        except (IndexError, ValueError):
-            continue
-        if pgrp in pgids and state != "Z":
-            found.append(_ProcRef(int(entry.name), ticks))
-    return found
-
-
-def descendants(pid: int) -> list[_ProcRef]:
-    """Every live descendant of ``pid`` (Linux ``/proc``; empty elsewhere)."""
-    found: list[_ProcRef] = []
-    queue = [pid]
-    seen = {pid}
-    while queue:
-        parent = queue.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                children = Path(f"/proc/{parent}/task/{tid}/children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                if child in seen:
-                    continue
-                seen.add(child)
-                ref = _ProcRef.from_pid(child)
-                if ref is not None:
-                    found.append(ref)
-                    queue.append(child)
-    return found
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+    ENOENT/ENOTDIR/EACCES come back the same for a missing binary and a missing
+    (or unusable) working directory: look at which one it is.
+    """
+    reason = exc.strerror or str(exc)
+    if not os.path.isdir(cwd):
+        what = "no longer exists" if not os.path.lexists(cwd) else "is not a directory"
+        return f"could not start agy: the session's working directory {cwd!r} {what}"
+    if isinstance(exc, FileNotFoundError):
+        hint = "install agy or set AGY_BIN to its path"
+        return f"could not start agy ({program!r}): {reason}: {hint}"
+    return f"could not start agy ({program!r}) in {cwd!r}: {reason}"
 
 
 class AgyChild:
@@ -221,7 +135,7 @@ class AgyChild:
         self._stderr_drain = trio.CancelScope()
         self._stdin_send, self._stdin_receive = trio.open_memory_channel[bytes](STDIN_QUEUE_LINES)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-        self._known_descendants: dict[int, _ProcRef] = {}
+        self._tree = ProcessTree(f"agy[{incarnation}]", policy)
         self._killed = False
         self.pid: int | None = None
         self.returncode: int | None = None
@@ -252,26 +166,16 @@ class AgyChild:
         # Opened outside the nursery (as trio's run_process does) so a spawn
         # failure reaches the caller as itself, not inside an exception group.
         try:
-            proc = await trio.lowlevel.open_process(
+            proc = await self._tree.open_process(
                 self.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.cwd,
                 env=self.env,
-                start_new_session=True,
             )
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            # ENOENT for the binary itself (not the cwd, which session/new checked).
-            hint = (
-                ": install agy or set AGY_BIN to its path"
-                if isinstance(exc, FileNotFoundError)
-                else ""
-            )
-            raise AgySpawnError(
-                f"could not start agy ({self.argv[0]!r}) in {self.cwd!r}: {reason}{hint}"
-            ) from exc
+            raise AgySpawnError(spawn_failure(self.argv[0], self.cwd, exc)) from exc
         self.pid = proc.pid
         logger.info("agy[%s] started pid=%s argv=%s", self.incarnation, proc.pid, self.argv)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -321,82 +225,18 @@ class AgyChild:
             if proc.returncode is None:
                 # Killed by us, or our owner was cancelled: escalate either way.
                 with trio.CancelScope(shield=True):
-                    await self._escalate(proc)
+                    await self._tree.escalate(proc)
             # Nobody can write to a dead agy: end the stdin writer.
             self._stdin_send.close()
             self.returncode = proc.returncode
             with trio.CancelScope(shield=True):
-                await self._sweep(proc.pid)
+                await self._tree.sweep()
             logger.info(
                 "agy[%s] pid=%s exited with %s", self.incarnation, proc.pid, proc.returncode
             )
             # Readers get a bounded drain once nothing of ours can hold the pipes.
             deadline = trio.current_time() + DRAIN_AFTER_EXIT_S
             self._stdout_drain.deadline = self._stderr_drain.deadline = deadline
-
-    async def _escalate(self, proc: trio.Process) -> None:
-        """SIGINT, SIGTERM, SIGKILL to the group, each after the previous grace."""
-        self._remember_descendants(proc.pid)
-        ladder = (
-            (signal.SIGINT, self.policy.sigint_grace_s),
-            (signal.SIGTERM, self.policy.sigterm_grace_s),
-        )
-        for sig, grace in ladder:
-            _signal_group(proc.pid, sig)
-            with trio.move_on_after(grace):
-                await proc.wait()
-                return
-            logger.warning(
-                "agy[%s] pid=%s ignored %s for %.1f s; escalating",
-                self.incarnation,
-                proc.pid,
-                sig.name,
-                grace,
-            )
-            self._remember_descendants(proc.pid)
-        _signal_group(proc.pid, signal.SIGKILL)
-        await proc.wait()
-
-    def _remember_descendants(self, pid: int) -> None:
-        for ref in descendants(pid):
-            self._known_descendants[ref.pid] = ref
-
-    async def _sweep(self, pgid: int) -> None:
-        """SIGKILL what is left of the group, every descendant seen and their
-        own groups, then wait until they are really gone (bounded).
-
-        Processes that are not our children cannot be waited for; a pidfd
-        becomes readable when its process exits, so the wait is on the event
-        itself, not a polling loop.
-        """
-        pgids = {pgid, *self._known_descendants}
-        targets = {ref.pid: ref for ref in group_members(pgids)}
-        targets.update(self._known_descendants)
-        for group in pgids:
-            _signal_group(group, signal.SIGKILL)
-        fds = []
-        for ref in targets.values():
-            fd = ref.open_pidfd()
-            if fd is None:
-                continue  # already gone
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-            fds.append(fd)
-        try:
-            with trio.move_on_after(SWEEP_WAIT_S) as waited:
-                for fd in fds:
-                    await trio.lowlevel.wait_readable(fd)
-            if waited.cancelled_caught:
-                logger.warning(
-                    "agy[%s]: %d process(es) of its tree were still dying after %.1f s",
-                    self.incarnation,
-                    len(fds),
-                    SWEEP_WAIT_S,
-                )
-        finally:
-            for fd in fds:
-                trio.lowlevel.notify_closing(fd)
-                os.close(fd)
 
     async def _stdout_task(self, stream: trio.abc.ReceiveStream) -> None:
         with self._stdout_drain:
@@ -420,8 +260,8 @@ class AgyChild:
         event = parse_event(line)
         # Tool steps are when agy grows children in groups of their own.
         is_tool = isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool"
-        if is_tool and self.pid is not None and not self.exited.is_set():
-            self._remember_descendants(self.pid)
+        if is_tool and not self.exited.is_set():
+            self._tree.remember_descendants()
         attachment = None
         if self._annotate is not None and not isinstance(event, MalformedLine):
             # Synchronous, right as the line is read: agy acts on what it

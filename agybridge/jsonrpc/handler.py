@@ -32,19 +32,18 @@ class RequestContext:
     method: str
     seq: int
     """Wire-order index, comparable with `MessageContext.seq`."""
-    on_cancel: Callable[[int], None] | None = None
-    """Set by a handler to take over ``$/cancel_request`` (and answer normally); it is
-    given the wire position (``seq``) of the ``$/cancel_request``."""
+    on_cancel: Callable[[], None] | None = None
+    """Set by a handler to take over ``$/cancel_request`` (and answer normally)."""
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False, repr=False)
 
-    def cancel(self, seq: int) -> None:
+    def cancel(self) -> None:
         """Handle ``$/cancel_request``: call ``on_cancel`` if set, else cancel the request.
 
         Cancelling the request's scope makes the peer answer -32800. This works before the
         request's task has started: the scope is entered already cancelled.
         """
         if self.on_cancel is not None:
-            self.on_cancel(seq)
+            self.on_cancel()
         else:
             self._scope.cancel(reason=f"$/cancel_request for request {self.request_id!r}")
 

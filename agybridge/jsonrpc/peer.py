@@ -16,7 +16,13 @@ Theory of operation. `Peer.run` owns a nursery with two tasks:
 Shutdown on EOF: mark the receive side closed, fail every pending outgoing request with
 `PeerClosedError`, wait for the in-flight incoming requests (the caller decides how they
 end, e.g. by cancelling its sessions), let the writer drain, return. A client that stops
-reading (broken send stream) is logged once; later output is discarded, never raised.
+reading (broken send stream) is logged once; later output is discarded, never raised,
+and `wait_send_broken` wakes the owner, which treats it like EOF.
+
+The wire stays whole when the owner stops the peer in order: `close_output` (under
+the owner's deadline) lets the line being written finish and drops every later one;
+only then does the owner cancel. Cancelling before that (or after the deadline, when
+the reader has stopped reading for good) may cut the line being written.
 """
 
 from __future__ import annotations
@@ -120,6 +126,10 @@ class Peer:
         self._receive_closed = trio.Event()
         self._writer_finished = trio.Event()
         self._writer_broken = False
+        self._send_broken = trio.Event()
+        self._output_closed = False
+        self._writing = False
+        self._line_done = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._started = False
         self._messages_received = 0
@@ -225,6 +235,26 @@ class Peer:
         while self._requests_running:
             await self._requests_done.wait()
 
+    async def wait_send_broken(self) -> None:
+        """Return once writing to the peer failed (EPIPE: nobody reads our output)."""
+        await self._send_broken.wait()
+
+    async def close_output(self) -> None:
+        """Stop at a line boundary: the line being written is finished, every later
+        one is dropped. Returns once the writer is between lines.
+
+        Cancelling the wait leaves the line in progress; cancelling `run` cuts it.
+        """
+        self._output_closed = True
+        while self._writing:
+            await self._line_done.wait()
+        await trio.lowlevel.checkpoint()
+
+    @property
+    def writing(self) -> bool:
+        """A line is being written right now (its reader may be slow)."""
+        return self._writing
+
     @property
     def receive_closed(self) -> bool:
         return self._receive_closed.is_set()
@@ -251,16 +281,10 @@ class Peer:
     async def _write_lines(self) -> None:
         async for first in self._out_receive:
             batch, markers = self._take_batch(first)
-            # Keep draining when broken, so that no sender ever blocks on a dead client.
-            if batch and not self._writer_broken:
-                try:
-                    await self._send_stream.send_all(b"".join(batch))
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    logger.warning("JSON-RPC output stream broke (%s); discarding output", exc)
-                    self._writer_broken = True
-                    self._fail_pending("the stream to the peer broke")
-                else:
-                    self._messages_sent += sum(item.count(b"\n") for item in batch)
+            # Keep draining when broken or closed, so that no sender ever blocks on a
+            # dead client.
+            if batch and not (self._writer_broken or self._output_closed):
+                await self._write_line(b"".join(batch), sum(item.count(b"\n") for item in batch))
             for marker in markers:
                 marker.set()  # everything handed over before it is written
 
@@ -283,6 +307,26 @@ class Peer:
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
         return batch, markers
+
+    async def _write_line(self, data: bytes, lines: int) -> None:
+        """Write ``data`` (``lines`` complete lines); `close_output` waits for it whole."""
+        self._line_done = trio.Event()
+        self._writing = True
+        try:
+            await self._send_stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            logger.warning("JSON-RPC output stream broke (%s); discarding output", exc)
+            self._broke("the stream to the peer broke")
+            return
+        finally:
+            self._writing = False
+            self._line_done.set()
+        self._messages_sent += lines
+
+    def _broke(self, reason: str) -> None:
+        self._writer_broken = True
+        self._send_broken.set()
+        self._fail_pending(reason)
 
     async def _send_line(self, line: bytes) -> None:
         """Hand complete line(s) to the writer."""
@@ -437,7 +481,7 @@ class Peer:
 
     async def _handle_notification(self, message: Notification, seq: int) -> None:
         if message.method == _CANCEL_REQUEST:
-            self._cancel_incoming(message.params, seq)
+            self._cancel_incoming(message.params)
         elif message.method.startswith("$/"):
             logger.debug("ignoring protocol notification %r", message.method)
         else:
@@ -450,7 +494,7 @@ class Peer:
             except Exception:
                 logger.exception("notification %r failed", message.method)
 
-    def _cancel_incoming(self, params: Any, seq: int) -> None:
+    def _cancel_incoming(self, params: Any) -> None:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, int | str):
             logger.debug("ignoring %s with params %r", _CANCEL_REQUEST, params)
@@ -459,7 +503,7 @@ class Peer:
         if ctx is None:
             return  # already answered, or never existed: nothing to do
         try:
-            ctx.cancel(seq)
+            ctx.cancel()
         except Exception:
             logger.exception("on_cancel of request %r (id %r) failed", ctx.method, request_id)
 

@@ -29,11 +29,14 @@ from .commands import command_prefix as command_prefix
 from .hook import ENV_SOCKET as ENV_SOCKET
 from .hook import ENV_TIMEOUT as ENV_TIMEOUT
 from .hook import ENV_TOKEN as ENV_TOKEN
+from .hook_root import DIR_PREFIX as DIR_PREFIX
 from .hook_root import HOOK_NAME as HOOK_NAME
 from .hook_root import HookRoot as HookRoot
 from .hook_root import HookRootError as HookRootError
 from .hook_root import child_env as child_env
 from .hook_root import helper_command as helper_command
+from .hook_root import remove_orphaned_roots as remove_orphaned_roots
+from .hook_root import runtime_bases as runtime_bases
 from .models import Decision as Decision
 from .models import HookRequest as HookRequest
 from .models import PayloadError as PayloadError

@@ -3,6 +3,7 @@
 Layout (hooks-and-tools.md §A8, §A10)::
 
     <base>/agyb-XXXXXXXX/          0700, ours: the bridge's runtime dir
+        owner                      0400: the bridge's pid and start time (procfs)
         s.sock                     the broker's socket (0600, made by the broker)
         hook/                      passed to agy with --add-dir; read-only (0500)
             .agents/               0500
@@ -17,18 +18,20 @@ and read back before use. The model sees every ``--add-dir`` root, hence the rea
 modes and the policy's tamper rule (policy.py); the modes do not stop a process of the
 same user that chmods first, they only keep honest tools from writing there.
 
+A bridge that dies without cleaning up leaves its runtime dirs behind: its watchdog
+removes them, and so does the next bridge's start (`remove_orphaned_roots`), by the
+``owner`` file.
+
 Nothing here is async: creating and removing a few small files is cheap and
 `HookRoot.remove` must be callable from cleanup code that must not checkpoint.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import shlex
-import shutil
 import stat
 import sys
 import tempfile
@@ -36,6 +39,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from .. import procfs
 from . import hook
 
 HOOK_NAME = "agybridge-gate"
@@ -121,6 +125,7 @@ class HookRoot:
             )
         runtime_dir = _make_private_dir(base_dir)
         try:
+            procfs.write_owner(runtime_dir)
             hook_dir = os.path.join(runtime_dir, HOOK_DIR_NAME)
             agents = os.path.join(hook_dir, ".agents")
             hooks_json = os.path.join(agents, "hooks.json")
@@ -202,6 +207,17 @@ def hooks_json_text(command: Sequence[str], timeout_s: int) -> str:
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
+def runtime_bases() -> list[str]:
+    """Where runtime dirs are made when no ``base_dir`` is given, in order."""
+    return _base_dirs(None)
+
+
+def remove_orphaned_roots(owner: str | None = None) -> list[str]:
+    """Remove runtime dirs whose owner is ``owner`` (None: any bridge no longer
+    running); returns the removed paths. Blocking; never raises."""
+    return procfs.remove_owned_dirs(runtime_bases(), DIR_PREFIX, owner)
+
+
 def _base_dirs(base_dir: str | None) -> list[str]:
     if base_dir is not None:
         return [base_dir]
@@ -252,16 +268,7 @@ def check_private_dir(path: str) -> None:
 
 
 def _rmtree(path: str) -> None:
-    """Remove ``path`` recursively, restoring write bits on our read-only dirs first."""
-    if not os.path.lexists(path):
-        return
-    for parent, dirs, _files in os.walk(path):
-        for name in dirs:
-            sub = os.path.join(parent, name)
-            if not os.path.islink(sub):
-                with contextlib.suppress(OSError):
-                    os.chmod(sub, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
+    procfs.rmtree_private(path)
 
 
 def child_env(root: HookRoot, base: Mapping[str, str] | None = None) -> dict[str, str]:

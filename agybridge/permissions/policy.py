@@ -29,7 +29,15 @@ from typing import Any
 import attrs
 
 from . import hook
-from .commands import command_key, command_scope
+from .commands import (
+    allow_covers,
+    command_key,
+    command_prefix,
+    command_scope,
+    command_shape,
+    reject_scope,
+    shape_of_key,
+)
 from .models import HookRequest
 
 #: Modes the bridge offers (issue 6). ``safe`` runs without the gate; it is accepted
@@ -91,7 +99,9 @@ class Assessment:
       kind: ACP tool kind (``read``, ``edit``, ``execute``…; ``other`` when unknown).
       title: a short fallback title (the session's tool card has the real one).
       key: the memory key an "always" answer to this call is stored under.
-      scope: what that key covers, for the permission options ("`git push` commands").
+      scope: what "always allow" covers, for the permission options.
+      reject_scope: what "always reject" covers (commands: the whole prefix); empty
+        means the same as ``scope``.
     """
 
     verdict: Verdict
@@ -100,6 +110,11 @@ class Assessment:
     title: str = ""
     key: str = ""
     scope: str = ""
+    reject_scope: str = ""
+
+    @property
+    def rejected_scope(self) -> str:
+        return self.reject_scope or self.scope
 
 
 @attrs.define
@@ -163,6 +178,10 @@ class Policy:
         """`assess` for a tool name and its arguments."""
         kind = _KINDS.get(tool_name, "other")
         key, scope = memory_key(tool_name, args)
+        rejecting = scope
+        command = args.get("CommandLine") if tool_name == "run_command" else None
+        if isinstance(command, str):
+            rejecting = reject_scope(command)
         title = _title(tool_name, args)
         if self._mentions_gate(args):
             return Assessment(
@@ -170,12 +189,16 @@ class Policy:
             )
         if self.mode in _ALLOW_ALL_MODES:
             return Assessment(Verdict.ALLOW, "", kind, title, key, scope)
-        remembered = self._memory.get(key)
+        if tool_name == "run_command":
+            text = command if isinstance(command, str) else ""
+            remembered = self._recall_command(text, args.get("Cwd"))
+        else:
+            remembered = self._memory.get(key)
         if remembered is not None:
             if remembered:
-                return Assessment(Verdict.ALLOW, "", kind, title, key, scope)
+                return Assessment(Verdict.ALLOW, "", kind, title, key, scope, rejecting)
             return Assessment(
-                Verdict.DENY, f"the user rejected {scope} for this session", kind, title, key
+                Verdict.DENY, f"the user rejected {rejecting} for this session", kind, title, key
             )
         path_key = READ_TOOLS.get(tool_name)
         if path_key and self._inside_roots(args.get(path_key), reading=True):
@@ -187,7 +210,27 @@ class Policy:
             and self._inside_roots(args.get(path_key), reading=False)
         ):
             return Assessment(Verdict.ALLOW, "", kind, title, key, scope)
-        return Assessment(Verdict.ASK, "", kind, title, key, scope)
+        return Assessment(Verdict.ASK, "", kind, title, key, scope, rejecting)
+
+    def _recall_command(self, text: str, cwd: object) -> bool | None:
+        """The remembered answer covering a command (commands.py rules 4 and 5)."""
+        shape = command_shape(text)
+        prefix = command_prefix(text)
+        for key, allow in self._memory.items():
+            remembered = shape_of_key(key)
+            if not allow and remembered is not None and remembered.prefix == prefix:
+                return False
+        exact = self._memory.get(command_key(text))
+        if exact is not None and (shape is None or not exact):
+            return exact
+        # Plain relative operands mean the workspace only when run inside it.
+        if shape is None or not self._inside_roots(cwd, reading=False):
+            return None
+        for key, allow in self._memory.items():
+            remembered = shape_of_key(key)
+            if allow and remembered is not None and allow_covers(remembered, shape):
+                return True
+        return None
 
     def _inside_roots(self, path: object, *, reading: bool) -> bool:
         if not isinstance(path, str) or not os.path.isabs(path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import uuid
 from typing import TYPE_CHECKING
@@ -168,7 +169,7 @@ async def verify_gate(session: Session, action: turns.VerifyGate) -> None:
         await gate.verify(session.deps.agy_bin, session.deps.env)
         session.post(turns.GateVerified(gate.failure is None))
 
-    session.nursery.start_soon(verify)
+    session.start_soon(verify)
 
 
 async def permissions(
@@ -196,8 +197,8 @@ async def ask_allow(session: Session, action: turns.AskAllowRetry) -> None:
 
 async def arm_deadline(session: Session, action: turns.ArmDeadline) -> None:
     work = session.prompts.get(action.seq)
-    assert work is not None and session.nursery is not None
-    session.nursery.start_soon(timers.arm, session, work.timers.new(), action)
+    assert work is not None
+    session.start_soon(functools.partial(timers.arm, session, action), work.timers)
 
 
 async def announcements(session: Session, action: turns.SendAnnouncements) -> None:

@@ -63,3 +63,6 @@ class SessionSpec:
     next_turn: int = 0
     created_at: str | None = None
     mcp_config: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Its previous instance ended silent after a cancelled answer, and the
+    #: client has not spoken since: this one starts silent too.
+    muted: bool = False

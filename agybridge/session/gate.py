@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -31,6 +30,7 @@ import attrs
 import trio
 
 from ..acp import codec, models
+from ..agy import run_owned
 from ..permissions import (
     HOOK_NAME,
     Assessment,
@@ -164,22 +164,11 @@ class Gate:
         try:
             assert self.root is not None
             with trio.fail_after(self._verify_timeout_s):
-                done = await trio.run_process(
-                    [
-                        agy_bin,
-                        "-p",
-                        "/hooks",
-                        "--add-dir",
-                        self.root.hook_dir,
-                        "--output-format",
-                        "json",
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
+                argv = [agy_bin, "-p", "/hooks", "--add-dir", self.root.hook_dir]
+                done = await run_owned(
+                    [*argv, "--output-format", "json"],
+                    label="agy -p /hooks",
                     env=self.agy_env(env),
-                    start_new_session=True,
                 )
             self.failure = _check_hooks_listing(done.stdout, self.root.hooks_json)
             if done.returncode != 0 and self.failure is None:
@@ -312,13 +301,14 @@ class Gate:
             return Decision.deny("no turn is running")
         call_id, tool_call = announced[0]
         scope = assessment.scope or f"`{request.tool_name}`"
+        rejected = assessment.rejected_scope or scope
         options = [
             {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
             {"optionId": "allow_always", "name": f"Always allow {scope}", "kind": "allow_always"},
             {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
             {
                 "optionId": "reject_always",
-                "name": f"Always reject {scope}",
+                "name": f"Always reject {rejected}",
                 "kind": "reject_always",
             },
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import attrs
 import trio
 
 from .deps import SessionDeps, SessionSpec
@@ -24,6 +25,8 @@ class SessionManager:
         #: Sessions being started, so two loads of one stored session race
         #: to one agy child, not two.
         self._starting: dict[str, trio.Event] = {}
+        #: Sessions whose last instance ended silent after a cancelled answer.
+        self._muted: set[str] = set()
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -34,7 +37,14 @@ class SessionManager:
             await trio.sleep_forever()
 
     def get(self, session_id: str) -> Session | None:
-        return self._sessions.get(session_id)
+        """The live session with this id (not one that has ended)."""
+        session = self._sessions.get(session_id)
+        return None if session is None or session.ended else session
+
+    def client_spoke(self, session_id: str) -> None:
+        """A request for a session that has no live instance: a later instance
+        need not stay silent."""
+        self._muted.discard(session_id)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -71,6 +81,9 @@ class SessionManager:
         assert self._nursery is not None, "SessionManager.run is not running"
         while True:
             live = self._sessions.get(session_id)
+            if live is not None and live.closing:
+                await live.closed.wait()  # then open it afresh
+                continue
             if live is not None:
                 return live, False
             starting = self._starting.get(session_id)
@@ -80,6 +93,8 @@ class SessionManager:
         started = self._starting[session_id] = trio.Event()
         try:
             spec = await make_spec()
+            if session_id in self._muted:
+                spec = attrs.evolve(spec, muted=True)
             session = Session(spec, self.deps, Outlet(spec.session_id, client))
             await self._nursery.start(self._session_task, session)
         finally:
@@ -110,6 +125,8 @@ class SessionManager:
         finally:
             if self._sessions.get(session.session_id) is session:
                 del self._sessions[session.session_id]
+            if session.core.muted:
+                self._muted.add(session.session_id)
 
     async def close(self, session_id: str) -> bool:
         """Close one session; False if it is not live. Waits for agy to be gone."""

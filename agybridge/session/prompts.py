@@ -107,16 +107,27 @@ class PromptBook:
 
     def __init__(self) -> None:
         self._work: dict[float, PromptWork] = {}
+        #: The session is over: how a prompt arriving now is answered.
+        self._closed_with: tuple[str | None, SessionError | None] | None = None
 
     def get(self, seq: float) -> PromptWork | None:
         return self._work.get(seq)
 
     def arrived(self, seq: float) -> None:
-        self._work.setdefault(seq, PromptWork())
+        self._entry(seq)
+
+    def _entry(self, seq: float) -> PromptWork:
+        work = self._work.get(seq)
+        if work is None:
+            work = self._work[seq] = PromptWork()
+            if self._closed_with is not None:
+                stop, error = self._closed_with
+                work.answer(stop=stop, error=error)
+        return work
 
     def claim(self, seq: float, text: str, display_text: str) -> PromptWork:
         """The request task takes its prompt, now ready to run."""
-        work = self._work.setdefault(seq, PromptWork())
+        work = self._entry(seq)
         work.claimed = True
         work.text, work.display_text = text, display_text
         return work
@@ -139,6 +150,9 @@ class PromptBook:
             del self._work[seq]
         return work
 
-    def answer_all(self, *, stop: str | None = None, error: SessionError | None = None) -> None:
+    def close(self, *, stop: str | None = None, error: SessionError | None = None) -> None:
+        """The session is over: every prompt waiting, and any arriving from
+        now on, is answered so."""
+        self._closed_with = (stop, error)
         for work in self._work.values():
             work.answer(stop=stop, error=error)

@@ -14,7 +14,6 @@ perform them.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -71,13 +70,17 @@ class Session:
         self.book = SessionBook(deps.store, spec.session_id, spec.next_turn)
         self.announcer = Announcer(outlet, deps.catalog, (spec.cwd, *spec.additional_dirs))
         #: The rules; only the loop feeds it (others may read it).
-        self.core = turns.TurnCore(spec.settings, resumable=spec.conversation_id is not None)
+        self.core = turns.TurnCore(
+            spec.settings, resumable=spec.conversation_id is not None, muted=spec.muted
+        )
         self.gate: Gate | None = None
         self.staging: StagingArea | None = None
         self.unrecognised: Counter[str] = Counter()
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
         self.closed = trio.Event()
+        #: The loop is over: nothing posted from now on would ever be done.
+        self.ended = False
         self._inbox = Inbox(CHILD_EVENT_BUFFER)
         # Unbuffered: the pump only moves messages into the inbox, which bounds them.
         send, self._child_messages = trio.open_memory_channel[ChildMessage](0)
@@ -163,9 +166,11 @@ class Session:
         if isinstance(failure, BaseExceptionGroup):
             failure = failure.split(trio.Cancelled)[1]
         if failure is None or isinstance(failure, trio.Cancelled | KeyboardInterrupt):
-            self.prompts.answer_all(stop=models.STOP_CANCELLED)
+            self.prompts.close(stop=models.STOP_CANCELLED)
+        elif isinstance(failure, SessionError):  # e.g. agy could not be started
+            self.prompts.close(error=failure)
         else:
-            self.prompts.answer_all(error=InternalSessionError(f"the session failed: {failure!r}"))
+            self.prompts.close(error=InternalSessionError(f"the session failed: {failure!r}"))
 
     # --- the loop ------------------------------------------------------------
 
@@ -207,11 +212,7 @@ class Session:
             # A bug while serving: the running turn fails with it (never
             # "cancelled"), its agy is replaced, the session goes on.
             logger.exception("session %s: internal error", self.session_id)
-            error = InternalSessionError(
-                f"internal error in agybridge: {type(exc).__name__}: {exc}",
-                data={"exception": type(exc).__name__},
-            )
-            await self.feed(turns.InternalError(error))
+            await self.feed(turns.InternalError(_internal_error(exc)))
 
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
@@ -227,7 +228,7 @@ class Session:
 
     async def _run_in_loop(self, step: Step) -> None:
         """Post ``step`` and wait until the loop has run it (or has ended)."""
-        if self.closed.is_set():
+        if self.ended:
             return
         done = trio.Event()
         self._waiting.add(done)
@@ -246,16 +247,23 @@ class Session:
 
     # --- for the loop's helpers ----------------------------------------------------
 
-    def start_soon(self, fn: Callable[[], Awaitable[None]], scopes: AttemptScopes) -> None:
-        """Run ``fn`` in the background, cancelled when the attempt ends."""
-        scope = scopes.new()
+    def start_soon(
+        self, fn: Callable[[], Awaitable[None]], scopes: AttemptScopes | None = None
+    ) -> None:
+        """Run ``fn`` in the session's nursery (cancelled when the turn attempt
+        of ``scopes`` ends). A bug in it fails the running turn, not the session."""
+        scope = scopes.new() if scopes is not None else trio.CancelScope()
 
-        async def scoped() -> None:
-            with scope:
-                await fn()
+        async def guarded() -> None:
+            try:
+                with scope:
+                    await fn()
+            except Exception as exc:
+                logger.exception("session %s: background task failed", self.session_id)
+                self.post(turns.InternalError(_internal_error(exc)))
 
         assert self.nursery is not None
-        self.nursery.start_soon(scoped)
+        self.nursery.start_soon(guarded)
 
     def turn_work_on(self, incarnation: int) -> tuple[turns.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""
@@ -348,7 +356,7 @@ class Session:
         except trio.Cancelled:
             # The request itself went away ($/cancel_request without a handler,
             # shutdown): do not leave agy working on a turn nobody awaits.
-            self.post(turns.CancelPrompt(seq, seq))
+            self.post(turns.CancelPrompt(seq))
             raise
         finally:
             self.prompts.release(seq, work)
@@ -357,10 +365,9 @@ class Session:
         """``session/cancel`` at wire position ``seq``."""
         self.post(turns.Cancel(seq))
 
-    def cancel_prompt(self, seq: float, at: float) -> None:
-        """``$/cancel_request`` (at wire position ``at``) for the prompt at
-        ``seq``: answered cancelled."""
-        self.post(turns.CancelPrompt(seq, at))
+    def cancel_prompt(self, seq: float) -> None:
+        """``$/cancel_request`` for the prompt at ``seq``: answered cancelled."""
+        self.post(turns.CancelPrompt(seq))
 
     def client_request(self, seq: float) -> None:
         """The client sent a request for this session (wire order)."""
@@ -379,14 +386,18 @@ class Session:
         """``commands`` or ``catalog`` changed: tell the client (once it has
         the session; held back while muted after a cancel)."""
         if self.announcer.client_knows:
-            actions = self.core.announce(kind)
-            if actions:
-                self.post_step(functools.partial(self._perform, actions))
+            # Decided in the loop, in order: a cancelled answer may come first.
+            self.post_step(lambda: self._perform(self.core.announce(kind)))
 
     async def announce_now(self) -> None:
         """Everything a load/resume sends, before its response."""
         await self.announcer.send_commands()
         self.options_seen()
+
+    @property
+    def closing(self) -> bool:
+        """Closed, or on its way: a new open must wait for it to end."""
+        return self.ended or self.core.closing
 
     @property
     def busy(self) -> bool:
@@ -448,7 +459,7 @@ class Session:
 
     def _save_soon(self) -> None:
         if self.nursery is not None and self.deps.store is not None and not self.core.closing:
-            self.nursery.start_soon(self.save)
+            self.start_soon(self.save)
 
 
 _PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
@@ -469,6 +480,13 @@ _PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
     turns.SendAnnouncements: actions.announcements,
     turns.Closed: actions.closed,
 }
+
+
+def _internal_error(exc: Exception) -> InternalSessionError:
+    return InternalSessionError(
+        f"internal error in agybridge: {type(exc).__name__}: {exc}",
+        data={"exception": type(exc).__name__},
+    )
 
 
 def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:

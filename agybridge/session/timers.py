@@ -18,20 +18,20 @@ if TYPE_CHECKING:
 ERROR_DETAILS_GRACE_S = 0.5
 
 
-async def arm(session: Session, scope: trio.CancelScope, action: turns.ArmDeadline) -> None:
-    with scope:
-        if action.kind is turns.Deadline.STALL_NOTICE:
-            await _watch_stall(session, action)
-            return
-        if action.kind is turns.Deadline.DETAILS:
-            await trio.sleep(ERROR_DETAILS_GRACE_S)
-            error = session.result_error(action.seq)
-            session.post(turns.DeadlinePassed(action.kind, action.seq, action.incarnation, error))
-            return
-        seconds = session.deps.timeouts.startup_s
-        await trio.sleep(seconds)
-        error = output.silence_error("startup", seconds, session.notes.get(action.incarnation))
+async def arm(session: Session, action: turns.ArmDeadline) -> None:
+    """Wait out one deadline (run in the attempt's scope: gone with it)."""
+    if action.kind is turns.Deadline.STALL_NOTICE:
+        await _watch_stall(session, action)
+        return
+    if action.kind is turns.Deadline.DETAILS:
+        await trio.sleep(ERROR_DETAILS_GRACE_S)
+        error = session.result_error(action.seq)
         session.post(turns.DeadlinePassed(action.kind, action.seq, action.incarnation, error))
+        return
+    seconds = session.deps.timeouts.startup_s
+    await trio.sleep(seconds)
+    error = output.silence_error("startup", seconds, session.notes.get(action.incarnation))
+    session.post(turns.DeadlinePassed(action.kind, action.seq, action.incarnation, error))
 
 
 async def _watch_stall(session: Session, action: turns.ArmDeadline) -> None:

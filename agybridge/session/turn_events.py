@@ -68,9 +68,6 @@ class CancelPrompt:
     """``$/cancel_request`` for one prompt, or its request task went away."""
 
     seq: float
-    #: Wire position of the ``$/cancel_request`` (the prompt's own when its
-    #: request task went away).
-    at: float
 
 
 @attrs.frozen

@@ -26,15 +26,21 @@ Turn states (``current.state``)::
   RUNNING | AWAITING_DETAILS ─(cancel, failure, internal error)─▶ RETIRING
   RETIRING ─(its child exited)─▶ answered (cancelled, or the failure)
   RUNNING ─(child exited unheard, first attempt)─▶ STARTING (sent again)
+  RUNNING ─(child exited otherwise)─▶ answered with the exit as the error
+  STARTING ─(spawn failed | agy failed before the turn)─▶ answered with that error
+
+"done" means: pending settings applied, the turn journalled (if it reached
+agy), then the answer — always in that order, always the last actions of a
+turn. Failures are the start-up and stall deadlines and internal errors.
 
 Children: SpawnChild → ChildSpawned → (RetireChild →) ChildExited. A child
 retired by the bridge is replaced at once (warm), unless it was retired for a
 failure; one that exited on its own is replaced by the next prompt.
 
 After a prompt is answered ``cancelled`` the session is *muted* until the
-client sends another request for it: announcements (catalog, commands) made
-meanwhile are coalesced and sent when that request arrives (ACP: nothing
-more for a cancelled turn).
+client's next request for it (one that reaches the core after the answer):
+announcements (catalog, commands) made meanwhile are coalesced and sent when
+that request arrives (ACP: nothing more for a cancelled turn).
 """
 
 from __future__ import annotations
@@ -101,6 +107,7 @@ class TurnCore:
         *,
         gate: GateState = GateState.NONE,
         resumable: bool = False,
+        muted: bool = False,
     ) -> None:
         self.settings = settings
         #: The latest settings the client asked for (applied between turns).
@@ -122,9 +129,10 @@ class TurnCore:
         self.incarnations = 0
         #: A failure agy reported outside a turn, for the next prompt.
         self.startup_failure: SessionError | None = None
-        self.last_request_seq: float = -1
-        self.last_cancel_seq: float = -1
-        self.muted = False
+        #: After a cancelled answer: announcements wait for the client's next
+        #: request (a new instance of the session starts muted if the last one
+        #: ended so).
+        self.muted = muted
         self.coalesced: set[str] = set()
         self.answered: set[float] = set()
         self._out: list[Action] = []
@@ -177,9 +185,9 @@ class TurnCore:
     # --- client events -------------------------------------------------------
 
     def _on_PromptArrived(self, event: PromptArrived) -> None:
-        self._request(event.seq)
         if event.seq in self.answered or event.seq in self.queue:
-            return
+            return  # told twice (wire order, then by its task)
+        self._request(event.seq)
         self.queue.append(event.seq)
         self.queue.sort()
         if self.closing:
@@ -197,12 +205,10 @@ class TurnCore:
 
     def _on_Cancel(self, event: Cancel) -> None:
         self.cancelled_before = max(self.cancelled_before, event.seq)
-        self.last_cancel_seq = max(self.last_cancel_seq, event.seq)
         self._cancel_matching()
 
     def _on_CancelPrompt(self, event: CancelPrompt) -> None:
         self.cancelled_seqs.add(event.seq)
-        self.last_cancel_seq = max(self.last_cancel_seq, event.at)
         self._cancel_matching()
 
     def _on_Close(self, event: Close) -> None:
@@ -217,8 +223,8 @@ class TurnCore:
         self._request(event.seq)
 
     def _request(self, seq: float) -> None:
-        self.last_request_seq = max(self.last_request_seq, seq)
-        if self.muted and seq > self.last_cancel_seq:
+        """The client spoke: the silence after a cancelled answer ends."""
+        if self.muted:
             self.muted = False
             if self.coalesced:
                 self._emit(SendAnnouncements(frozenset(self.coalesced)))
@@ -520,7 +526,7 @@ class TurnCore:
         self.ready.discard(seq)
         self.answered.add(seq)
         self._emit(AnswerPrompt(seq, stop, error))
-        if stop is Stop.CANCELLED and self.last_request_seq < self.last_cancel_seq:
+        if stop is Stop.CANCELLED:
             self.muted = True
         self._maybe_closed()
 

@@ -14,6 +14,7 @@ from .db import Store as Store
 from .errors import InvalidCursorError as InvalidCursorError
 from .errors import StoreClosedError as StoreClosedError
 from .errors import StoreError as StoreError
+from .errors import StorePathError as StorePathError
 from .errors import StoreUnavailableError as StoreUnavailableError
 from .errors import StoreVersionError as StoreVersionError
 from .models import JournalEntry as JournalEntry

@@ -4,6 +4,9 @@ Theory. Opening must never fail because of a bad *file* (issue 4: "the bridge st
 starts"), must never lose data, and must be safe while another bridge process opens
 or writes the same file:
 
+* Only a regular file is ever moved aside: a path naming a directory, a FIFO, a
+  device, or a symlink to one (or to nothing) is the user's mistake, refused with
+  `StorePathError` and left untouched.
 * A file SQLite cannot read as ours (not a database, corrupt, ``PRAGMA quick_check``
   not ``ok``, another application's database, a schema step that cannot run) is
   renamed to ``<name>.corrupt-<UTC>`` together with its ``-wal``/``-shm`` sidecars (a
@@ -24,10 +27,11 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
-from .errors import StoreUnavailableError, StoreVersionError
+from .errors import StorePathError, StoreUnavailableError, StoreVersionError
 
 logger = logging.getLogger(__name__)
 
@@ -107,15 +111,15 @@ def open_file(path: Path) -> sqlite3.Connection:
     """A ready connection to the database at ``path``, replacing a bad file.
 
     Raises:
+        StorePathError: ``path`` is not a regular file (left untouched).
         StoreVersionError: the file has a newer schema (left untouched).
         StoreUnavailableError: no database can be used at this location.
     """
+    check_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         raise StoreUnavailableError(path, f"cannot create its directory: {exc}") from exc
-    if path.exists() and not path.is_file():
-        _move_aside(path, "it is not a regular file")
     for attempt in (1, 2):
         try:
             return _open_with_retries(path)
@@ -126,6 +130,42 @@ def open_file(path: Path) -> sqlite3.Connection:
                 ) from exc
             _move_aside(path, str(exc))
     raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def check_path(path: Path) -> None:
+    """Raise `StorePathError` unless ``path`` is absent or (leads to) a regular file."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise StorePathError(path, "a symlink to nothing") from None
+        return
+    except NotADirectoryError:
+        return  # a parent is a file: mkdir reports that
+    except OSError as exc:
+        raise StoreUnavailableError(path, f"cannot examine it: {exc}") from exc
+    if stat.S_ISREG(info.st_mode):
+        return
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    what = next((name for test, name in kinds.items() if test(info.st_mode)), "not a file")
+    if path.is_symlink():
+        what = f"a symlink to {what}"
+    raise StorePathError(path, what)
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path`` now, or None if there is none."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def open_memory() -> sqlite3.Connection:
@@ -235,17 +275,16 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         )
 
 
-def _move_aside(path: Path, reason: str) -> Path:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    serial = 1
-    while aside.exists() or aside.is_symlink():
-        serial += 1
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{serial}")
-    try:
-        os.replace(path, aside)
-    except OSError as exc:
-        raise StoreUnavailableError(path, f"{reason}, and it cannot be moved aside: {exc}") from exc
+def move_sidecars_aside(path: Path) -> None:
+    """Move the ``-wal``/``-shm``/``-journal`` of a database that is gone aside.
+
+    Raises:
+        StoreUnavailableError: one cannot be moved.
+    """
+    _move_sidecars(path, _aside_name(path))
+
+
+def _move_sidecars(path: Path, aside: Path) -> None:
     for suffix in ("-wal", "-shm", "-journal"):
         sidecar = path.with_name(path.name + suffix)
         try:
@@ -254,6 +293,26 @@ def _move_aside(path: Path, reason: str) -> Path:
             pass
         except OSError as exc:  # a stale WAL left behind would be replayed into the new file
             raise StoreUnavailableError(path, f"cannot move {sidecar} aside: {exc}") from exc
+
+
+def _aside_name(path: Path) -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    serial = 1
+    while aside.exists() or aside.is_symlink():
+        serial += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{serial}")
+    return aside
+
+
+def _move_aside(path: Path, reason: str) -> Path:
+    check_path(path)  # never a user's directory, even if it appeared meanwhile
+    aside = _aside_name(path)
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        raise StoreUnavailableError(path, f"{reason}, and it cannot be moved aside: {exc}") from exc
+    _move_sidecars(path, aside)
     logger.warning(
         "the session database %s is unusable (%s): moved it aside to %s and started a fresh one",
         path,

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import math
 import sqlite3
 import threading
@@ -34,6 +35,8 @@ from typing import Any
 from . import _opening
 from .errors import InvalidCursorError, StoreClosedError, StoreError
 from .models import JournalEntry, SessionRecord, canonical_timestamp
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 1000
@@ -63,6 +66,9 @@ class Store:
         self._clock = clock
         self._lock = threading.Lock()
         self._cursor_key = _opening.cursor_key(conn)
+        self._identity = None if path is None else _opening.file_identity(path)
+        #: How often the file was found deleted or replaced and reopened.
+        self.reopened = 0
 
     @classmethod
     def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Store:
@@ -299,9 +305,42 @@ class Store:
             except sqlite3.Error as exc:
                 raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
 
+    def _follow_file(self) -> None:
+        """Reopen the database if its file was deleted or replaced since it was
+        opened: writes into an unlinked file would be lost without a word."""
+        if self._path is None or self._conn is None:
+            return
+        now = _opening.file_identity(self._path)
+        if now == self._identity:
+            return
+        what = "deleted" if now is None else "replaced"
+        # Close first: the old connection checkpoints into the file it has open.
+        self._conn.close()
+        self._conn = None
+        if now is None:
+            # A WAL left beside a deleted database belongs to it: never replay it
+            # into the fresh file.
+            _opening.move_sidecars_aside(self._path)
+        conn = _opening.open_file(self._path)
+        self._conn = conn
+        self._cursor_key = _opening.cursor_key(conn)
+        self._identity = _opening.file_identity(self._path)
+        self.reopened += 1
+        logger.warning(
+            "the session database %s was %s while the bridge ran; reopened it: sessions "
+            "written before are no longer listed there (history since then goes to the %s file)",
+            self._path,
+            what,
+            "new" if now is None else "replacing",
+        )
+
     @contextlib.contextmanager
     def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            try:
+                self._follow_file()
+            except StoreError as exc:
+                raise StoreError(f"{what} failed: {exc}") from exc
             conn = self._live()
             try:
                 conn.execute("BEGIN IMMEDIATE")

@@ -54,6 +54,23 @@ class StoreUnavailableError(StoreError):
         self.path = path
 
 
+class StorePathError(StoreError):
+    """The database path names something that is not a regular file (a directory,
+    a FIFO, a device, a symlink to one, a dangling symlink). Never moved aside or
+    touched: it may be the user's; the bridge refuses to start.
+
+    Attributes:
+        path: the database path.
+    """
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(
+            f"the session database path {str(path)!r} is {what}, not a database file; "
+            f"it was left untouched: point AGYBRIDGE_DB at a file"
+        )
+        self.path = path
+
+
 class InvalidCursorError(StoreError, ValueError):
     """A `Store.list_sessions` cursor is not one this database handed out.
 

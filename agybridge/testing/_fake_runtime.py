@@ -135,6 +135,7 @@ class Knobs:
     resume_usage: bool = False
     ignore_hooks: bool = False
     commands_need_approval: bool = False
+    startup_hang: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], version: str) -> Knobs:
@@ -144,6 +145,9 @@ class Knobs:
         if not crash_raw.isdigit():
             raise ValueError(f"FAKE_AGY_CRASH_EXIT_CODE must be an integer, not {crash_raw!r}")
         agents = env.get("FAKE_AGY_AGENTS", "fake-reviewer,fake-researcher")
+        hang = env.get("FAKE_AGY_STARTUP_HANG", "").strip()
+        if hang not in ("", "silent", "garbage"):
+            raise ValueError(f"FAKE_AGY_STARTUP_HANG must be silent or garbage, not {hang!r}")
         return cls(
             scenarios=tuple(name for name in scenarios if name) or ("echo",),
             fragment_delay_s=_env_float(env, "FAKE_AGY_FRAGMENT_DELAY", 0.01),
@@ -165,6 +169,7 @@ class Knobs:
             resume_usage=_env_flag(env, "FAKE_AGY_RESUME_USAGE"),
             ignore_hooks=_env_flag(env, "FAKE_AGY_IGNORE_HOOKS"),
             commands_need_approval=_env_flag(env, "FAKE_AGY_COMMANDS_NEED_APPROVAL"),
+            startup_hang=hang,
         )
 
 

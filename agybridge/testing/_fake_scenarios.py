@@ -819,6 +819,25 @@ def permission_tool(turn: Turn) -> int | None:
     return None
 
 
+def gated_command(turn: Turn) -> int | None:
+    """One run_command needing approval: ``[fake-agy:gated-command] <command line>``.
+
+    The command line is the rest of the prompt, as written. The fake never runs it (the
+    gate's decision is the point); an allowed step reports that it was not run.
+    """
+    turn.user_input()
+    match = DIRECTIVE.search(turn.prompt)
+    command = turn.prompt[match.end() :].strip() if match else ""
+    outcomes: list[str] = []
+    step = _command_step(turn, command, needs_approval=True)
+    if _gate(step, outcomes):
+        step.done("(the fake agy does not run commands)\n")
+        outcomes.append(f"run_command allowed: {command}")
+    _reply_text(turn, "; ".join(outcomes) + ".")
+    turn.finish()
+    return None
+
+
 def image_out(turn: Turn) -> int | None:
     """``generate_image`` writing a real 1x1 PNG: ``[fake-agy:image-out] [outside] [not-image]``.
 
@@ -1044,6 +1063,7 @@ SCENARIOS: dict[str, Scenario] = {
     "edit": edit,
     "multi-tool": multi_tool,
     "permission-tool": permission_tool,
+    "gated-command": gated_command,
     "image-out": image_out,
     "schema": schema,
     "unknown-events": unknown_events,

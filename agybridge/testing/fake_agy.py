@@ -48,13 +48,16 @@ Knobs (environment)
                              Default ``echo``. Names: see ``_fake_scenarios.SCENARIOS``:
                              echo, slow, ignore-sigint, crash, truncated, tool, tool-error,
                              quota, unavailable, soft-deny, print-timeout, noise, silent-exit,
-                             multi-response, and for rendering tests edit, multi-tool,
+                             multi-response, total-usage (usage with only ``total_tokens``),
+                             late-event (a step after an ERROR result; ``_fake_edge``), and
+                             for rendering tests edit, multi-tool,
                              image-out, schema, unknown-events, big-output, huge-line,
                              for benchmarks flood (``[fake-agy:flood] N``: N text deltas
                              as fast as the fake can write them), and
                              for permission tests permission-tool (run_command, then
                              write_to_file and view_file of one workspace file; a hook-blocked
-                             step does not stop the turn).
+                             step does not stop the turn), gated-command (one run_command
+                             of the rest of the prompt, gated but never run).
                              ``unavailable`` as the first item fails at startup. Words after
                              a directive are the scenario's arguments:
                              ``[fake-agy:edit] PATH`` (file to change, relative to the
@@ -88,6 +91,10 @@ Knobs (environment)
                              per handler run.
 ``FAKE_AGY_STATE_DIR``       conversation files (default ``<tmp>/fake-agy-state-<uid>``).
 ``FAKE_AGY_STARTUP_DELAY``   seconds before ``init`` (and before subcommands answer).
+``FAKE_AGY_STARTUP_HANG``    ``silent``: a stream-json session prints nothing and waits for a
+                             signal (stuck at start-up); ``garbage``: one non-JSON line first.
+``FAKE_AGY_HANG_WHILE``      hang only launches that start while this path exists.
+``FAKE_AGY_DISCOVERY_GATE``  ``models``/``agents`` wait until this path exists.
 ``FAKE_AGY_LAZY_INIT=1``     print ``init`` when the first stdin line arrives instead.
 ``FAKE_AGY_FRAGMENT_DELAY``  seconds between streamed events (default 0.01).
 ``FAKE_AGY_SLOW_INTERVAL``   ``slow``: seconds between fragments (default 0.2).
@@ -147,6 +154,7 @@ from ._fake_cli import (
     parse_go_duration,
     usage_text,
 )
+from ._fake_edge import EDGE_SCENARIOS, hang_at_startup, wait_discovery_gate
 from ._fake_hooks import DEFAULT_MODEL_NAME, HookSet, load_hooks
 from ._fake_io import (
     Interrupted,
@@ -163,13 +171,17 @@ from ._fake_protocol import Capture, Fatal, Ignored, Usage, parse_capture, parse
 from ._fake_runtime import ConversationState, Knobs, PrintTimeout, Session, StateStore, Turn
 from ._fake_scenarios import (
     DIRECTIVE,
-    SCENARIOS,
     UNAVAILABLE_ERROR,
     Scenario,
     replay,
     run_scenario,
     signed_out,
 )
+from ._fake_scenarios import (
+    SCENARIOS as BASE_SCENARIOS,
+)
+
+SCENARIOS = {**BASE_SCENARIOS, **EDGE_SCENARIOS}
 
 #: Exit code for misuse of the fake itself (bad knob), distinct from agy's own 1/2/3.
 EXIT_FAKE_MISUSE = 64
@@ -231,6 +243,8 @@ def _run(args: list[str], log: LaunchLog) -> int:
 def _subcommand(name: str, knobs: Knobs) -> int:
     """``agy models`` / ``agy agents`` (contract.md §6); stdin is never read."""
     time.sleep(knobs.startup_delay_s)  # the real ones do a remote fetch (~6-8 s)
+    if name in ("models", "agents"):
+        wait_discovery_gate()
     if name == "help":
         write_all(1, usage_text().encode())
         return 0
@@ -366,6 +380,10 @@ def _serve(opts: Options, knobs: Knobs, log: LaunchLog) -> int:
     except Interrupted as exc:
         stderr_line(_interrupt_line(exc))
         return 1
+    if opts.input_format == "stream-json":
+        hung = hang_at_startup(knobs.startup_hang, out, interrupts)
+        if hung is not None:
+            return hung
     if capture is None and knobs.scenarios[0] == "unavailable":
         return _pre_turn_error(out, UNAVAILABLE_ERROR)
 

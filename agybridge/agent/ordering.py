@@ -1,0 +1,45 @@
+"""Requests that change a session's life (new is its own; load, resume,
+close, delete) take effect in the order they were sent.
+
+Each runs in its own task and awaits I/O (the store, agy starting), so a
+``session/close`` sent after a ``session/load`` could otherwise finish first
+and leave open a session the client closed. A ticket taken in wire order
+(``request_received``) and a wait for every earlier ticket of the same
+session id restore the order; requests for other sessions never wait.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+
+class LifecycleOrder:
+    def __init__(self) -> None:
+        self._pending: dict[str, list[int]] = {}
+        self._changed = trio.Event()
+
+    def ticket(self, session_id: str, seq: int) -> None:
+        """Take a place (call in wire order)."""
+        bisect.insort(self._pending.setdefault(session_id, []), seq)
+
+    @asynccontextmanager
+    async def turn(self, session_id: str, seq: int) -> AsyncIterator[None]:
+        """Wait until every earlier request for ``session_id`` is done."""
+        queue = self._pending.get(session_id)
+        if queue is None or seq not in queue:
+            yield  # no ticket (e.g. an unparsable id): nothing to order against
+            return
+        try:
+            while queue[0] != seq:
+                await self._changed.wait()
+            yield
+        finally:
+            queue.remove(seq)
+            if not queue:
+                del self._pending[session_id]
+            self._changed.set()
+            self._changed = trio.Event()

@@ -1,0 +1,256 @@
+"""One attempt at one cell: start a bridge, talk ACP to it like an editor, stop it.
+
+Theory of operation: the attempt owns its bridge process (own process group) and a
+nursery with the jsonrpc `Peer` reading the bridge's stdout. Inside ``timeout_s`` it
+runs the conversation (``initialize``, ``session/new`` with the cell's axes as
+``_meta``, each prompt in turn) next to a budget watcher: when ``budget.max_seconds``
+passes or the tokens pass ``budget.max_tokens``, the watcher sends ``session/cancel``,
+gives the bridge ``CANCEL_GRACE_S`` to answer the turn ``cancelled``, then stops the
+conversation. Whatever happens (end, error, timeout, Ctrl-C) the bridge is then ended
+by `processes.stop` while the peer still drains its stdout, and the cell's environment
+marker is swept.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from .. import media
+from ..jsonrpc import Peer, PeerClosedError, RpcError
+from . import processes
+from .causes import Cause, from_agy_error, from_rpc_error
+from .client import CellClient
+from .model import Cell, RunConfig
+from .results import CellRecord, TurnRecord
+
+#: How long a cancelled turn may take to answer before the runner stops waiting.
+CANCEL_GRACE_S = 10.0
+#: The variable every process of a cell carries (see `processes.marked`).
+CELL_MARKER = "AGYBRIDGE_SMOKE_CELL"
+_STDERR_TAIL_LINES = 8
+
+
+@attrs.frozen
+class Setup:
+    """What every cell of a run shares."""
+
+    bridge_argv: tuple[str, ...]
+    env: Mapping[str, str]
+    scratch: Path
+    run: RunConfig
+    run_id: str
+
+
+async def run_attempt(
+    cell: Cell, setup: Setup, attempt: int, on_line: Callable[[str], None]
+) -> tuple[CellRecord, Cause | None, list[str]]:
+    """Run ``cell`` once; returns what it saw, the error (if any) and leftovers."""
+    record = CellRecord()
+    cell_dir = setup.scratch / f"{cell.index:03d}-{attempt}"
+    workspace = cell_dir / "workspace"
+    if setup.run.workspace is not None:
+        await trio.to_thread.run_sync(
+            lambda: shutil.copytree(setup.run.workspace, workspace, symlinks=True)  # type: ignore[arg-type]
+        )
+    else:
+        workspace.mkdir(parents=True)
+    record.workspace = str(workspace)
+    marker = f"{setup.run_id}-{cell.index}-{attempt}"
+    env = {**setup.env, **setup.run.env, **cell.case.env, CELL_MARKER: marker}
+    stderr_path = cell_dir / "bridge.stderr"
+    conversation = _Conversation(cell, setup, record, workspace, on_line)
+    with stderr_path.open("wb") as stderr:
+        try:
+            process = await processes.spawn(setup.bridge_argv, env, cell_dir, stderr)
+        except OSError as exc:
+            argv0 = setup.bridge_argv[0]
+            return record, Cause("bridge_start", f"cannot start the bridge {argv0!r}: {exc}"), []
+    cause = await conversation.run(process)
+    if cause is not None and cause.kind in ("bridge_crash", "bridge_start"):
+        tail = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_TAIL_LINES:]
+        cause = attrs.evolve(cause, details={**cause.details, "stderr_tail": tail})
+    leftovers = await processes.reap_marked(CELL_MARKER, marker)
+    return record, cause, leftovers
+
+
+class _Conversation:
+    def __init__(
+        self,
+        cell: Cell,
+        setup: Setup,
+        record: CellRecord,
+        workspace: Path,
+        on_line: Callable[[str], None],
+    ) -> None:
+        self.cell = cell
+        self.setup = setup
+        self.record = record
+        self.workspace = workspace
+        self.overrun = trio.Event()
+        self.prompting = trio.Event()
+        self.turn_running = False
+        #: What the conversation waits for (named by a timeout).
+        self.phase = "starting the bridge"
+        self.started = trio.current_time()
+        self.session_id: str | None = None
+        self.initialized = False
+        self.client = CellClient(
+            record, cell.case.permissions, self.started, on_line, self._check_tokens
+        )
+
+    def _check_tokens(self) -> None:
+        limit = self.cell.case.budget.max_tokens
+        if limit is not None and self.record.tokens > limit and not self.overrun.is_set():
+            self.record.budget_exceeded = (
+                f"budget.max_tokens {limit} exceeded ({self.record.tokens} tokens)"
+            )
+            self.overrun.set()
+
+    async def run(self, process: trio.Process) -> Cause | None:
+        assert process.stdin is not None and process.stdout is not None
+        cause: Cause | None = None
+        peer = Peer(process.stdout, process.stdin, self.client)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(peer.run)
+            try:
+                with trio.move_on_after(self.setup.run.timeout_s) as timeout:
+                    cause = await self._talk(peer, process)
+                cause = self._explain(cause, timeout.cancelled_caught)
+            finally:
+                # Cancelled from outside (Ctrl-C): the peer no longer reads the bridge's
+                # stdout, so a bridge writing to it must not block its own shutdown.
+                abandoned = trio.current_effective_deadline() == -math.inf
+                with trio.CancelScope(shield=True):
+                    if abandoned:
+                        await process.stdout.aclose()
+                    how = await processes.stop(process)
+                self.client.line(f"[bridge stopped: {how}, exit code {process.returncode}]")
+                nursery.cancel_scope.cancel(reason="the bridge has stopped")
+        return cause
+
+    def _explain(self, cause: Cause | None, timed_out: bool) -> Cause | None:
+        """A failure before ``initialize`` is "bridge_start"; a timeout names its phase.
+
+        A bridge that is merely slow to start (a loaded machine) is a timeout, not a
+        bridge that cannot start.
+        """
+        if timed_out:
+            limit = f"run.timeout_s = {self.setup.run.timeout_s:g} s"
+            return Cause("timeout", f"the cell took longer than {limit} ({self.phase})")
+        if not self.initialized and cause is not None and cause.kind != "bridge_start":
+            return Cause("bridge_start", f"the bridge did not answer initialize: {cause.message}")
+        return cause
+
+    async def _talk(self, peer: Peer, process: trio.Process) -> Cause | None:
+        result: list[Cause | None] = [None]
+
+        async def converse() -> None:
+            try:
+                result[0] = await self._converse(peer)
+            except RpcError as exc:
+                result[0] = from_rpc_error(exc, self.setup.run.retry_max_wait_s)
+            except PeerClosedError:
+                with trio.move_on_after(2.0):
+                    await process.wait()
+                result[0] = Cause(
+                    "bridge_crash",
+                    f"the bridge closed the connection (exit code {process.returncode})",
+                )
+            nursery.cancel_scope.cancel(reason="the conversation is over")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(converse)
+            nursery.start_soon(self._watch_budget, peer, nursery.cancel_scope)
+        return result[0]
+
+    async def _watch_budget(self, peer: Peer, conversation: trio.CancelScope) -> None:
+        """Budgets count from the first prompt: bridge and agy start-up are not the model's."""
+        limit = self.cell.case.budget.max_seconds
+        await self.prompting.wait()
+        deadline = trio.current_time() + limit if limit is not None else math.inf
+        with trio.move_on_at(deadline):
+            await self.overrun.wait()
+        if not self.overrun.is_set():
+            self.record.budget_exceeded = f"budget.max_seconds {limit:g} s exceeded"
+            self.overrun.set()
+        self.client.line(f"[budget] {self.record.budget_exceeded}: cancelling the cell")
+        if self.turn_running:
+            assert self.session_id is not None
+            await peer.notify("session/cancel", {"sessionId": self.session_id})
+            # The turn answers `cancelled` and the conversation ends; past the grace, stop it.
+            await trio.sleep(CANCEL_GRACE_S)
+        conversation.cancel(reason="budget exceeded")
+
+    async def _converse(self, peer: Peer) -> Cause | None:
+        self.phase = "waiting for the initialize response"
+        info = await peer.request(
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+                "clientInfo": {"name": "agybridge-smoke", "version": "1"},
+            },
+        )
+        self.initialized = True
+        agent = info.get("agentInfo") if isinstance(info, dict) else None
+        self.record.agent_info = agent if isinstance(agent, dict) else {}
+        params: dict[str, Any] = {"cwd": str(self.workspace), "mcpServers": []}
+        if self.cell.session_meta():
+            params["_meta"] = self.cell.session_meta()
+        self.phase = "waiting for the session/new response"
+        new = await peer.request("session/new", params)
+        self.session_id = str(new["sessionId"])
+        self.client.line(f"[session {self.session_id} {self.cell.label}]")
+        attachments = await trio.to_thread.run_sync(_attachment_blocks, self.cell.case.attachments)
+        for index, text in enumerate(self.cell.case.prompts):
+            blocks = [{"type": "text", "text": text}, *(attachments if index == 0 else [])]
+            if self.overrun.is_set():
+                break
+            self.record.turns.append(TurnRecord(prompt=text, sent_s=self.client.now()))
+            self.client.line(f"> {text}")
+            self.phase = f"waiting for the response to prompt {index + 1}"
+            self.prompting.set()
+            self.turn_running = True
+            try:
+                answer = await peer.request(
+                    "session/prompt", {"sessionId": self.session_id, "prompt": blocks}
+                )
+            finally:
+                self.turn_running = False
+            self.client.response(answer)
+            turn = self.record.turns[-1]
+            if turn.agy_error:
+                return from_agy_error(turn.agy_error, self.setup.run.retry_max_wait_s)
+            if self.record.budget_exceeded or turn.stop_reason == "cancelled":
+                break
+        return None
+
+
+def _attachment_blocks(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
+    """Images (the bytes decide) inline; every other file as a resource link."""
+    blocks: list[dict[str, Any]] = []
+    for path in paths:
+        data = path.read_bytes()
+        mime = media.sniff_image_type(data)
+        if mime is not None:
+            blocks.append(
+                {"type": "image", "mimeType": mime, "data": base64.b64encode(data).decode()}
+            )
+        else:
+            blocks.append(
+                {
+                    "type": "resource_link",
+                    "uri": path.as_uri(),
+                    "name": path.name,
+                    "size": len(data),
+                }
+            )
+    return blocks

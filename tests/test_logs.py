@@ -1,0 +1,70 @@
+"""The log: private files, and payloads cut to a few KiB with their total size."""
+
+from __future__ import annotations
+
+import logging
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agybridge.logs import MAX_LOGGED_BYTES, configure_logging, truncated
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def test_truncated_keeps_short_text_and_names_the_size_of_long() -> None:
+    """Short payloads pass whole; long ones are cut at the limit and say how big they were."""
+    assert truncated("abc", 10) == "abc"
+    cut = truncated("x" * 100, 10)
+    assert cut == "xxxxxxxxxx... [90 more bytes, 100 in total]"
+    assert truncated(b"\xff" * 3, 10) == "\ufffd" * 3
+
+
+def test_log_file_and_rotations_are_private(tmp_path: Path, restore_logging: None) -> None:
+    """0600 file in a new 0700 directory, also after rotation, also for an old 0644 file."""
+    log_file = tmp_path / "new" / "agybridge.log"
+    assert configure_logging(log_file) == log_file
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(log_file.parent.stat().st_mode) == 0o700
+    handler = next(h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler))
+    assert isinstance(handler, logging.handlers.RotatingFileHandler)
+    logging.getLogger("t").warning("before rotation")
+    handler.doRollover()
+    logging.getLogger("t").warning("after rotation")
+    for path in (log_file, log_file.with_name("agybridge.log.1")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    old = tmp_path / "old.log"
+    old.write_text("")
+    old.chmod(0o644)
+    configure_logging(old)
+    assert stat.S_IMODE(old.stat().st_mode) == 0o600
+
+
+def test_a_megabyte_payload_is_logged_cut(
+    tmp_path: Path, restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 5 MiB message reaches stderr and the file as a few KiB plus its total size."""
+    log_file = tmp_path / "agybridge.log"
+    configure_logging(log_file)
+    payload = "{" + "a" * (5 * 2**20)
+    logging.getLogger("agybridge.jsonrpc").warning("invalid message: %s", payload)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    err = capsys.readouterr().err
+    text = log_file.read_text()
+    for out in (err, text):
+        assert len(out) < 2 * MAX_LOGGED_BYTES
+        assert f"{len('invalid message: ') + len(payload)} in total" in out
