@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from agybridge.agy import StepUpdateEvent
 from agybridge.config import Settings
 from agybridge.server import serve
 from agybridge.session.mapper import TurnMapper
+from agybridge.session.session import Session
 
 from .acp_wire import bridge_env, new_marker, wait_no_leftovers
 
@@ -44,6 +47,12 @@ class LineClient:
             if message.get("id") == request_id and "method" not in message:
                 return message
 
+    async def new_session(self, cwd: Path) -> str:
+        await self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        new = await self.request("session/new", {"cwd": str(cwd), "mcpServers": []})
+        session_id: str = new["result"]["sessionId"]
+        return session_id
+
     async def receive(self) -> dict[str, Any]:
         while b"\n" not in self.buffer:
             chunk = await self.stream.receive_some()
@@ -55,15 +64,30 @@ class LineClient:
         return message
 
 
-async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _echo_bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, str]:
+    """Settings (from this test's environment only) for an in-process bridge
+    over the fake agy's echo scenario, and the run's marker."""
     marker = new_marker()
     for key in [k for k in os.environ if k.startswith(("AGYBRIDGE_", "FAKE_AGY_", "AGY_"))]:
         monkeypatch.delenv(key)
     for key, value in bridge_env(tmp_path, marker, "echo").items():
         monkeypatch.setenv(key, value)
-    settings = Settings.from_env()
+    return Settings.from_env(), marker
+
+
+@asynccontextmanager
+async def _bridge(settings: Settings) -> AsyncIterator[LineClient]:
+    """A client of a bridge served in-process; the block ends with the bridge."""
+    client_side, bridge_side = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, bridge_side, bridge_side, settings)
+        yield LineClient(client_side)
+
+
+async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, marker = _echo_bridge(tmp_path, monkeypatch)
 
     original = TurnMapper.feed
 
@@ -74,14 +98,9 @@ async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
         return original(self, event, *args, **kwargs)
 
     monkeypatch.setattr(TurnMapper, "feed", feed)
-    client_side, bridge_side = trio.testing.memory_stream_pair()
-    client = LineClient(client_side)
     with trio.fail_after(TIMEOUT_S):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve, bridge_side, bridge_side, settings)
-            await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-            new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-            session_id = new["result"]["sessionId"]
+        async with _bridge(settings) as client:
+            session_id = await client.new_session(tmp_path)
 
             def prompt(text: str) -> dict[str, Any]:
                 return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
@@ -94,6 +113,35 @@ async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
             assert healthy["result"]["stopReason"] == "end_turn", healthy
             closed = await client.request("session/close", {"sessionId": session_id})
             assert closed["result"] == {}
-            await client_side.send_eof()
+            await client.stream.send_eof()
             # the bridge returns on EOF: every child reaped
+    assert await wait_no_leftovers(marker) == []
+
+
+async def test_a_closed_session_has_ended_and_is_never_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a session's loop is over it counts as ended (what the manager's `get`
+    and `open` look at), and waiting on its loop returns at once, not forever."""
+    settings, marker = _echo_bridge(tmp_path, monkeypatch)
+    sessions: list[Session] = []
+    original_run = Session.run
+
+    async def run(self: Session, **kwargs: Any) -> None:
+        sessions.append(self)
+        await original_run(self, **kwargs)
+
+    monkeypatch.setattr(Session, "run", run)
+    with trio.fail_after(TIMEOUT_S):
+        async with _bridge(settings) as client:
+            session_id = await client.new_session(tmp_path)
+            [session] = sessions
+            assert not session.ended
+            closed = await client.request("session/close", {"sessionId": session_id})
+            assert closed["result"] == {}
+            assert session.closed.is_set()
+            assert session.ended
+            assert session.closing
+            await session.barrier()  # returns: the loop it would wait for is gone
+            await client.stream.send_eof()
     assert await wait_no_leftovers(marker) == []

@@ -130,6 +130,7 @@ class Session:
             failure = exc
             raise
         finally:
+            self.ended = True  # before any await: nothing may wait on the loop now
             self.slot.close()
             self._answer_all_left(failure)
             for waiter in self._waiting:
