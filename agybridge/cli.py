@@ -21,7 +21,7 @@ from .attach.paths import socket_path
 from .attach.relay import main as attach_main
 from .config import ConfigError, Settings
 from .daemon import run_daemon
-from .demo import SCENARIO_NAMES, run_demo
+from .demo import SCENARIO_NAMES
 from .login import run_login
 from .logs import configure_logging
 from .server import run
@@ -112,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"agybridge: {exc}", file=sys.stderr)
         sys.exit(2)
     if args.command == "demo":
+        # Only the demo needs the demo client: not imported when serving.
+        from .demo import run_demo  # noqa: PLC0415
+
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
         sys.exit(_doctor(settings, as_json=args.json))

@@ -184,6 +184,15 @@ class Output:
             if self._tee is not None:
                 self._tee.record({"stdout": line})
 
+    def raw_lines(self, lines: Sequence[str]) -> None:
+        """Several verbatim stdout lines in one write (a benchmark load: agy itself
+        flushes every event, but a flood must not be bound by the fake's syscalls)."""
+        if self.format == "stream-json" and lines:
+            write_all(self._fd, ("\n".join(lines) + "\n").encode())
+            if self._tee is not None:
+                for line in lines:
+                    self._tee.record({"stdout": line})
+
     def partial(self, text: str) -> None:
         """Bytes without a newline: a line cut short by a crash."""
         if self.format == "stream-json":

@@ -111,6 +111,9 @@ BIG_OUTPUT_BYTES = 2**20
 BIG_OUTPUT_COMMAND = f"yes fake-agy-big-output | head -c {BIG_OUTPUT_BYTES}"
 #: ``huge-line``: characters in its single text_delta (UTF-8 makes the line longer still).
 HUGE_LINE_CHARS = 10 * 2**20
+FLOOD_DEFAULT = 10_000
+#: ~40 KiB per write: well under a pipe buffer's worth of syscalls per delta.
+FLOOD_BATCH = 256
 
 
 def directive_args(prompt: str) -> list[str]:
@@ -979,6 +982,37 @@ def huge_line(turn: Turn) -> int | None:
     return None
 
 
+def flood(turn: Turn) -> int | None:
+    """``[fake-agy:flood] [N]``: one agent_response step of N (default
+    ``FLOOD_DEFAULT``) ACTIVE ``text_delta``s written as fast as the fake can, then
+    the DONE, and a result restating them (§3.6). A benchmark load, not agy's pacing:
+    lines go out ``FLOOD_BATCH`` at a time, and signals are honoured between batches."""
+    args = directive_args(turn.prompt)
+    count = int(args[0]) if args and args[0].isdigit() else FLOOD_DEFAULT
+    session = turn.session
+    turn.user_input()
+    response = turn.response(gap=1)
+    head = {
+        "conversation_id": session.conversation_id,
+        "step_index": response.index,
+        "state": "ACTIVE",
+        "step_type": "agent_response",
+    }
+    batch: list[str] = []
+    for n in range(count):
+        delta = f"w{n} "
+        turn.text.append(delta)
+        batch.append(dumps({"event": "step_update", "step_update": {**head, "text_delta": delta}}))
+        if len(batch) == FLOOD_BATCH:
+            session.interrupts.check()
+            session.out.raw_lines(batch)
+            batch = []
+    session.out.raw_lines(batch)
+    response.done("\n", usage=reply_usage(turn, "flood"))
+    turn.finish()
+    return None
+
+
 def signed_out(turn: Turn) -> int:
     """FAKE_AGY_SIGNED_OUT in a session: the first turn fails on auth, exit 1.
 
@@ -1042,4 +1076,5 @@ SCENARIOS: dict[str, Scenario] = {
     "unknown-events": unknown_events,
     "big-output": big_output,
     "huge-line": huge_line,
+    "flood": flood,
 }

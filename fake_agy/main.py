@@ -51,7 +51,9 @@ Knobs (environment)
                              multi-response, total-usage (usage with only ``total_tokens``),
                              late-event (a step after an ERROR result; ``_fake_edge``), and
                              for rendering tests edit, multi-tool,
-                             image-out, schema, unknown-events, big-output, huge-line, and
+                             image-out, schema, unknown-events, big-output, huge-line,
+                             for benchmarks flood (``[fake-agy:flood] N``: N text deltas
+                             as fast as the fake can write them), and
                              for permission tests permission-tool (run_command, then
                              write_to_file and view_file of one workspace file; a hook-blocked
                              step does not stop the turn), gated-command (one run_command

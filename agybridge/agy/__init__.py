@@ -17,6 +17,7 @@ from .ownership import watched as watched
 from .process import AgyChild as AgyChild
 from .process import AgySpawnError as AgySpawnError
 from .process import ChildEvent as ChildEvent
+from .process import ChildEvents as ChildEvents
 from .process import ChildExited as ChildExited
 from .process import ChildMessage as ChildMessage
 from .process import ChildStderr as ChildStderr

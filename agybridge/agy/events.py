@@ -150,6 +150,32 @@ def _make_converter() -> cattrs.Converter:
 _converter = _make_converter()
 
 
+#: The keys of agy's hot event, a text delta (contract.md §3.2).
+_DELTA_KEYS = frozenset({"conversation_id", "step_index", "state", "step_type", "text_delta"})
+
+
+def fast_step_update(raw: dict[str, Any]) -> StepUpdateEvent | None:
+    """A plain step update (a text delta: no usage, no tool) built without the
+    converter, when every field already has its exact type; None otherwise.
+    The same value the converter builds: a generated-input test compares them."""
+    if raw.get("event") != "step_update":
+        return None
+    step = raw.get("step_update")
+    if type(step) is not dict or not _DELTA_KEYS.issuperset(step):
+        return None
+    index, state, kind = step.get("step_index"), step.get("state"), step.get("step_type")
+    conversation, delta = step.get("conversation_id"), step.get("text_delta")
+    if (
+        type(index) is not int
+        or type(state) is not str
+        or type(kind) is not str
+        or (conversation is not None and type(conversation) is not str)
+        or (delta is not None and type(delta) is not str)
+    ):
+        return None
+    return StepUpdateEvent(StepUpdate(index, state, kind, conversation, delta))
+
+
 def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
     """Parse one stdout line; never raises."""
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
@@ -159,6 +185,9 @@ def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
         return MalformedLine(line=text, reason="not JSON")
     if not isinstance(raw, dict):
         return MalformedLine(line=text, reason="not a JSON object")
+    fast = fast_step_update(raw)
+    if fast is not None:
+        return fast
     try:
         event: AgyEvent = _converter.structure(raw, AgyEvent)  # type: ignore[arg-type]
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:

@@ -6,7 +6,9 @@ ownership marker every descendant inherits) and three tasks: a stdout reader (bo
 :func:`parse_event`), a stderr reader (:func:`classify_stderr`, keeps a tail)
 and a stdin writer (the only writer of agy's stdin, fed by a channel). Every
 output reaches the owner as a :data:`ChildMessage` on one channel, in order,
-ending with exactly one :class:`ChildExited`.
+ending with exactly one :class:`ChildExited`. The lines of one stdout read
+travel as one :class:`ChildEvents` (a flood of small events costs one channel
+hop per read, not per line); a read holding a single line sends it alone.
 
 Killing (:meth:`AgyChild.kill`) cancels the scope around the wait, and the
 tree escalates over the process group: SIGINT (agy answers with an ERROR
@@ -63,6 +65,14 @@ class ChildEvent:
 
 
 @attrs.frozen
+class ChildEvents:
+    """Two or more consecutive stdout events, from one read (in order)."""
+
+    incarnation: int
+    events: tuple[ChildEvent, ...]
+
+
+@attrs.frozen
 class ChildStderr:
     incarnation: int
     line: StderrLine
@@ -77,7 +87,7 @@ class ChildExited:
     stderr_tail: tuple[str, ...]
 
 
-ChildMessage = ChildEvent | ChildStderr | ChildExited
+ChildMessage = ChildEvent | ChildEvents | ChildStderr | ChildExited
 
 
 def spawn_failure(program: str, cwd: str, exc: OSError) -> str:
@@ -230,19 +240,23 @@ class AgyChild:
 
     async def _stdout_task(self, stream: trio.abc.ReceiveStream) -> None:
         with self._stdout_drain:
-            await _read_lines(stream, self.max_line_bytes, self._on_stdout_line)
+            await _read_lines(stream, self.max_line_bytes, self._on_stdout_lines)
 
     async def _stderr_task(self, stream: trio.abc.ReceiveStream) -> None:
         with self._stderr_drain:
-            await _read_lines(stream, MAX_STDERR_LINE_BYTES, self._on_stderr_line)
+            await _read_lines(stream, MAX_STDERR_LINE_BYTES, self._on_stderr_lines)
 
-    async def _on_stdout_line(self, line: bytes | LineTooLongError) -> None:
+    async def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> None:
+        events = tuple(self._stdout_event(line) for line in lines)
+        if len(events) == 1:
+            await self._messages.send(events[0])
+        else:
+            await self._messages.send(ChildEvents(self.incarnation, events))
+
+    def _stdout_event(self, line: bytes | LineTooLongError) -> ChildEvent:
         if isinstance(line, LineTooLongError):
             logger.error("agy[%s] stdout: %s", self.incarnation, line)
-            await self._messages.send(
-                ChildEvent(self.incarnation, MalformedLine(line="", reason=str(line)))
-            )
-            return
+            return ChildEvent(self.incarnation, MalformedLine(line="", reason=str(line)))
         event = parse_event(line)
         # Tool steps are when agy grows children in groups of their own.
         is_tool = isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool"
@@ -256,16 +270,17 @@ class AgyChild:
                 attachment = self._annotate(event)
             except Exception:
                 logger.exception("agy[%s]: annotating an event failed", self.incarnation)
-        await self._messages.send(ChildEvent(self.incarnation, event, attachment))
+        return ChildEvent(self.incarnation, event, attachment)
 
-    async def _on_stderr_line(self, line: bytes | LineTooLongError) -> None:
-        if isinstance(line, LineTooLongError):
-            logger.warning("agy[%s] stderr: over-long line dropped", self.incarnation)
-            return
-        text = line.decode("utf-8", "replace")
-        self._stderr_tail.append(text)
-        logger.info("agy[%s] stderr: %s", self.incarnation, text)
-        await self._messages.send(ChildStderr(self.incarnation, classify_stderr(text)))
+    async def _on_stderr_lines(self, lines: list[bytes | LineTooLongError]) -> None:
+        for line in lines:
+            if isinstance(line, LineTooLongError):
+                logger.warning("agy[%s] stderr: over-long line dropped", self.incarnation)
+                continue
+            text = line.decode("utf-8", "replace")
+            self._stderr_tail.append(text)
+            logger.info("agy[%s] stderr: %s", self.incarnation, text)
+            await self._messages.send(ChildStderr(self.incarnation, classify_stderr(text)))
 
     async def _stdin_task(self, stream: trio.abc.SendStream) -> None:
         async with stream, self._stdin_receive:
@@ -281,11 +296,12 @@ class AgyChild:
 async def _read_lines(
     stream: trio.abc.ReceiveStream,
     max_line_bytes: int,
-    on_line: Callable[[bytes | LineTooLongError], Awaitable[None]],
+    on_lines: Callable[[list[bytes | LineTooLongError]], Awaitable[None]],
 ) -> None:
-    """Feed every non-blank line of ``stream`` (or the error for an over-long
-    one, which is then skipped) to ``on_line`` until EOF; closes the stream.
-    A broken pipe counts as EOF: the process is gone either way."""
+    """Feed the non-blank lines of ``stream`` (or the error for an over-long
+    one, which is then skipped) to ``on_lines`` until EOF, a read's worth at a
+    time; closes the stream. A broken pipe counts as EOF: the process is gone
+    either way."""
     framer = LineBuffer(max_line_bytes)
     async with stream:
         while True:
@@ -297,15 +313,18 @@ async def _read_lines(
                 framer.feed(chunk)
             else:
                 framer.feed_eof()
+            lines: list[bytes | LineTooLongError] = []
             while True:
                 try:
                     line = framer.next_line()
                 except LineTooLongError as exc:
-                    await on_line(exc)
+                    lines.append(exc)
                     continue
                 if line is None:
                     break
                 if line.strip():
-                    await on_line(line)
+                    lines.append(line)
+            if lines:
+                await on_lines(lines)
             if not chunk:
                 return

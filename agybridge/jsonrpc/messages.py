@@ -23,6 +23,8 @@ from .errors import RpcError
 RequestId: TypeAlias = int | str | None
 
 _SEPARATORS = (",", ":")
+# One encoder for every message: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=_SEPARATORS, allow_nan=False)
 
 
 @attrs.frozen
@@ -65,8 +67,7 @@ def encode_message(message: dict[str, Any]) -> bytes:
       TypeError, ValueError: ``message`` is not JSON-serialisable (NaN included).
     """
     try:
-        text = json.dumps(message, ensure_ascii=False, separators=_SEPARATORS, allow_nan=False)
-        data = text.encode()
+        data = _ENCODER.encode(message).encode()
     except UnicodeEncodeError:
         # A lone surrogate (say, echoed from a "\ud800" escape we received) has no UTF-8
         # form; as an ASCII escape it is still valid JSON.

@@ -9,7 +9,9 @@ Theory of operation. `Peer.run` owns a nursery with two tasks:
   must be quick). Responses complete our pending outgoing requests.
 * the writer: the only caller of ``send_stream.send_all``. Everyone else hands it complete
   lines through a memory channel, because a cancelled ``send_all`` can leave half a line
-  on the wire (architecture.md, "Rules that came from measurements").
+  on the wire (architecture.md, "Rules that came from measurements"). It takes whatever
+  senders are waiting (up to ``_WRITE_BATCH_BYTES``) and writes it with one ``send_all``:
+  one system call for a burst of updates instead of one per line, in the order sent.
 
 Shutdown on EOF: mark the receive side closed, fail every pending outgoing request with
 `PeerClosedError`, wait for the in-flight incoming requests (the caller decides how they
@@ -54,6 +56,9 @@ logger = logging.getLogger(__name__)
 
 # One Linux pipe buffer: a single read empties a full pipe.
 _RECEIVE_CHUNK_BYTES = 2**16
+# One write carries at most this much (plus the item that crossed it): a burst of small
+# updates costs one system call, and a batch never holds more than a few items in memory.
+_WRITE_BATCH_BYTES = 2**18
 # The protocol-level cancellation notification (ACP cancellation.mdx); other "$/..."
 # notifications may be ignored (acp/brief.md §1).
 _CANCEL_REQUEST = "$/cancel_request"
@@ -112,7 +117,8 @@ class Peer:
         # writer holds its line, so a client that stops reading slows our producers down
         # instead of growing a queue; blocked senders are served FIFO, which keeps each
         # task's messages in order (a turn's updates before its response).
-        self._out_send, self._out_receive = trio.open_memory_channel[bytes](0)
+        # Items are complete lines (several, for notify_many) or a flush() marker.
+        self._out_send, self._out_receive = trio.open_memory_channel[bytes | trio.Event](0)
         self._pending: dict[RequestId, _Pending] = {}
         self._in_flight: dict[RequestId, RequestContext] = {}
         self._requests_running = 0
@@ -200,21 +206,31 @@ class Peer:
         """
         await self._receive_closed.wait()
 
+    async def notify_many(self, method: str, params: list[Any]) -> None:
+        """`notify` for several notifications, handed to the writer as one item
+        (one channel hop, one write); the same guarantees as `notify`."""
+        if params:
+            data = b"".join(encode_message(notification_message(method, p)) for p in params)
+            await self._send_line(data)
+
     async def flush(self) -> None:
         """Return once everything queued before this call has been written.
 
-        The writer channel has no buffer, so handing it an empty marker line
-        completes only after the writer finished the previous ``send_all``.
-        Once the channel is closed (after EOF) the writer is draining its last
-        lines: then this waits for the writer to finish.
+        The marker reaches the writer after every line handed over before it
+        (the channel is FIFO); the writer sets it once the write holding those
+        lines is done. Once the channel is closed (after EOF) the writer is
+        draining its last lines: then this waits for the writer to finish.
         """
         if self._writer_broken:
             await trio.lowlevel.checkpoint()
             return
+        marker = trio.Event()
         try:
-            await self._out_send.send(b"")
+            await self._out_send.send(marker)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             await self._writer_finished.wait()
+            return
+        await marker.wait()
 
     def cancel_requests(self) -> int:
         """Cancel every incoming request in flight, as ``$/cancel_request`` would
@@ -278,18 +294,41 @@ class Peer:
                 self._writer_finished.set()
 
     async def _write_lines(self) -> None:
-        async for line in self._out_receive:
-            if not line:
-                continue  # a flush() marker: everything before it is written
-            if self._writer_broken or self._output_closed:
-                continue  # keep draining so that no sender ever blocks on a dead client
-            await self._write_line(line)
+        async for first in self._out_receive:
+            batch, markers = self._take_batch(first)
+            # Keep draining when broken or closed, so that no sender ever blocks on a
+            # dead client.
+            if batch and not (self._writer_broken or self._output_closed):
+                await self._write_line(b"".join(batch), sum(item.count(b"\n") for item in batch))
+            for marker in markers:
+                marker.set()  # everything handed over before it is written
 
-    async def _write_line(self, line: bytes) -> None:
+    def _take_batch(self, first: bytes | trio.Event) -> tuple[list[bytes], list[trio.Event]]:
+        """``first`` plus whatever senders are waiting, in order, up to the bound."""
+        batch: list[bytes] = []
+        markers: list[trio.Event] = []
+        size = 0
+        item = first
+        while True:
+            if isinstance(item, trio.Event):
+                markers.append(item)
+            else:
+                batch.append(item)
+                size += len(item)
+            if size >= _WRITE_BATCH_BYTES:
+                break
+            try:
+                item = self._out_receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        return batch, markers
+
+    async def _write_line(self, data: bytes, lines: int) -> None:
+        """Write ``data`` (``lines`` complete lines); `close_output` waits for it whole."""
         self._line_done = trio.Event()
         self._writing = True
         try:
-            await self._send_stream.send_all(line)
+            await self._send_stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             logger.warning("JSON-RPC output stream broke (%s); discarding output", exc)
             self._broke("the stream to the peer broke")
@@ -297,7 +336,7 @@ class Peer:
         finally:
             self._writing = False
             self._line_done.set()
-        self._messages_sent += 1
+        self._messages_sent += lines
 
     def _broke(self, reason: str) -> None:
         self._writer_broken = True
@@ -305,6 +344,7 @@ class Peer:
         self._fail_pending(reason)
 
     async def _send_line(self, line: bytes) -> None:
+        """Hand complete line(s) to the writer."""
         if self._writer_broken:
             await trio.lowlevel.checkpoint()
             return

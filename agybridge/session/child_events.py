@@ -16,7 +16,7 @@ import trio
 from ..agy import (
     ChildEvent,
     ChildExited,
-    ChildMessage,
+    ChildStderr,
     InitEvent,
     MalformedLine,
     ResultEvent,
@@ -33,7 +33,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-async def on_child_message(session: Session, message: ChildMessage) -> None:
+async def on_child_message(
+    session: Session, message: ChildEvent | ChildStderr | ChildExited
+) -> None:
+    """One message (the loop unpacks a :class:`~..agy.ChildEvents` batch)."""
     inc = message.incarnation
     if isinstance(message, ChildExited):
         session.forget_child(inc)

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..acp import models
-from ..permissions import HookRootError
 from . import turns
-from .gate import Gate
 
 if TYPE_CHECKING:
+    from .gate import Gate
     from .session import Session
 
 logger = logging.getLogger(__name__)
@@ -29,6 +28,10 @@ async def start_gate(session: Session, nursery: trio.Nursery) -> Gate | None:
     ask_client = session.deps.ask_client
     if ask_client is None:
         return None
+    # Imported on the first session, not at start-up: initialize needs none of it.
+    from ..permissions import HookRootError  # noqa: PLC0415
+    from .gate import Gate  # noqa: PLC0415
+
     roots = (session.cwd, *session.additional_dirs)
     if session.staging is not None:
         roots = (*roots, session.staging.root)

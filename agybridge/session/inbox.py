@@ -4,7 +4,8 @@ does, so the order in which things happen is the order they were posted.
 Control events and posted steps never block the poster (they are few and
 must get through, e.g. a cancel while the client is slow); agy's messages
 wait for room, so a slow client pushes back on agy's readers instead of
-buffering without bound.
+buffering without bound. Room is counted in agy events (a read's batch
+weighs as many as it holds), so batching does not multiply the bound.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import trio
 
-from ..agy import ChildMessage
+from ..agy import ChildEvents, ChildMessage
 
 Step = Callable[[], Awaitable[None]]
 
@@ -34,12 +35,14 @@ class Inbox:
         self._nonempty.set()
 
     async def put_child(self, message: ChildMessage) -> None:
-        while self._children_queued >= self._child_limit:
+        weight = len(message.events) if isinstance(message, ChildEvents) else 1
+        # A batch heavier than the limit still gets in once the queue is empty.
+        while self._children_queued and self._children_queued + weight > self._child_limit:
             if self._room.is_set():
                 self._room = trio.Event()
             await self._room.wait()
-        self._children_queued += 1
-        self.post(_Child(message))
+        self._children_queued += weight
+        self.post(_Child(message, weight))
 
     async def get(self) -> Any:
         while not self._items:
@@ -48,14 +51,15 @@ class Inbox:
             await self._nonempty.wait()
         item = self._items.popleft()
         if isinstance(item, _Child):
-            self._children_queued -= 1
+            self._children_queued -= item.weight
             self._room.set()
             return item.message
         return item
 
 
 class _Child:
-    __slots__ = ("message",)
+    __slots__ = ("message", "weight")
 
-    def __init__(self, message: ChildMessage) -> None:
+    def __init__(self, message: ChildMessage, weight: int) -> None:
         self.message = message
+        self.weight = weight

@@ -13,7 +13,9 @@ Text: every ``text_delta`` is an incremental fragment, and ACTIVE and DONE of
 one step carry different fragments, so all are forwarded (never deduplicated
 by step index). ``result.response`` restates the whole turn's text: only the
 part not already streamed is forwarded (contract.md §3.6), so text arrives
-exactly once whatever mix of deltas and response agy sends. With
+exactly once whatever mix of deltas and response agy sends. The streamed
+text is not kept whole (:class:`~.streamed.StreamedText`: counts, a digest, a
+bounded head and tail), so a long turn costs flat memory. With
 ``--json-schema`` the response is the serialised JSON: the structured output
 is shown once, fenced, instead.
 
@@ -41,6 +43,7 @@ from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
 from . import notices, usage
 from .images import image_candidates
+from .streamed import LineScan, StreamedText
 from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker, fenced
 from .tools import PLAN_TOOLS, edit_target
 
@@ -108,7 +111,7 @@ class TurnMapper:
     cancel_requested: bool = False
     now: dt.datetime = attrs.Factory(lambda: dt.datetime.now(dt.UTC))
     state: TurnState = TurnState.RUNNING
-    streamed: list[str] = attrs.Factory(list)
+    streamed: StreamedText = attrs.Factory(StreamedText)
     outcome: TurnOutcome | None = None
     #: Events this bridge could not interpret, by kind (logged once each).
     unrecognised: Counter[str] = attrs.Factory(Counter)
@@ -122,7 +125,8 @@ class TurnMapper:
     print_timeout: bool = False
     structured_output: Any = None
     quota: notices.QuotaError | None = None
-    _step_text: dict[int, list[str]] = attrs.Factory(dict)
+    #: Image paths named by each agent_response step so far.
+    _step_scans: dict[int, LineScan] = attrs.Factory(dict)
     _usage_sent: int | None = None
     #: Images already inlined this turn (a tool output and the reply often
     #: name the same file).
@@ -135,7 +139,8 @@ class TurnMapper:
 
     @property
     def streamed_text(self) -> str:
-        return "".join(self.streamed)
+        """The turn's text as shown (for the journal; built on each call)."""
+        return self.streamed.text
 
     # --- what the session must read first ----------------------------------
 
@@ -164,8 +169,10 @@ class TurnMapper:
                 images += image_candidates(json.dumps(info.parameters or {}), self.cwd)
             return files, images
         if step.step_type == "agent_response" and step.state == events.STATE_DONE:
-            text = "".join(self._step_text.get(step.step_index, [])) + (step.text_delta or "")
-            return [], image_candidates(text, self.cwd)
+            scan = self._step_scans.get(step.step_index)
+            if scan is None:
+                return [], image_candidates(step.text_delta or "", self.cwd)
+            return [], scan.candidates(step.text_delta or "")
         return [], []
 
     # --- events ------------------------------------------------------------
@@ -228,7 +235,10 @@ class TurnMapper:
         updates: list[models.SessionUpdate] = []
         if step.step_type == "agent_response":
             if step.text_delta:
-                self._step_text.setdefault(step.step_index, []).append(step.text_delta)
+                scan = self._step_scans.get(step.step_index)
+                if scan is None:
+                    scan = self._step_scans[step.step_index] = LineScan(self.cwd)
+                scan.add(step.text_delta)
                 updates.append(self._text(step.text_delta))
             for image in seen.images.values():
                 updates.append(
@@ -247,14 +257,17 @@ class TurnMapper:
         return updates
 
     def _text(self, text: str) -> models.AgentMessageChunk:
-        self.streamed.append(text)
+        if self.state is TurnState.RUNNING:
+            self.streamed.add_delta(text)
+        else:
+            self.streamed.add_after(text)
         return models.AgentMessageChunk(
             content=models.TextContent(text=text), message_id=self.message_id
         )
 
     def _message(self, text: str) -> models.AgentMessageChunk:
         """A bridge-authored paragraph after whatever agy said."""
-        separator = "\n\n" if self.streamed_text.strip() else ""
+        separator = "\n\n" if self.streamed.visible else ""
         return self._text(separator + text)
 
     def _usage(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
@@ -336,7 +349,7 @@ class TurnMapper:
         self.turn_usage = usage.turn_usage(result.usage, previous, self.step_usage)
         if result.structured_output is not None:
             self.structured_output = result.structured_output
-        if result.structured_output is not None and not self.streamed_text.strip():
+        if result.structured_output is not None and not self.streamed.visible:
             # The response is the serialised JSON: show it once, readable.
             rendered = json.dumps(result.structured_output, indent=2, ensure_ascii=False)
             updates.append(self._message(fenced(rendered, "json")))
@@ -372,9 +385,8 @@ class TurnMapper:
         return updates
 
     def _remaining_response(self, response: str) -> list[models.SessionUpdate]:
-        streamed = self.streamed_text
-        if response.startswith(streamed):
-            rest = response[len(streamed) :]
+        rest = self.streamed.rest_of(response)
+        if rest is not None:
             return [self._text(rest)] if rest else []
         # The streamed deltas are what the user saw; a response that does not
         # extend them is a restatement we must not show twice.
@@ -382,7 +394,7 @@ class TurnMapper:
             "result.response does not extend the streamed text (%d vs %d chars); "
             "keeping the streamed text",
             len(response),
-            len(streamed),
+            self.streamed.delta_chars,
         )
         return []
 

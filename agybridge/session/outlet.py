@@ -34,6 +34,8 @@ ClientSink = Callable[[str, models.SessionUpdate], Awaitable[None]]
 #: A running turn's updates kept for a client that attaches mid-turn; a turn
 #: streams a few hundred, so this bounds memory without losing real turns.
 MAX_TURN_UPDATES = 20_000
+#: Held updates are handed over at the latest when this many are waiting.
+HOLD_LIMIT = 256
 #: Telling a replaced client must not hold up the new one if it stopped reading.
 DETACH_NOTICE_S = 1.0
 
@@ -74,6 +76,8 @@ class Outlet:
         # Orders attaching (history + replay) against live updates and the
         # turn's journalling, so a client sees every update exactly once.
         self._lock = trio.Lock()
+        #: Updates collected while the session loop maps a batch (``holding``).
+        self._held: list[models.SessionUpdate] | None = None
 
     @property
     def attached(self) -> bool:
@@ -99,15 +103,63 @@ class Outlet:
         return self._client
 
     async def send(self, update: models.SessionUpdate) -> None:
-        async with self._lock:
-            self.last_activity = time.time()
-            if self._turn is not None:
-                self._keep(update)
-            client = self._client
-            if client is None:
-                self.dropped += 1
-                return
-            await client(self.session_id, update)
+        held = self._held
+        if held is None:
+            async with self._lock:
+                await self._deliver(update)
+            return
+        held.append(update)
+        if len(held) >= HOLD_LIMIT:
+            await self.flush()
+
+    async def _deliver(self, update: models.SessionUpdate) -> None:
+        self.last_activity = time.time()
+        if self._turn is not None:
+            self._keep(update)
+        client = self._client
+        if client is None:
+            self.dropped += 1
+            return
+        await client(self.session_id, update)
+
+    # --- holding a batch -------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Hand over what is held (and go on holding)."""
+        held = self._held
+        if held:
+            self._held = []
+            async with self._lock:
+                for update in held:
+                    await self._deliver(update)
+
+    @asynccontextmanager
+    async def holding(self) -> AsyncIterator[None]:
+        """Hold updates inside the block (the session loop mapping a batch of
+        agy events); they are handed over, in order, when it ends."""
+        self._held = []
+        try:
+            yield
+        finally:
+            try:
+                await self.flush()
+            finally:
+                self._held = None
+
+    @asynccontextmanager
+    async def unheld(self) -> AsyncIterator[None]:
+        """Hand over what is held, then send straight through inside the block
+        (whatever happens in it is ordered after the updates before it)."""
+        held = self._held
+        if held is None:
+            yield
+            return
+        await self.flush()
+        self._held = None
+        try:
+            yield
+        finally:
+            self._held = []
 
     # --- the running turn ------------------------------------------------------
 

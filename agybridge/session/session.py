@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..acp import models
-from ..agy import ChildMessage, InitEvent, ResultEvent, Usage
+from ..agy import ChildEvents, ChildMessage, InitEvent, ResultEvent, Usage
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
@@ -33,7 +33,6 @@ from .config import LaunchSettings, apply_option
 from .conversation import Conversation
 from .deps import SessionDeps, SessionSpec
 from .errors import AgyStartError, SessionError
-from .gate import Gate, TurnWork
 from .gating import start_gate
 from .images import snapshot_edit_target
 from .inbox import Inbox, Step
@@ -45,11 +44,14 @@ from .private_root import prepare_private_root
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
 from .staging import StagingArea
 
+if TYPE_CHECKING:
+    from .gate import Gate, TurnWork
+
 logger = logging.getLogger(__name__)
 
-#: agy's messages waiting for the loop; small, so a slow client pushes back
-#: on agy instead of buffering without bound.
-CHILD_MESSAGE_BUFFER = 16
+#: agy events waiting for the loop; small, so a slow client pushes back on
+#: agy instead of buffering without bound (a read's batch counts per event).
+CHILD_EVENT_BUFFER = 256
 
 
 class InternalSessionError(SessionError):
@@ -93,8 +95,9 @@ class Session:
         self.closed = trio.Event()
         #: The loop is over: nothing posted from now on would ever be done.
         self.ended = False
-        self._inbox = Inbox(CHILD_MESSAGE_BUFFER)
-        send, self._child_messages = trio.open_memory_channel[ChildMessage](CHILD_MESSAGE_BUFFER)
+        self._inbox = Inbox(CHILD_EVENT_BUFFER)
+        # Unbuffered: the pump only moves messages into the inbox, which bounds them.
+        send, self._child_messages = trio.open_memory_channel[ChildMessage](0)
         self.slot = ChildSlot(
             policy=deps.policy,
             max_line_bytes=deps.max_line_bytes,
@@ -205,22 +208,38 @@ class Session:
     async def _loop(self) -> None:
         while not self.core.closed:
             item = await self._inbox.get()
-            try:
-                if isinstance(item, turns.Event):
-                    await self.feed(item)
-                elif callable(item):
-                    await item()
-                else:
-                    await on_child_message(self, item)
-            except Exception as exc:
-                # A bug while serving: the running turn fails with it (never
-                # "cancelled"), its agy is replaced, the session goes on.
-                logger.exception("session %s: internal error", self.session_id)
-                await self.feed(turns.InternalError(_internal_error(exc)))
+            if isinstance(item, ChildEvents):
+                # One read of agy's stdout: mapped in one go, its updates
+                # handed to the client as one write.
+                async with self.outlet.holding():
+                    for message in item.events:
+                        await self._serve(message)
+                        if self.core.closed:
+                            break
+            else:
+                await self._serve(item)
+
+    async def _serve(self, item: Any) -> None:
+        try:
+            if isinstance(item, turns.Event):
+                await self.feed(item)
+            elif callable(item):
+                await item()
+            else:
+                await on_child_message(self, item)
+        except Exception as exc:
+            # A bug while serving: the running turn fails with it (never
+            # "cancelled"), its agy is replaced, the session goes on.
+            logger.exception("session %s: internal error", self.session_id)
+            await self.feed(turns.InternalError(_internal_error(exc)))
 
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
-        await self._perform(self.core.handle(event))
+        actions = self.core.handle(event)
+        if actions:
+            # Updates held for the batch go first: an action may answer the prompt.
+            async with self.outlet.unheld():
+                await self._perform(actions)
 
     async def _perform(self, actions: list[turns.Action]) -> None:
         for action in actions:

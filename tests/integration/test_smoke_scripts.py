@@ -119,3 +119,27 @@ def test_bench_scale_runs_small_and_writes_reports(tmp_path: Path) -> None:
     report = _report(tmp_path, "bench-scale")
     assert report["ok"] is True and report["leftovers"] == []
     assert report["fairness"] is not None and report["rss_peak_mb"] > 0
+
+
+def test_bench_floor_small_run_passes_and_writes_reports(tmp_path: Path) -> None:
+    """A tiny bench_floor run: both relays deliver every delta, reports are written."""
+    done = _run(
+        "bench_floor.py",
+        "--reps",
+        "1",
+        "--cold-reps",
+        "1",
+        "--sizes",
+        "200,400",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench_floor")
+    assert report["failures"] == []
+    samples = report["samples"]
+    assert isinstance(samples, dict)
+    for side in ("bridge", "floor"):
+        for measure in ("eps", "cpu", "rss"):
+            assert len(samples[f"{side}_{measure}_400"]) == 1
+    assert len(samples["cold_bridge"]) == len(samples["cold_floor"]) == 1

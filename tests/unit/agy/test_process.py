@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from agybridge.agy import (
     AgyChild,
     AgySpawnError,
     ChildEvent,
+    ChildEvents,
     ChildExited,
     ChildMessage,
     ChildStderr,
@@ -58,9 +60,13 @@ def script(tmp_path: Path, body: str) -> list[str]:
 async def collect(
     child: AgyChild, receive: trio.MemoryReceiveChannel[ChildMessage]
 ) -> list[ChildMessage]:
-    messages = []
+    """Every message until ChildExited, batches (ChildEvents) unpacked in order."""
+    messages: list[ChildMessage] = []
     async for message in receive:
-        messages.append(message)
+        if isinstance(message, ChildEvents):
+            messages.extend(message.events)
+        else:
+            messages.append(message)
         if isinstance(message, ChildExited):
             return messages
     raise AssertionError("no ChildExited")
@@ -69,7 +75,8 @@ async def collect(
 def make_child(
     argv: list[str], marker: str, **kw: object
 ) -> tuple[AgyChild, trio.MemoryReceiveChannel[ChildMessage]]:
-    send, receive = trio.open_memory_channel[ChildMessage](1000)
+    buffer: int = kw.pop("buffer", 1000)  # type: ignore[assignment]
+    send, receive = trio.open_memory_channel[ChildMessage](buffer)
     child = AgyChild(
         argv=argv,
         cwd="/",
@@ -256,3 +263,90 @@ async def test_huge_line_and_over_limit_line(tmp_path: Path) -> None:
     assert len(getattr(first, "step_update").text_delta) == 10 * 2**20  # noqa: B009
     assert isinstance(events[1], MalformedLine) and "11 MiB" in events[1].reason
     assert isinstance(events[2], ResultEvent)
+
+
+def _bytes_written(pid: int) -> int:
+    """``wchar`` of ``/proc/<pid>/io``: bytes the process has written so far."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        key, _, value = line.partition(": ")
+        if key == "wchar":
+            return int(value)
+    raise AssertionError(f"no wchar for {pid}")
+
+
+def _delta_line(n: int) -> str:
+    return (
+        '{"event":"step_update","step_update":{"step_index":2,"state":"ACTIVE",'
+        f'"step_type":"agent_response","text_delta":"d{n} "}}}}'
+    )
+
+
+async def test_one_read_travels_as_one_batch_in_order(tmp_path: Path) -> None:
+    """Lines written in one burst arrive as ChildEvents batches (fewer hops than
+    lines), every line once, in the order written."""
+    marker = uuid.uuid4().hex
+    count = 2000
+    argv = script(
+        tmp_path,
+        f"""
+        import os
+        template = {_delta_line(0).replace("d0 ", "%s")!r}
+        lines = [template % f"d{{n}} " for n in range({count})]
+        data = ("\\n".join(lines) + "\\n").encode()
+        while data:
+            data = data[os.write(1, data):]
+    """,
+    )
+    child, receive = make_child(argv, marker, max_line_bytes=2**20)
+    raw: list[ChildMessage] = []
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(child.run)
+            async for message in receive:
+                raw.append(message)
+                if isinstance(message, ChildExited):
+                    break
+    batches = [m for m in raw if isinstance(m, ChildEvents)]
+    assert batches and len(raw) < count // 10
+    events = [
+        event
+        for m in raw
+        for event in (m.events if isinstance(m, ChildEvents) else (m,))
+        if isinstance(event, ChildEvent)
+    ]
+    deltas = [getattr(e.event, "step_update").text_delta for e in events]  # noqa: B009
+    assert deltas == [f"d{n} " for n in range(count)]
+
+
+async def test_a_slow_owner_stops_the_reader(tmp_path: Path) -> None:
+    """Nobody takes the child's messages: the reader stops reading, so agy
+    blocks on its full pipe instead of the bridge buffering its output."""
+    marker = uuid.uuid4().hex
+    total = 32 * 2**20
+    argv = script(
+        tmp_path,
+        f"""
+        import os
+        line = b'{_delta_line(0)}' + b"\\n"
+        chunk = line * (2**16 // len(line))
+        written = 0
+        while written < {total}:
+            written += os.write(1, chunk)
+    """,
+    )
+    child, receive = make_child(argv, marker, max_line_bytes=2**20, buffer=1)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(child.run)
+            await receive.receive()
+            # Whatever the child has written by now: the pipe (64 KiB, or up to
+            # 1 MiB if enlarged) plus a few reads held in the channel and tasks.
+            # Without backpressure it would be everything (32 MiB).
+            await trio.testing.wait_all_tasks_blocked()
+            assert child.pid is not None
+            assert _bytes_written(child.pid) < 4 * 2**20
+            child.kill("test")
+            async for message in receive:
+                if isinstance(message, ChildExited):
+                    break
+    assert marked_processes(marker) == []

@@ -1,0 +1,407 @@
+"""The bridge against its floors, measured side by side in one run.
+
+* ``flood``: one turn of N text deltas written by the fake as fast as it can
+  (``[fake-agy:flood] N``), relayed by a fresh bridge and by ``floor_relay.py`` (one
+  ``json.loads`` + one ``json.dumps`` per agy line, stdlib only): events/s (N over
+  prompt sent -> prompt answered, on the client side), CPU µs per event (the relay's
+  own CPU over the turn) and peak RSS (``VmHWM`` after the turn), at each N.
+* ``cold``: spawn -> ``initialize`` answered, for the bridge and for a floor that only
+  imports the bridge's dependencies (trio, attrs, cattrs, platformdirs) and then answers
+  one line; plus ``python -X importtime`` of a bridge that answered ``initialize``:
+  the self time of agybridge's own modules, and the slowest ones.
+
+Both sides run in alternation within each repetition, so the ratios compare runs
+made under the same machine load (the numbers themselves are noisy on a shared
+machine; the ratios much less). The client reads raw lines and only counts
+``agent_message_chunk`` lines, so that it costs far less than either relay.
+
+    .venv/bin/python smoke/bench_floor.py                 # 3 reps, N = 10k and 100k
+    .venv/bin/python smoke/bench_floor.py --quick         # 1 rep, N = 2k and 10k
+    .venv/bin/python smoke/bench_floor.py --only cold --reps 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import trio
+from smokekit import (
+    BRIDGE_ARGV,
+    DEFAULT_REPORT_DIR,
+    FAKE_AGY,
+    base_env,
+    describe_error,
+    facts_markdown,
+    fmt,
+    kill_processes,
+    machine_facts,
+    proc_cpu_s,
+    proc_memory_kib,
+    stop_process,
+    summarize,
+    utc_stamp,
+    wait_marked_gone,
+    write_reports,
+)
+
+HERE = Path(__file__).resolve().parent
+FLOOR_RELAY = HERE / "floor_relay.py"
+#: What the bridge needs before it can answer ``initialize`` (pyproject dependencies).
+DEPENDENCY_FLOOR = (
+    "import sys, json, trio, attrs, cattrs, platformdirs\n"
+    "sys.stdin.buffer.readline()\n"
+    'sys.stdout.buffer.write(b\'{"jsonrpc":"2.0","id":1,"result":{}}\\n\'); sys.stdout.flush()\n'
+    "sys.stdin.buffer.read()\n"
+)
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {}},
+}
+#: Bound on one flood turn (100k deltas take seconds even under load).
+TURN_LIMIT_S = 300.0
+STEP_LIMIT_S = 60.0
+
+
+class LineClient:
+    """NDJSON over a child's pipes, as cheap as possible: lines are only split."""
+
+    def __init__(self, process: trio.Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.process = process
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._buffer = b""
+        self._lines: list[bytes] = []
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode()
+        await self._stdin.send_all(data + b"\n")
+
+    async def lines(self) -> AsyncIterator[list[bytes]]:
+        """Every read's complete lines, as one list."""
+        while True:
+            chunk = await self._stdout.receive_some(2**16)
+            if not chunk:
+                raise EOFError("the process closed its stdout")
+            parts = (self._buffer + chunk).split(b"\n")
+            self._buffer = parts.pop()
+            if parts:
+                yield parts
+
+    async def response(self, request_id: int) -> tuple[dict[str, Any], int]:
+        """Wait for the response to ``request_id``; also count the text chunks before it."""
+        chunks = 0
+        async for batch in self.lines():
+            for line in batch:
+                if b'"agent_message_chunk"' in line:
+                    chunks += 1
+                    continue
+                message = json.loads(line)
+                if message.get("id") == request_id and "method" not in message:
+                    if "error" in message:
+                        raise RuntimeError(f"request {request_id} failed: {message['error']}")
+                    return message.get("result") or {}, chunks
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+            await self._stdin.aclose()
+
+
+@asynccontextmanager
+async def spawned(argv: Sequence[str], env: dict[str, str], stderr: Path) -> AsyncIterator[Any]:
+    with stderr.open("wb") as err:
+        process = await trio.lowlevel.open_process(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
+        )
+    try:
+        yield process
+    finally:
+        with trio.CancelScope(shield=True):
+            await stop_process(process)
+
+
+class FloorBench:
+    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+        self.args = args
+        self.tmp = tmp
+        self.stamp = utc_stamp()
+        self.samples: dict[str, list[float]] = {}
+        self.failures: list[str] = []
+        self.counter = 0
+
+    def add(self, key: str, value: float) -> None:
+        self.samples.setdefault(key, []).append(value)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        self.counter += 1
+        return base_env(
+            f"agyb-floor-{self.stamp}",
+            AGY_BIN=str(FAKE_AGY),
+            FAKE_AGY_STATE_DIR=str(self.tmp / "agy-state"),
+            FAKE_AGY_FRAGMENT_DELAY="0",
+            **extra,
+        )
+
+    def stderr_path(self, name: str) -> Path:
+        return self.tmp / f"{self.counter:03d}-{name}.stderr"
+
+    # --- flood -------------------------------------------------------------------
+
+    async def bridge_flood(self, count: int) -> None:
+        workspace = tempfile.mkdtemp(dir=self.tmp)
+        env = self.env()
+        async with spawned(BRIDGE_ARGV, env, self.stderr_path("bridge")) as process:
+            client = LineClient(process)
+            with trio.fail_after(STEP_LIMIT_S):
+                await client.send(INITIALIZE)
+                await client.response(1)
+                await client.send(_request(2, "session/new", {"cwd": workspace, "mcpServers": []}))
+                session_id = (await client.response(2))[0]["sessionId"]
+                # A one-delta turn first: agy is up and the turn path is warm.
+                await client.send(_prompt(3, session_id, "[fake-agy:flood] 1"))
+                await client.response(3)
+            cpu_before = proc_cpu_s(process.pid)
+            started = perf_counter()
+            with trio.fail_after(TURN_LIMIT_S):
+                await client.send(_prompt(4, session_id, f"[fake-agy:flood] {count}"))
+                result, chunks = await client.response(4)
+            elapsed = perf_counter() - started
+            cpu_after = proc_cpu_s(process.pid)
+            hwm = proc_memory_kib(process.pid).get("VmHWM", 0)
+            await client.close()
+            with trio.fail_after(STEP_LIMIT_S):
+                await process.wait()
+        self.check(f"bridge flood {count}", result, chunks, count, process.returncode)
+        assert cpu_before is not None and cpu_after is not None
+        self.add(f"bridge_eps_{count}", count / elapsed)
+        self.add(f"bridge_cpu_{count}", (cpu_after - cpu_before) / count * 1e6)
+        self.add(f"bridge_rss_{count}", hwm / 1024)
+
+    async def floor_flood(self, count: int) -> None:
+        argv = [sys.executable, str(FLOOR_RELAY), f"[fake-agy:flood] {count}", str(FAKE_AGY)]
+        argv += ["--input-format", "stream-json", "--output-format", "stream-json"]
+        stderr = self.stderr_path("floor")
+        async with spawned(argv, self.env(), stderr) as process:
+            client = LineClient(process)
+            with trio.fail_after(STEP_LIMIT_S):
+                async for batch in client.lines():
+                    if any(b'"ready"' in line for line in batch):
+                        break
+            started = perf_counter()
+            with trio.fail_after(TURN_LIMIT_S):
+                await client.send(b"go")
+                result, chunks = await client.response(1)
+            elapsed = perf_counter() - started
+            hwm = proc_memory_kib(process.pid).get("VmHWM", 0)
+            await client.close()
+            with trio.fail_after(STEP_LIMIT_S):
+                await process.wait()
+        self.check(f"floor flood {count}", result, chunks, count, process.returncode)
+        cpu_s = json.loads(stderr.read_text().strip().splitlines()[-1])["cpu_s"]
+        self.add(f"floor_eps_{count}", count / elapsed)
+        self.add(f"floor_cpu_{count}", cpu_s / count * 1e6)
+        self.add(f"floor_rss_{count}", hwm / 1024)
+
+    def check(self, what: str, result: dict[str, Any], chunks: int, count: int, rc: Any) -> None:
+        # N deltas plus the DONE step's "\n".
+        if result.get("stopReason") != "end_turn" or chunks < count:
+            self.failures.append(
+                f"{what}: stopReason {result.get('stopReason')!r}, {chunks} chunks"
+            )
+        if rc != 0:
+            self.failures.append(f"{what}: exit status {rc}")
+
+    # --- cold start --------------------------------------------------------------
+
+    async def initialize_time(self, argv: Sequence[str], env: dict[str, str], name: str) -> float:
+        started = perf_counter()
+        async with spawned(argv, env, self.stderr_path(name)) as process:
+            client = LineClient(process)
+            with trio.fail_after(STEP_LIMIT_S):
+                await client.send(INITIALIZE)
+                await client.response(1)
+            elapsed = perf_counter() - started
+            await client.close()
+            with trio.fail_after(STEP_LIMIT_S):
+                await process.wait()
+        return elapsed
+
+    async def cold(self) -> None:
+        bridge = await self.initialize_time(BRIDGE_ARGV, self.env(), "cold-bridge")
+        floor_argv = [sys.executable, "-c", DEPENDENCY_FLOOR]
+        floor = await self.initialize_time(floor_argv, self.env(), "cold-floor")
+        self.add("cold_bridge", bridge * 1000)
+        self.add("cold_floor", floor * 1000)
+
+    async def import_profile(self) -> dict[str, Any]:
+        env = self.env(PYTHONPROFILEIMPORTTIME="1")
+        await self.initialize_time(BRIDGE_ARGV, env, "importtime")
+        stderr = self.stderr_path("importtime")
+        own: list[tuple[int, str]] = []
+        total = 0
+        for line in stderr.read_text(errors="replace").splitlines():
+            if not line.startswith("import time:") or "|" not in line:
+                continue
+            fields = [part.strip() for part in line.removeprefix("import time:").split("|")]
+            if not fields[0].isdigit():
+                continue
+            self_us, name = int(fields[0]), fields[2].strip()
+            total += self_us
+            if name.startswith("agybridge"):
+                own.append((self_us, name))
+        own.sort(reverse=True)
+        return {
+            "agybridge_self_ms": sum(us for us, _ in own) / 1000,
+            "agybridge_modules": len(own),
+            "all_self_ms": total / 1000,
+            "slowest": [f"{name} {us / 1000:.1f} ms" for us, name in own[:6]],
+        }
+
+    # --- the run -----------------------------------------------------------------
+
+    async def run(self) -> dict[str, Any]:
+        profile: dict[str, Any] = {}
+        only = set(self.args.only.split(","))
+        for rep in range(self.args.reps):
+            print(f"[bench_floor] repetition {rep + 1}/{self.args.reps}", file=sys.stderr)
+            try:
+                if "cold" in only:
+                    for _ in range(self.args.cold_reps):
+                        await self.cold()
+                if "flood" in only:
+                    for count in self.args.sizes:
+                        await self.floor_flood(count)
+                        await self.bridge_flood(count)
+            except Exception as exc:
+                self.failures.append(describe_error(exc))
+            survivors = await wait_marked_gone(f"agyb-floor-{self.stamp}", 2.0)
+            if survivors:
+                kill_processes(survivors)
+                self.failures.append(f"left over: {', '.join(map(str, survivors))[:300]}")
+        if "cold" in only:
+            profile = await self.import_profile()
+        return profile
+
+
+def _request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def _prompt(request_id: int, session_id: str, text: str) -> dict[str, Any]:
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    return _request(request_id, "session/prompt", params)
+
+
+def _median(values: list[float]) -> float | None:
+    return summarize(values)["median"]  # type: ignore[return-value]
+
+
+def render(bench: FloorBench, profile: dict[str, Any], facts: dict[str, Any]) -> str:
+    s = bench.samples
+    lines = [
+        f"# bench_floor {bench.stamp}",
+        "",
+        facts_markdown(facts),
+        "",
+        f"{bench.args.reps} repetition(s); medians; ratio = bridge / floor "
+        "(for events/s: bridge as a share of the floor).",
+        "",
+        "| measure | bridge | floor | ratio |",
+        "|---|--:|--:|--:|",
+    ]
+
+    def row(label: str, key: str, unit: str, digits: int = 1, share: bool = False) -> None:
+        bridge, floor = _median(s.get(f"bridge_{key}", [])), _median(s.get(f"floor_{key}", []))
+        ratio = None
+        if bridge and floor:
+            ratio = bridge / floor
+        ratio_text = f"{ratio:.0%}" if share and ratio else f"{fmt(ratio, 2)}×"
+        lines.append(
+            f"| {label} | {fmt(bridge, digits)} {unit} | {fmt(floor, digits)} {unit} | "
+            f"{ratio_text} |"
+        )
+
+    for count in bench.args.sizes:
+        row(f"text deltas relayed per second ({count:,} deltas)", f"eps_{count}", "/s", 0, True)
+        row(f"CPU per delta ({count:,} deltas)", f"cpu_{count}", "µs", 2)
+        row(f"peak RSS after a {count:,}-delta turn", f"rss_{count}", "MiB")
+    if len(bench.args.sizes) >= 2:
+        small, big = bench.args.sizes[0], bench.args.sizes[-1]
+        growth = [
+            b - a
+            for a, b in zip(
+                s.get(f"bridge_rss_{small}", []), s.get(f"bridge_rss_{big}", []), strict=False
+            )
+        ]
+        lines.append(
+            f"| bridge peak RSS growth {small:,} → {big:,} deltas | "
+            f"{fmt(_median(growth))} MiB | | |"
+        )
+    if s.get("cold_bridge"):
+        bridge, floor = _median(s["cold_bridge"]), _median(s["cold_floor"])
+        ratio = bridge / floor if bridge and floor else None
+        lines.append(
+            f"| spawn → `initialize` answered (floor: dependency imports) | {fmt(bridge)} ms | "
+            f"{fmt(floor)} ms | {fmt(ratio, 2)}× |"
+        )
+    if profile:
+        lines += [
+            "",
+            f"`-X importtime` of a bridge answering `initialize`: agybridge's own modules "
+            f"{profile['agybridge_self_ms']:.1f} ms self time ({profile['agybridge_modules']} "
+            f"modules) of {profile['all_self_ms']:.1f} ms; slowest: "
+            + ", ".join(profile["slowest"]),
+        ]
+    if bench.failures:
+        lines += ["", "**Failures:**", *(f"- {f}" for f in bench.failures)]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--cold-reps", type=int, default=5, help="cold starts per repetition")
+    parser.add_argument("--sizes", default="10000,100000", help="deltas per flood turn")
+    parser.add_argument("--only", default="flood,cold")
+    parser.add_argument("--quick", action="store_true", help="1 rep, sizes 2000,10000")
+    parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.cold_reps, args.sizes = 1, 2, "2000,10000"
+    args.sizes = [int(size) for size in args.sizes.split(",")]
+    return args
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    facts = machine_facts()
+    with tempfile.TemporaryDirectory(prefix="agyb-floor-") as tmp:
+        bench = FloorBench(args, Path(tmp))
+        profile = await bench.run()
+    markdown = render(bench, profile, facts)
+    data = {"facts": facts, "samples": bench.samples, "profile": profile}
+    data["failures"] = bench.failures
+    write_reports(args.report_dir, "bench_floor", bench.stamp, data, markdown)
+    print(markdown)
+    return 1 if bench.failures else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return trio.run(main_async, parse_args(argv))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The floor a Python bridge cannot beat, for ``bench_floor.py`` (stdlib only).
+
+Spawns agy (argv after the prompt), waits for its ``init``, prints ``{"ready":true}``
+and waits for one line on stdin; then sends the prompt and relays the turn: one
+``json.loads`` per agy line, one ``json.dumps`` of an ACP ``session/update``
+notification per text delta, every line a read chunk produced written in one
+``os.write``; agy's ``result`` becomes a prompt response (id 1). Then it waits for
+stdin EOF (so its peak RSS can be read), closes agy's stdin, reaps agy, and prints
+``{"cpu_s": ...}`` (its own CPU time from the prompt to the result) on stderr.
+
+    python floor_relay.py PROMPT AGY [AGY_ARGS...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+_SEPARATORS = (",", ":")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _relay(stdout: int, out: int, started: float) -> float:
+    buffer = b""
+    while True:
+        chunk = os.read(stdout, 2**16)
+        if not chunk:
+            raise SystemExit("floor relay: agy ended before its result")
+        lines = (buffer + chunk).split(b"\n")
+        buffer = lines.pop()
+        batch = []
+        done = False
+        for line in lines:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            step = event.get("step_update")
+            if isinstance(step, dict) and isinstance(step.get("text_delta"), str):
+                update = {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": step["text_delta"]},
+                }
+                message = {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {"sessionId": "floor", "update": update},
+                }
+                batch.append(json.dumps(message, ensure_ascii=False, separators=_SEPARATORS))
+            elif event.get("event") == "result":
+                reply = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}
+                batch.append(json.dumps(reply, separators=_SEPARATORS))
+                done = True
+        if batch:
+            _write_all(out, ("\n".join(batch) + "\n").encode())
+        if done:
+            return time.process_time() - started
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    prompt, agy = argv[1], argv[2:]
+    # Unbuffered: the init line is read byte by byte, nothing else is read ahead.
+    proc = subprocess.Popen(agy, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    stdout = proc.stdout.fileno()
+    first = proc.stdout.readline()  # agy's init, printed before it reads stdin
+    if not first:
+        return 1
+    _write_all(1, b'{"ready":true}\n')
+    sys.stdin.buffer.readline()
+    started = time.process_time()
+    user = {"event": "user", "message": {"content": prompt}}
+    _write_all(proc.stdin.fileno(), json.dumps(user).encode() + b"\n")
+    cpu_s = _relay(stdout, 1, started)
+    sys.stdin.buffer.read()  # EOF: the bench has read our peak RSS
+    proc.stdin.close()
+    proc.wait()
+    print(json.dumps({"cpu_s": cpu_s}), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

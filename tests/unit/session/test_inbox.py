@@ -1,0 +1,42 @@
+"""The session loop's inbox: control never blocks, agy's messages are bounded
+in events (a batch weighs what it holds), order is kept."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from agybridge.agy import ChildEvent, ChildEvents, MalformedLine
+from agybridge.session.inbox import Inbox
+
+
+def _event(n: int) -> ChildEvent:
+    return ChildEvent(1, MalformedLine(line=str(n), reason="test"))
+
+
+def _batch(first: int, count: int) -> ChildEvents:
+    return ChildEvents(1, tuple(_event(n) for n in range(first, first + count)))
+
+
+async def test_batches_count_by_events_and_order_is_kept() -> None:
+    inbox = Inbox(child_limit=10)
+    taken: list[object] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+
+            async def producer() -> None:
+                await inbox.put_child(_batch(0, 6))
+                await inbox.put_child(_batch(6, 6))  # 12 > 10: waits for room
+                await inbox.put_child(_batch(12, 30))  # heavier than the limit: alone
+                taken.append("all put")
+
+            nursery.start_soon(producer)
+            await trio.testing.wait_all_tasks_blocked()
+            inbox.post("control")  # never blocks, even with the children's queue full
+            assert taken == []
+            got = [await inbox.get() for _ in range(4)]
+            await trio.testing.wait_all_tasks_blocked()
+            assert taken == ["all put"]
+    assert got[1] == "control"
+    events = [e for item in got if isinstance(item, ChildEvents) for e in item.events]
+    assert [e.event.line for e in events] == [str(n) for n in range(42)]  # type: ignore[union-attr]
