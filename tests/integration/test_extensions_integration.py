@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+
 from fake_agy._fake_scenarios import EDIT_INITIAL_CONTENT, EDIT_SUFFIX
 
 from ..acp_wire import Harness, RawClient, WireValidator
