@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import trio
-from agybridge.testing._fake_scenarios import EDIT_INITIAL_CONTENT, EDIT_SUFFIX
+
+from fake_agy._fake_scenarios import EDIT_INITIAL_CONTENT, EDIT_SUFFIX
 
 from ..acp_wire import Harness, RawClient, WireValidator
 from ..extension_schema import call, check_def
