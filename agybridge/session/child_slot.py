@@ -87,10 +87,6 @@ class ChildSlot:
         self._children.pop(incarnation, None)
         self._retired.discard(incarnation)
 
-    def retire_all(self, reason: str) -> None:
-        for incarnation in list(self._children):
-            self.retire(incarnation, reason)
-
     def close(self) -> None:
         self._messages.close()
 

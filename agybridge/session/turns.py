@@ -53,8 +53,6 @@ that request arrives (ACP: nothing more for a cancelled turn).
 
 from __future__ import annotations
 
-import math
-
 from .config import GATED_MODES, LaunchSettings
 from .errors import SessionError
 from .turn_events import (
@@ -104,8 +102,6 @@ from .turn_events import (
     TurnState,
     VerifyGate,
 )
-
-ALL_PROMPTS = math.inf
 
 
 class TurnCore:
@@ -631,7 +627,6 @@ class TurnCore:
 
 
 __all__ = [
-    "ALL_PROMPTS",
     "AcceptPermissions",
     "Action",
     "AllowAnswered",
