@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -24,24 +24,17 @@ from .acp import models
 from .agent import AcpAgent, send_update_via
 from .agent.auth import SignInState
 from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
-from .agy import EscalationPolicy, end_orphans, watched
+from .agy import EscalationPolicy
 from .config import Settings
-from .doctor import report
-from .doctor.live import live_checks
 from .jsonrpc import Peer
-from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.deps import AskClient
 from .session.staging import StagingError, sweep_stale
-from .store import (
-    AsyncStore,
-    LegacyPaths,
-    Store,
-    StoreError,
-    StorePathError,
-    import_agy_acp_map,
-)
+from .store import AsyncStore, Store, StoreError, StorePathError
+
+if TYPE_CHECKING:
+    from .store import LegacyPaths
 
 logger = logging.getLogger(__name__)
 
@@ -75,10 +68,8 @@ async def serve_stdio(settings: Settings) -> None:
     protocol_in, protocol_out = claim_stdio()
     receive = trio.lowlevel.FdStream(protocol_in)
     send = trio.lowlevel.FdStream(protocol_out)
-    # Whatever bridges that died (SIGKILL) left, then a watchdog in case we do.
-    await end_orphans(remove_orphaned_roots)
-    async with watched(runtime_bases(), DIR_PREFIX), receive, send:
-        await serve(receive, send, settings)
+    async with receive, send:
+        await serve(receive, send, settings, own_processes=True)
 
 
 async def serve(
@@ -87,8 +78,12 @@ async def serve(
     settings: Settings,
     *,
     handle_signals: bool = True,
+    own_processes: bool = False,
 ) -> None:
     """Serve ACP over the given streams until EOF or a shutdown signal.
+
+    ``own_processes``: this is the bridge process (not a test serving in
+    process): end what dead bridges left and run the watchdog.
 
     Cancelling this kills every agy child (escalation is shielded and bounded)
     before the cancellation propagates.
@@ -99,7 +94,14 @@ async def serve(
         send_stream = TracingSendStream(send_stream)
     store = await open_store(settings.db_path)
     try:
-        await _serve(receive_stream, send_stream, settings, store, handle_signals=handle_signals)
+        await _serve(
+            receive_stream,
+            send_stream,
+            settings,
+            store,
+            handle_signals=handle_signals,
+            own_processes=own_processes,
+        )
     finally:
         await store.aclose()
 
@@ -126,6 +128,8 @@ async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:
     """One-time import of agy-acp-map sessions (a no-op once done)."""
     if legacy is None or not legacy.sessions_file.exists():
         return
+    from .store import import_agy_acp_map  # noqa: PLC0415 - runs once per machine
+
     try:
         report = await store.run_sync(
             functools.partial(
@@ -161,6 +165,7 @@ async def _serve(
     store: AsyncStore,
     *,
     handle_signals: bool,
+    own_processes: bool,
 ) -> None:
     peer: Peer | None = None
 
@@ -218,12 +223,39 @@ async def _serve(
             logger.info("stdout closed: shutting down")
             shutdown.set()
 
+        async def after_initialize() -> None:
+            # Start-up work that answering initialize does not need runs once
+            # its answer is written (issue 15). No agy starts before it: the
+            # discovery starts here, and sessions wait for its catalog
+            # (catalog_ready), so the watchdog is up before any child.
+            assert peer is not None
+            await agent.wait_initialized()
+            await peer.flush()
+            housekeeping = functools.partial(
+                start_housekeeping,
+                nursery,
+                settings,
+                store=store,
+                catalog=catalog,
+                manager=manager,
+                sign_in=sign_in,
+            )
+            if not own_processes:
+                housekeeping()
+                return
+            # What bridges that died (SIGKILL) left, then a watchdog in case we do.
+            from .agy import end_orphans, watched  # noqa: PLC0415
+            from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases  # noqa: PLC0415
+
+            await end_orphans(remove_orphaned_roots)
+            async with watched(runtime_bases(), DIR_PREFIX):
+                housekeeping()
+                await trio.sleep_forever()  # the watchdog lives until shutdown
+
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
         nursery.start_soon(watch_stdout)
-        start_housekeeping(
-            nursery, settings, store=store, catalog=catalog, manager=manager, sign_in=sign_in
-        )
+        nursery.start_soon(after_initialize)
         if handle_signals:
             nursery.start_soon(_watch_signals, shutdown)
 
@@ -279,6 +311,10 @@ def doctor_lines(
 ) -> list[str]:
     """The ``/doctor`` command's report: the same checks as ``agybridge doctor``,
     from what the bridge knows (pending ones say so)."""
+    # Loaded by the first /doctor, not at start-up (issue 15).
+    from .doctor import report  # noqa: PLC0415
+    from .doctor.live import live_checks  # noqa: PLC0415
+
     gates = [session.gate for session in manager.live()]
     return report.one_line_each(live_checks(settings, catalog, sign_in, gates))
 
