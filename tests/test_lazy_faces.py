@@ -57,5 +57,5 @@ def test_declared_names_are_the_loaded_names(package: str) -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     session = importlib.import_module("agybridge.session")
-    with pytest.raises(AttributeError, match="'agybridge.session' has no attribute 'Nope'"):
+    with pytest.raises(AttributeError, match=r"'agybridge\.session' has no attribute 'Nope'"):
         _ = session.Nope

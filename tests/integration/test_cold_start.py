@@ -9,6 +9,7 @@ measured by smoke/bench_floor.py ``--only cold``.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from pathlib import Path
@@ -66,14 +67,14 @@ async def _imported_before_initialize(env: dict[str, str]) -> tuple[list[str], d
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             process: trio.Process = await nursery.start(
-                lambda **kw: trio.run_process(
+                functools.partial(
+                    trio.run_process,
                     [BRIDGE_CMD[0], "-X", "importtime", *BRIDGE_CMD[1:]],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     env=env,
                     check=False,
-                    **kw,
                 )
             )
             assert process.stdin is not None and process.stdout is not None
