@@ -10,6 +10,7 @@ the escalation and reaped, then everything else is cancelled. Exit 0.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -31,10 +32,10 @@ from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.deps import AskClient
 from .session.staging import StagingError, sweep_stale
-from .store import AsyncStore, Store, StoreError, StorePathError
+from .store import AsyncStore, StoreError, StorePathError, StoreUnavailableError, check_path
 
 if TYPE_CHECKING:
-    from .store import LegacyPaths
+    from .store import LegacyPaths, Store
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ async def serve(
         logger.info("AGYBRIDGE_TRACE=1: tracing every message (secrets redacted)")
         receive_stream = TracingReceiveStream(receive_stream)
         send_stream = TracingSendStream(send_stream)
-    store = await open_store(settings.db_path)
+    store = deferred_store(settings.db_path)
     try:
         await _serve(
             receive_stream,
@@ -106,22 +107,40 @@ async def serve(
         await store.aclose()
 
 
-async def open_store(path: Path | None) -> AsyncStore:
-    """The session database; in memory (with a warning) if it cannot be used,
-    so the bridge always starts (a corrupt file is moved aside by the store).
+def deferred_store(path: Path | None) -> AsyncStore:
+    """The session database, opened by its first use (issue 15: not before
+    ``initialize`` is answered); in memory (with a warning) if it cannot be
+    used, so the bridge always starts (a corrupt file is moved aside).
 
     Raises:
         StorePathError: the path names a directory, FIFO, device...: the user's
             mistake, and maybe the user's data, so the bridge does not start.
     """
     if path is not None:
+        # One stat(2), so that a bad path still stops the start; one that cannot
+        # even be looked at is for the open to report (then memory).
+        with contextlib.suppress(StoreUnavailableError):
+            check_path(path)
+    return AsyncStore.deferred(functools.partial(_open_or_memory, path))
+
+
+async def open_store(path: Path | None) -> AsyncStore:
+    """`deferred_store`, opened now (the daemon: it serves many clients)."""
+    store = deferred_store(path)
+    await store.wait_open()
+    return store
+
+
+def _open_or_memory(path: Path | None) -> Store:
+    """(In the store's worker thread.) The database at ``path``, else in memory."""
+    from .store import Store  # noqa: PLC0415 - sqlite3 is loaded by the first use
+
+    if path is not None:
         try:
-            return await AsyncStore.open(path)
-        except StorePathError:
-            raise
-        except StoreError as exc:
+            return Store.open(path)
+        except StoreError as exc:  # a bad path was refused at start-up (check_path)
             logger.warning("session history unavailable (%s); keeping sessions in memory", exc)
-    return AsyncStore(await trio.to_thread.run_sync(Store.open_memory))
+    return Store.open_memory()
 
 
 async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .models import format_timestamp as format_timestamp
     from .models import utc_now as utc_now
     from .paths import LegacyPaths as LegacyPaths
+    from .paths import check_path as check_path
     from .paths import default_db_path as default_db_path
     from .paths import legacy_paths as legacy_paths
 
@@ -65,7 +66,7 @@ __getattr__ = exports(
             "format_timestamp",
             "utc_now",
         ),
-        ".paths": ("LegacyPaths", "default_db_path", "legacy_paths"),
+        ".paths": ("LegacyPaths", "check_path", "default_db_path", "legacy_paths"),
         ".legacy": ("IMPORT_FLAG", "LAUNCH_FIELDS", "ImportReport", "import_agy_acp_map"),
     },
 )

@@ -53,6 +53,10 @@ DENIED = (
     "agybridge.attach",
     "fake_agy",
     "argparse",
+    "sqlite3",
+    "agybridge.store.db",
+    "agybridge.store.models",
+    "agybridge.store._opening",
 )
 INITIALIZE = {
     "jsonrpc": "2.0",
