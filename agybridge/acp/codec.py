@@ -67,6 +67,40 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(_is_list, lambda t: _strict_list(t, conv))
     conv.register_structure_hook_factory(_is_dict, lambda t: _strict_dict(t, conv))
     conv.register_structure_hook(models.UnknownContent, _structure_unknown_content)
+    # The tagged unions are configured when a union value is first converted:
+    # initialize needs none, and configuring them generates every member's
+    # hooks (~25 ms of a cold start, issue 15). Until then a union's hook is a
+    # stand-in; configuring (in the same order as ever, after the hooks above)
+    # retires the stand-ins, and each then calls the union's own hook.
+    pending = [models.ContentBlock, models.ToolCallContent, models.SessionUpdate]
+
+    def configure() -> None:
+        if pending:
+            pending.clear()
+            _configure_unions(conv)
+
+    def stand_in(union: Any, get_hook: Any) -> Any:
+        hook: Any = None
+
+        def first_call(*args: Any) -> Any:
+            nonlocal hook
+            if hook is None:
+                configure()
+                hook = get_hook(union)
+            return hook(*args)
+
+        return first_call
+
+    conv.register_structure_hook_factory(
+        lambda t: t in pending, lambda t: stand_in(t, conv.get_structure_hook)
+    )
+    conv.register_unstructure_hook_factory(
+        lambda t: t in pending, lambda t: stand_in(t, conv.get_unstructure_hook)
+    )
+    return conv
+
+
+def _configure_unions(conv: cattrs.Converter) -> None:
     configure_tagged_union(
         models.ContentBlock,
         conv,
@@ -84,7 +118,6 @@ def converter() -> cattrs.Converter:
     )
     configure_tagged_union(models.ToolCallContent, conv, tag_generator=_tag, tag_name="type")
     configure_tagged_union(models.SessionUpdate, conv, tag_generator=_tag, tag_name="sessionUpdate")
-    return conv
 
 
 def _is_list(t: Any) -> bool:
