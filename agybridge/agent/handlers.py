@@ -20,7 +20,7 @@ import trio
 
 from .. import __version__
 from ..acp import codec, models
-from ..acp.content import PromptLimits
+from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session.config import LaunchSettings
 from . import compat

@@ -13,13 +13,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..acp import codec, models
-from ..acp.content import PromptContentError, PromptLimits
+from ..acp.content import PromptContentError
+from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, RequestContext, RpcError
 from ..session import Session, SessionManager
 from ..session.commands import BridgeCommand, SkillRequest
 from ..session.config import ConfigValueError, LaunchSettings
 from ..session.deps import SessionSpec
 from ..session.history import replay_updates
+from ..session.mcp import McpServerError, build_mcp_config
 from ..session.outlet import ClientSink
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
@@ -30,7 +32,6 @@ from .extensions import Extensions
 from .params import (
     check_directories,
     check_directory,
-    mcp_config,
     normalise,
     on_disconnect_from,
     parse,
@@ -352,6 +353,16 @@ class SessionMethods:
         if session is None:
             raise unknown_session(session_id)
         return session
+
+
+def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """agy's MCP config for the session's private root (-32602 for a bad entry;
+    sse servers are skipped with a warning, as Zed sends them regardless)."""
+    try:
+        config, _skipped = build_mcp_config(servers)
+    except McpServerError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
+    return config
 
 
 def _with_rollback_note(session: Session, text: str) -> str:

@@ -54,6 +54,8 @@ DENIED = (
     "fake_agy",
     "argparse",
     "sqlite3",
+    "agybridge.acp.content",
+    "agybridge.session.mcp",
     "agybridge.store.db",
     "agybridge.store.models",
     "agybridge.store._opening",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from agybridge.acp.content import PromptLimits
+from agybridge.acp.limits import PromptLimits
 from agybridge.agent.advertised import EXTENSION_METHODS, STEER, extension_capabilities
 from agybridge.agent.extensions import Extensions
 from agybridge.agent.handlers import SESSION_METHODS
