@@ -10,9 +10,9 @@ import attrs
 import trio
 
 from .deps import SessionDeps, SessionSpec
-from .outlet import ClientSink, Outlet
 
 if TYPE_CHECKING:
+    from .outlet import ClientSink
     from .session import Session
 
 logger = logging.getLogger(__name__)
@@ -95,6 +95,7 @@ class SessionManager:
             await starting.wait()  # then look again (it may have failed)
         # The session machinery is loaded by the first session, not at start-up:
         # a bridge answers initialize without it (issue 15).
+        from .outlet import Outlet  # noqa: PLC0415
         from .session import Session  # noqa: PLC0415
 
         started = self._starting[session_id] = trio.Event()

@@ -54,6 +54,8 @@ DENIED = (
     "fake_agy",
     "argparse",
     "sqlite3",
+    "agybridge.acp.session_models",
+    "agybridge.session.outlet",
     "agybridge.acp.content",
     "agybridge.session.mcp",
     "agybridge.store.db",
