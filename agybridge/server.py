@@ -15,13 +15,14 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from .acp import models
-from .agent import AcpAgent, send_update_via
+from .agent import AcpAgent, send_updates_via
 from .agent.auth import SignInState
 from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
 from .agy import EscalationPolicy, end_orphans, watched
@@ -164,9 +165,9 @@ async def _serve(
 ) -> None:
     peer: Peer | None = None
 
-    async def send_update(session_id: str, update: models.SessionUpdate) -> None:
+    async def send_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         assert peer is not None
-        await send_update_via(peer.notify, session_id, update)
+        await send_updates_via(peer.send_encoded, session_id, updates)
 
     async def ask_client(method: str, params: Any) -> Any:
         assert peer is not None
@@ -183,7 +184,7 @@ async def _serve(
 
     agent = AcpAgent(
         manager,
-        send_update,
+        send_updates,
         default_settings=settings.launch,
         limits=settings.prompt_limits,
         doctor=doctor,

@@ -2,4 +2,4 @@
 bridge's own slash commands, on top of the sessions."""
 
 from .handlers import AcpAgent as AcpAgent
-from .handlers import send_update_via as send_update_via
+from .updates import send_updates_via as send_updates_via

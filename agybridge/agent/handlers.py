@@ -504,12 +504,10 @@ class AcpAgent:
     async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
         """Answer a bridge command with a message, without an agy turn."""
         reply = await commands.run_command(session, command, self._doctor)
-        await self._client(
-            session.session_id,
-            models.AgentMessageChunk(
-                content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
-            ),
+        chunk = models.AgentMessageChunk(
+            content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
         )
+        await self._client(session.session_id, (chunk,))
         return codec.unstructure(models.PromptResponse(stop_reason=models.STOP_END_TURN))
 
     async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
@@ -541,13 +539,3 @@ def _conversation_meta(session: Session) -> dict[str, Any] | None:
     """agy-acp-map's ``_meta.conversationId`` on new/load/resume (when known)."""
     known = session.conversation.id
     return {"conversationId": known} if known else None
-
-
-async def send_update_via(
-    notify: Callable[[str, Any], Any], session_id: str, update: models.SessionUpdate
-) -> None:
-    """Write one ``session/update`` through the peer's single writer."""
-    await notify(
-        "session/update",
-        codec.unstructure(models.SessionNotification(session_id=session_id, update=update)),
-    )

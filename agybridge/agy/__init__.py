@@ -21,6 +21,7 @@ from .process import ChildEvents as ChildEvents
 from .process import ChildExited as ChildExited
 from .process import ChildMessage as ChildMessage
 from .process import ChildStderr as ChildStderr
+from .process import MessageSink as MessageSink
 from .signin import ProbeResult as ProbeResult
 from .signin import SignIn as SignIn
 from .signin import classify_probe as classify_probe

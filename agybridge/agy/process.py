@@ -30,6 +30,7 @@ import logging
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 import attrs
 import trio
@@ -90,6 +91,14 @@ class ChildExited:
 ChildMessage = ChildEvent | ChildEvents | ChildStderr | ChildExited
 
 
+class MessageSink(Protocol):
+    """Where a child's messages go, in order; ``send`` waits for room (a slow
+    consumer slows the child's readers down). A memory channel is one; a
+    session hands its loop's inbox straight over (no task in between)."""
+
+    async def send(self, message: ChildMessage, /) -> None: ...
+
+
 def spawn_failure(program: str, cwd: str, exc: OSError) -> str:
     """Why ``program`` could not start in ``cwd``, blaming the right one.
 
@@ -118,7 +127,7 @@ class AgyChild:
         incarnation: int,
         policy: EscalationPolicy,
         max_line_bytes: int,
-        messages: trio.MemorySendChannel[ChildMessage],
+        messages: MessageSink,
         annotate: Callable[[AgyEvent], object] | None = None,
     ) -> None:
         self.argv = list(argv)
@@ -313,17 +322,11 @@ async def _read_lines(
                 framer.feed(chunk)
             else:
                 framer.feed_eof()
-            lines: list[bytes | LineTooLongError] = []
-            while True:
-                try:
-                    line = framer.next_line()
-                except LineTooLongError as exc:
-                    lines.append(exc)
-                    continue
-                if line is None:
-                    break
-                if line.strip():
-                    lines.append(line)
+            lines = [
+                line
+                for line in framer.drain()
+                if isinstance(line, LineTooLongError) or line.strip()
+            ]
             if lines:
                 await on_lines(lines)
             if not chunk:

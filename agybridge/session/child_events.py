@@ -88,8 +88,9 @@ async def on_child_message(
         if isinstance(event, InitEvent | ResultEvent):
             session.learned(event, inc)
         heard = on_turn is not None and isinstance(event, StepUpdateEvent | ResultEvent)
-        await session.feed(turns.ChildOutput(inc, heard=heard))
-        on_turn = session.turn_work_on(inc)
+        if session.core.output_is_news(inc, heard):
+            await session.feed(turns.ChildOutput(inc, heard=heard))
+            on_turn = session.turn_work_on(inc)
     mapper = on_turn[1].mapper if on_turn is not None else None
     if on_turn is None or mapper is None or mapper.outcome is not None:
         failed = isinstance(event, ResultEvent) and event.result.status != "SUCCESS"
@@ -102,9 +103,10 @@ async def on_child_message(
         )
         return
     turn, work = on_turn
-    seen = await output.observe_for(mapper, message, session.roots())
+    seen = await output.observe_for(mapper, message, session.roots)
+    send = session.outlet.send
     for update in mapper.feed(event, seen):
-        await session.outlet.send(update)
+        await send(update)
     await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
     outcome = mapper.outcome
     if outcome is None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..acp import models
-from ..agy import ChildEvents, ChildMessage, InitEvent, ResultEvent, Usage
+from ..agy import ChildEvents, InitEvent, ResultEvent, Usage
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
@@ -96,12 +96,11 @@ class Session:
         #: The loop is over: nothing posted from now on would ever be done.
         self.ended = False
         self._inbox = Inbox(CHILD_EVENT_BUFFER)
-        # Unbuffered: the pump only moves messages into the inbox, which bounds them.
-        send, self._child_messages = trio.open_memory_channel[ChildMessage](0)
         self.slot = ChildSlot(
             policy=deps.policy,
             max_line_bytes=deps.max_line_bytes,
-            messages=send,
+            # agy's readers post straight into the loop's inbox, which bounds them.
+            messages=self._inbox,
             annotate=snapshot_edit_target,
         )
         self.prompts = PromptBook()
@@ -138,7 +137,6 @@ class Session:
                     self.core.gate = (
                         turns.GateState.FAILED if failed else turns.GateState.UNVERIFIED
                     )
-                nursery.start_soon(self._pump)
                 await self._first_spawn()
                 await self.save()
                 task_status.started()
@@ -149,7 +147,6 @@ class Session:
             raise
         finally:
             self.ended = True  # before any await: nothing may wait on the loop now
-            self.slot.close()
             self._answer_all_left(failure)
             for waiter in self._waiting:
                 waiter.set()
@@ -199,11 +196,6 @@ class Session:
     def post_step(self, step: Step) -> None:
         """Run ``step`` in the loop, in order with everything else."""
         self._inbox.post(step)
-
-    async def _pump(self) -> None:
-        async with self._child_messages:
-            async for message in self._child_messages:
-                await self._inbox.put_child(message)
 
     async def _loop(self) -> None:
         while not self.core.closed:
