@@ -27,7 +27,7 @@ from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
 from .announcer import Announcer
-from .child_events import on_child_message
+from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
 from .config import LaunchSettings, apply_option
 from .conversation import Conversation
@@ -200,30 +200,34 @@ class Session:
     async def _loop(self) -> None:
         while not self.core.closed:
             item = await self._inbox.get()
-            if isinstance(item, ChildEvents):
+            if type(item) is ChildEvents:
                 # One read of agy's stdout: mapped in one go, its updates
                 # handed to the client as one write.
+                self.heard_from(item.incarnation)
                 async with self.outlet.holding():
                     for message in item.events:
-                        await self._serve(message)
+                        try:
+                            await on_child_event(self, message)
+                        except Exception as exc:
+                            await self._internal_error(exc)
                         if self.core.closed:
                             break
-            else:
-                await self._serve(item)
+                continue
+            try:
+                if isinstance(item, turns.Event):
+                    await self.feed(item)
+                elif callable(item):
+                    await item()
+                else:
+                    await on_child_message(self, item)
+            except Exception as exc:
+                await self._internal_error(exc)
 
-    async def _serve(self, item: Any) -> None:
-        try:
-            if isinstance(item, turns.Event):
-                await self.feed(item)
-            elif callable(item):
-                await item()
-            else:
-                await on_child_message(self, item)
-        except Exception as exc:
-            # A bug while serving: the running turn fails with it (never
-            # "cancelled"), its agy is replaced, the session goes on.
-            logger.exception("session %s: internal error", self.session_id)
-            await self.feed(turns.InternalError(_internal_error(exc)))
+    async def _internal_error(self, exc: Exception) -> None:
+        # A bug while serving: the running turn fails with it (never
+        # "cancelled"), its agy is replaced, the session goes on.
+        logger.exception("session %s: internal error", self.session_id)
+        await self.feed(turns.InternalError(_internal_error(exc)))
 
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
@@ -275,6 +279,12 @@ class Session:
 
         assert self.nursery is not None
         self.nursery.start_soon(guarded)
+
+    def heard_from(self, incarnation: int) -> None:
+        """agy printed something: the current child's stall deadline moves."""
+        child = self.core.child
+        if child is not None and child.incarnation == incarnation:
+            self.last_output = trio.current_time()
 
     def turn_work_on(self, incarnation: int) -> tuple[turns.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""

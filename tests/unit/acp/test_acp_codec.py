@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from agybridge.acp import codec, models
 from agybridge.acp.content import describe_resource_link
-from agybridge.jsonrpc.messages import encode_message, notification_message
 
 # --- names ----------------------------------------------------------------------------
 
