@@ -40,17 +40,12 @@ def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
             and content.meta is None
             and update.meta is None
         ):
-            message_id: str | None = getattr(update, "message_id", None)
             try:
                 return b"".join(
                     (
-                        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":',
-                        _dump_str(session_id).encode(),
-                        b',"update":{"content":{"text":',
+                        _head(session_id),
                         _dump_str(content.text).encode(),
-                        b',"type":"text"},',
-                        b"" if message_id is None else _message_id(message_id),
-                        b'"sessionUpdate":',
+                        _middle(update.message_id),  # type: ignore[union-attr]
                         tail,
                     )
                 )
@@ -69,8 +64,36 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
     return b"".join([encode_update(session_id, update) for update in updates])
 
 
-def _message_id(value: str) -> bytes:
-    return b'"messageId":' + _dump_str(value).encode() + b","
+# A session's updates share its id and a message's chunks their message id:
+# their encoded parts are kept (bounded: cleared when full).
+_CACHE_LIMIT = 1024
+_heads: dict[str, bytes] = {}
+_middles: dict[str | None, bytes] = {None: b',"type":"text"},"sessionUpdate":'}
+
+
+def _head(session_id: str) -> bytes:
+    head = _heads.get(session_id)
+    if head is None:
+        if len(_heads) >= _CACHE_LIMIT:
+            _heads.clear()
+        head = _heads[session_id] = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+            + _dump_str(session_id).encode()
+            + b',"update":{"content":{"text":'
+        )
+    return head
+
+
+def _middle(message_id: str | None) -> bytes:
+    middle = _middles.get(message_id)
+    if middle is None:
+        if len(_middles) >= _CACHE_LIMIT:
+            _middles.clear()
+            _middles[None] = b',"type":"text"},"sessionUpdate":'
+        middle = _middles[message_id] = (
+            b',"type":"text"},"messageId":' + _dump_str(message_id).encode() + b',"sessionUpdate":'
+        )
+    return middle
 
 
 async def send_updates_via(

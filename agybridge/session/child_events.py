@@ -104,10 +104,10 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
         return
     work = on_turn[1]
     seen = await output.observe_for(mapper, message, session.roots)
-    send = session.outlet.send
-    for update in mapper.feed(event, seen):
-        await send(update)
-    if kind is StepUpdateEvent:
+    updates = mapper.feed(event, seen)
+    if updates:
+        await session.outlet.send_all(updates)
+    if isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool":
         await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
     outcome = mapper.outcome
     if outcome is None:

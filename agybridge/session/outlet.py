@@ -109,6 +109,17 @@ class Outlet:
         if len(held) >= HOLD_LIMIT:
             await self.flush()
 
+    async def send_all(self, updates: Sequence[models.SessionUpdate]) -> None:
+        """`send` for several updates, in order (one step of the mapper)."""
+        held = self._held
+        if held is None:
+            async with self._lock:
+                await self._deliver(updates)
+            return
+        held.extend(updates)
+        if len(held) >= HOLD_LIMIT:
+            await self.flush()
+
     async def _deliver(self, updates: Sequence[models.SessionUpdate]) -> None:
         self.last_activity = time.time()
         turn = self._turn

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from agybridge.acp import codec, models
-from agybridge.session.outlet import Outlet, turn_outcome
+from agybridge.session.outlet import HOLD_LIMIT, Outlet, turn_outcome
 from agybridge.session.turn_log import MAX_ENTRIES
 
 
@@ -144,3 +144,34 @@ async def test_a_long_detached_turn_is_kept_bounded() -> None:
     assert "6 earlier updates" in texts[0]  # the prompt and the first five
     assert texts[1] == "5" and texts[-1] == str(MAX_ENTRIES + 4)
     assert len(texts) == MAX_ENTRIES + 1
+
+
+class Batches(Client):
+    """Records each hand-over as one batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    async def __call__(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+        self.sizes.append(len(updates))
+        await super().__call__(session_id, updates)
+
+
+async def test_held_updates_go_as_one_batch_in_order() -> None:
+    """A mapped read is one hand-over; past HOLD_LIMIT it is handed over in
+    bounded parts; ``unheld`` hands over what is held before its block."""
+    client = Batches()
+    outlet = Outlet("s", client)
+    async with outlet.holding():
+        await outlet.send(chunk("a"))
+        await outlet.send_all([chunk("b"), chunk("c")])
+        assert client.sizes == []
+        async with outlet.unheld():
+            assert client.sizes == [3]
+            await outlet.send(chunk("d"))  # straight through
+        await outlet.send_all([chunk(str(n)) for n in range(HOLD_LIMIT)])
+    assert client.sizes == [3, 1, HOLD_LIMIT]
+    assert client.texts() == ["a", "b", "c", "d", *[str(n) for n in range(HOLD_LIMIT)]]
+    await outlet.send_all([chunk("e"), chunk("f")])  # not holding: one batch
+    assert client.sizes[-1] == 2
