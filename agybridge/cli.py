@@ -10,6 +10,7 @@ protocol bytes before anything else runs.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -125,6 +126,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "logs":
         sys.exit(cli_logs.run(settings.log_file, args.n, args.follow))
     configure_logging(settings.log_file, settings.log_level)
+    # What start-up built (modules, classes, converters) lives as long as the
+    # process: frozen, it is no longer walked by every full collection, which
+    # a long turn triggers again and again (smoke/bench_floor.py).
+    gc.freeze()
     if args.command == "daemon":
         sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
     if sys.stdin.isatty():
