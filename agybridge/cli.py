@@ -9,6 +9,7 @@ protocol bytes before anything else runs.
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import TYPE_CHECKING
 
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         from .daemon import run_daemon  # noqa: PLC0415
 
         configure_logging(settings.log_file, settings.log_level)
+        gc.freeze()  # see _serve
         sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
     sys.exit(_serve(settings))
 
@@ -156,6 +158,11 @@ def _serve(settings: Settings) -> int:
     from .server import run  # noqa: PLC0415
 
     configure_logging(settings.log_file, settings.log_level)
+    # What start-up built (modules, classes, converters) lives as long as the
+    # process: frozen, it is no longer walked by every full collection, which
+    # a long turn triggers again and again (smoke/bench_floor.py). What the
+    # first session loads is frozen then (agent/handlers.py).
+    gc.freeze()
     if sys.stdin.isatty():
         # A person, not an editor: say what this is instead of waiting silently.
         print(TTY_HINT, file=sys.stderr)

@@ -81,17 +81,8 @@ class LineBuffer:
             with the lines after it.
         """
         buf = self._buf
-        if self._skipping:
-            end = buf.find(b"\n")
-            if end < 0:
-                buf.clear()  # still inside the oversized line: drop what arrived
-                if self._eof:
-                    self._skipping = False
-                return None
-            del buf[: end + 1]
-            self._skipping = False
-            self._scan_from = 0
-
+        if self._skipping and not self._skip():
+            return None
         end = buf.find(b"\n", self._scan_from)
         if end < 0:
             size = len(buf)
@@ -109,6 +100,52 @@ class LineBuffer:
             self._scan_from = 0
             raise LineTooLongError(self._limit, end)
         return self._take(end, end + 1)
+
+    def drain(self) -> list[bytes | LineTooLongError]:
+        """Every complete line there is, in order (an over-long one as its
+        `LineTooLongError`): what calling `next_line` until None gives, split
+        in one pass over the buffer instead of one call per line."""
+        out: list[bytes | LineTooLongError] = []
+        buf = self._buf
+        if not self._skipping or self._skip():
+            last = buf.rfind(b"\n")
+            if last >= 0:
+                with memoryview(buf) as view:
+                    block = view[:last].tobytes()
+                del buf[: last + 1]
+                self._scan_from = 0
+                limit = self._limit
+                for line in block.split(b"\n"):
+                    if len(line) > limit:
+                        out.append(LineTooLongError(limit, len(line)))
+                    elif line[-1:] == b"\r":
+                        out.append(line[:-1])
+                    else:
+                        out.append(line)
+        # The unterminated rest: too long already, or the last line at EOF.
+        while True:
+            try:
+                rest = self.next_line()
+            except LineTooLongError as exc:
+                out.append(exc)
+                continue
+            if rest is None:
+                return out
+            out.append(rest)
+
+    def _skip(self) -> bool:
+        """Drop the rest of an over-long line; False while its b"\n" has not come."""
+        buf = self._buf
+        end = buf.find(b"\n")
+        if end < 0:
+            buf.clear()  # still inside the oversized line: drop what arrived
+            if self._eof:
+                self._skipping = False
+            return False
+        del buf[: end + 1]
+        self._skipping = False
+        self._scan_from = 0
+        return True
 
     def _take(self, end: int, consumed: int) -> bytes:
         """Remove ``consumed`` bytes and return the first ``end`` without a final CR."""

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from . import agent as agent_layer
 from .acp import models
-from .agent import AcpAgent, send_update_via
+from .agent import AcpAgent
 from .agent.auth import SignInState
 from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
 from .agy import EscalationPolicy
@@ -188,9 +191,10 @@ async def _serve(
 ) -> None:
     peer: Peer | None = None
 
-    async def send_update(session_id: str, update: models.SessionUpdate) -> None:
+    async def send_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         assert peer is not None
-        await send_update_via(peer.notify, session_id, update)
+        # Through the layer's face: the encoder is loaded by the first update.
+        await agent_layer.send_updates_via(peer.send_encoded, session_id, updates)
 
     async def ask_client(method: str, params: Any) -> Any:
         assert peer is not None
@@ -207,12 +211,15 @@ async def _serve(
 
     agent = AcpAgent(
         manager,
-        send_update,
+        send_updates,
         default_settings=settings.launch,
         limits=settings.prompt_limits,
         doctor=doctor,
         catalog_ready=catalog.loaded.wait,
         sign_in=sign_in,
+        # What the first session loads lives as long as the process, like
+        # start-up's modules (frozen in cli.py): out of the collector's way.
+        on_sessions_loaded=gc.freeze if own_processes else None,
     )
 
     peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)

@@ -216,29 +216,6 @@ def unstructure(value: Any) -> Any:
     return converter().unstructure(value)
 
 
-def unstructure_notification(session_id: str, update: models.SessionUpdate) -> dict[str, Any]:
-    """``session/update`` params for ``update``; the same value as
-    ``unstructure(SessionNotification(...))``, with a fast path for the hot
-    event (a plain text chunk), which skips the converter's dispatch. The
-    shape stays defined by the models: a generated-input test compares both."""
-    content = getattr(update, "content", None)
-    if (
-        type(update) is models.AgentMessageChunk
-        and update.meta is None
-        and type(content) is models.TextContent
-        and content.annotations is None
-        and content.meta is None
-    ):
-        wire: dict[str, Any] = {"content": {"text": content.text, "type": "text"}}
-        if update.message_id is not None:
-            wire["messageId"] = update.message_id
-        wire["sessionUpdate"] = "agent_message_chunk"
-        return {"sessionId": session_id, "update": wire}
-    notification = models.SessionNotification(session_id=session_id, update=update)
-    result: dict[str, Any] = converter().unstructure(notification)
-    return result
-
-
 def describe_error(exc: Exception) -> list[str]:
     """Human-readable paths for a structuring failure (``... @ $.prompt[0]``)."""
     if isinstance(exc, cattrs.BaseValidationError):

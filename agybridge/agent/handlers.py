@@ -67,7 +67,12 @@ class AcpAgent:
         doctor: Callable[[], list[str]] | None = None,
         catalog_ready: Callable[[], Awaitable[None]] | None = None,
         sign_in: SignInState,
+        on_sessions_loaded: Callable[[], None] | None = None,
     ) -> None:
+        """``on_sessions_loaded`` is called once the session machinery has been
+        imported, by the first request that needs it (the bridge freezes the
+        heap then, as it did at start-up: cli.py)."""
+        self._on_sessions_loaded = on_sessions_loaded
         self._manager = manager
         self._client = client
         self._sign_in = sign_in
@@ -250,14 +255,6 @@ class AcpAgent:
                 catalog_ready=self._catalog_ready,
                 sign_in=self._sign_in,
             )
+            if self._on_sessions_loaded is not None:
+                self._on_sessions_loaded()
         return await self._session_methods.handle(method, params, ctx)
-
-
-async def send_update_via(
-    notify: Callable[[str, Any], Any], session_id: str, update: models.SessionUpdate
-) -> None:
-    """Write one ``session/update`` through the peer's single writer."""
-    await notify(
-        "session/update",
-        codec.unstructure(models.SessionNotification(session_id=session_id, update=update)),
-    )

@@ -329,12 +329,10 @@ class SessionMethods:
     async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
         """Answer a bridge command with a message, without an agy turn."""
         reply = await commands.run_command(session, command, self._doctor)
-        await self._client(
-            session.session_id,
-            models.AgentMessageChunk(
-                content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
-            ),
+        chunk = models.AgentMessageChunk(
+            content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
         )
+        await self._client(session.session_id, (chunk,))
         return codec.unstructure(models.PromptResponse(stop_reason=models.STOP_END_TURN))
 
     async def _close_session(self, params: Any, ctx: RequestContext) -> Any:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .process import ChildExited as ChildExited
     from .process import ChildMessage as ChildMessage
     from .process import ChildStderr as ChildStderr
+    from .process import MessageSink as MessageSink
     from .signin import ProbeResult as ProbeResult
     from .signin import SignIn as SignIn
     from .signin import classify_probe as classify_probe
@@ -65,6 +66,7 @@ __getattr__ = exports(
             "ChildExited",
             "ChildMessage",
             "ChildStderr",
+            "MessageSink",
         ),
         ".signin": ("ProbeResult", "SignIn", "classify_probe", "probe_sign_in"),
         ".stderr": ("StderrKind", "StderrLine", "classify_stderr"),

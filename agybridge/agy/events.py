@@ -176,13 +176,23 @@ def fast_step_update(raw: dict[str, Any]) -> StepUpdateEvent | None:
     return StepUpdateEvent(StepUpdate(index, state, kind, conversation, delta))
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
     """Parse one stdout line; never raises."""
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     try:
-        raw = json.loads(text)
+        # raw_decode skips json.loads' two whitespace regexes (agy's lines
+        # have none around them); anything else goes the long way.
+        raw, end = _raw_decode(text)
+        if end != len(text) and not text[end:].isspace():
+            raise ValueError("extra data")
     except ValueError:
-        return MalformedLine(line=text, reason="not JSON")
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            return MalformedLine(line=text, reason="not JSON")
     if not isinstance(raw, dict):
         return MalformedLine(line=text, reason="not a JSON object")
     fast = fast_step_update(raw)

@@ -5,10 +5,11 @@ Theory of operation. :meth:`AgyChild.run` owns the process through a
 ownership marker every descendant inherits) and three tasks: a stdout reader (bounded line framer ->
 :func:`parse_event`), a stderr reader (:func:`classify_stderr`, keeps a tail)
 and a stdin writer (the only writer of agy's stdin, fed by a channel). Every
-output reaches the owner as a :data:`ChildMessage` on one channel, in order,
-ending with exactly one :class:`ChildExited`. The lines of one stdout read
-travel as one :class:`ChildEvents` (a flood of small events costs one channel
-hop per read, not per line); a read holding a single line sends it alone.
+output reaches the owner as a :data:`ChildMessage` through one
+:class:`MessageSink`, in order, ending with exactly one :class:`ChildExited`.
+The lines of one stdout read travel as one :class:`ChildEvents` (a flood of
+small events costs one hand-over per read, not per line). The owner's
+``annotate`` hook sees each tool step as its line is read.
 
 Killing (:meth:`AgyChild.kill`) cancels the scope around the wait, and the
 tree escalates over the process group: SIGINT (agy answers with an ERROR
@@ -30,6 +31,7 @@ import logging
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 import attrs
 import trio
@@ -60,13 +62,14 @@ class AgySpawnError(Exception):
 class ChildEvent:
     incarnation: int
     event: AgyEvent | MalformedLine
-    #: What the owner's ``annotate`` hook noted the moment the line was read.
+    #: What the owner's ``annotate`` hook noted the moment the line was read
+    #: (tool steps only).
     attachment: object = None
 
 
 @attrs.frozen
 class ChildEvents:
-    """Two or more consecutive stdout events, from one read (in order)."""
+    """The stdout events of one read, in order."""
 
     incarnation: int
     events: tuple[ChildEvent, ...]
@@ -88,6 +91,14 @@ class ChildExited:
 
 
 ChildMessage = ChildEvent | ChildEvents | ChildStderr | ChildExited
+
+
+class MessageSink(Protocol):
+    """Where a child's messages go, in order; ``send`` waits for room (a slow
+    consumer slows the child's readers down). A memory channel is one; a
+    session hands its loop's inbox straight over (no task in between)."""
+
+    async def send(self, message: ChildMessage, /) -> None: ...
 
 
 def spawn_failure(program: str, cwd: str, exc: OSError) -> str:
@@ -118,7 +129,7 @@ class AgyChild:
         incarnation: int,
         policy: EscalationPolicy,
         max_line_bytes: int,
-        messages: trio.MemorySendChannel[ChildMessage],
+        messages: MessageSink,
         annotate: Callable[[AgyEvent], object] | None = None,
     ) -> None:
         self.argv = list(argv)
@@ -247,23 +258,22 @@ class AgyChild:
             await _read_lines(stream, MAX_STDERR_LINE_BYTES, self._on_stderr_lines)
 
     async def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> None:
-        events = tuple(self._stdout_event(line) for line in lines)
-        if len(events) == 1:
-            await self._messages.send(events[0])
-        else:
-            await self._messages.send(ChildEvents(self.incarnation, events))
+        # One message per read, however many lines: one hand-over to the owner.
+        events = tuple([self._stdout_event(line) for line in lines])
+        await self._messages.send(ChildEvents(self.incarnation, events))
 
     def _stdout_event(self, line: bytes | LineTooLongError) -> ChildEvent:
         if isinstance(line, LineTooLongError):
             logger.error("agy[%s] stdout: %s", self.incarnation, line)
             return ChildEvent(self.incarnation, MalformedLine(line="", reason=str(line)))
         event = parse_event(line)
+        if type(event) is not StepUpdateEvent or event.step_update.step_type != "tool":
+            return ChildEvent(self.incarnation, event)
         # Tool steps are when agy grows children in groups of their own.
-        is_tool = isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool"
-        if is_tool and not self.exited.is_set():
+        if not self.exited.is_set():
             self._tree.remember_descendants()
         attachment = None
-        if self._annotate is not None and not isinstance(event, MalformedLine):
+        if self._annotate is not None:
             # Synchronous, right as the line is read: agy acts on what it
             # announces within milliseconds (e.g. writes the file it edits).
             try:
@@ -313,17 +323,11 @@ async def _read_lines(
                 framer.feed(chunk)
             else:
                 framer.feed_eof()
-            lines: list[bytes | LineTooLongError] = []
-            while True:
-                try:
-                    line = framer.next_line()
-                except LineTooLongError as exc:
-                    lines.append(exc)
-                    continue
-                if line is None:
-                    break
-                if line.strip():
-                    lines.append(line)
+            lines = [
+                line
+                for line in framer.drain()
+                if isinstance(line, LineTooLongError) or line.strip()
+            ]
             if lines:
                 await on_lines(lines)
             if not chunk:

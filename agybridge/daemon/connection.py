@@ -9,13 +9,13 @@ ACP requests go to the connection's own :class:`~agybridge.agent.AcpAgent`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..acp import models
-from ..agent import AcpAgent, send_update_via
+from ..agent import AcpAgent, send_updates_via
 from ..jsonrpc import ErrorCode, MessageContext, Peer, RequestContext, RpcError
 from ..session.outlet import ClientSink
 
@@ -46,7 +46,7 @@ class Connection:
         self.last_seq = first_seq + seq_range - 1
         # Stored once: outlets are matched to their client by identity, and
         # each access to a bound method makes a new object.
-        self.sink: ClientSink = self._send_update
+        self.sink: ClientSink = self._send_updates
         settings = daemon.settings
         self.agent = AcpAgent(
             daemon.manager,
@@ -65,9 +65,9 @@ class Connection:
             first_seq=first_seq,
         )
 
-    async def _send_update(self, session_id: str, update: models.SessionUpdate) -> None:
+    async def _send_updates(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         """This client's ``session/update`` sink (what outlets attach)."""
-        await send_update_via(self.peer.notify, session_id, update)
+        await send_updates_via(self.peer.send_encoded, session_id, updates)
 
 
 class _Handler:

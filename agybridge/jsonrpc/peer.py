@@ -117,7 +117,7 @@ class Peer:
         # writer holds its line, so a client that stops reading slows our producers down
         # instead of growing a queue; blocked senders are served FIFO, which keeps each
         # task's messages in order (a turn's updates before its response).
-        # Items are complete lines (several, for notify_many) or a flush() marker.
+        # Items are complete lines (several, for send_encoded) or a flush() marker.
         self._out_send, self._out_receive = trio.open_memory_channel[bytes | trio.Event](0)
         self._pending: dict[RequestId, _Pending] = {}
         self._in_flight: dict[RequestId, RequestContext] = {}
@@ -206,12 +206,14 @@ class Peer:
         """
         await self._receive_closed.wait()
 
-    async def notify_many(self, method: str, params: list[Any]) -> None:
-        """`notify` for several notifications, handed to the writer as one item
-        (one channel hop, one write); the same guarantees as `notify`."""
-        if params:
-            data = b"".join(encode_message(notification_message(method, p)) for p in params)
-            await self._send_line(data)
+    async def send_encoded(self, lines: bytes) -> None:
+        """Hand complete, already encoded notification lines to the writer as
+        one item (one channel hop, one write); the same guarantees as `notify`.
+
+        ``lines`` must be whole lines, each ``b"\\n"``-terminated.
+        """
+        if lines:
+            await self._send_line(lines)
 
     async def flush(self) -> None:
         """Return once everything queued before this call has been written.

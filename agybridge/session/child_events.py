@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import trio
-
 from ..agy import (
     ChildEvent,
     ChildExited,
@@ -33,10 +31,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-async def on_child_message(
-    session: Session, message: ChildEvent | ChildStderr | ChildExited
-) -> None:
-    """One message (the loop unpacks a :class:`~..agy.ChildEvents` batch)."""
+async def on_child_message(session: Session, message: ChildStderr | ChildExited) -> None:
+    """A message other than stdout events (those come batched: :func:`on_child_event`)."""
     inc = message.incarnation
     if isinstance(message, ChildExited):
         session.forget_child(inc)
@@ -55,57 +51,64 @@ async def on_child_message(
             )
         )
         return
-    child = session.core.child
-    is_current = child is not None and child.incarnation == inc
-    if is_current:
-        session.last_output = trio.current_time()  # the stall deadline moves
+    session.heard_from(inc)
+    line = message.line
     notes = session.notes.get(inc)
+    if notes is not None:
+        notes.stderr.append(output.quote(line.text))
     on_turn = session.turn_work_on(inc)
-    if not isinstance(message, ChildEvent):
-        line = message.line
-        if notes is not None:
-            notes.stderr.append(output.quote(line.text))
-        if on_turn is None:
-            return
-        turn, work = on_turn
-        if line.kind is StderrKind.AUTH:
-            logger.warning(
-                "session %s: agy reports an auth problem: %s", session.session_id, line.text
-            )
-            work.auth_failed = True
-        assert work.mapper is not None
-        for update in work.mapper.feed_stderr(line):
-            await session.outlet.send(update)
-        if turn.state is turns.TurnState.AWAITING_DETAILS and line.kind is StderrKind.AGY_ERROR:
-            error = output.result_error(work.mapper, auth_failed=work.auth_failed)
-            await session.feed(turns.ErrorDetails(inc, error))
+    if on_turn is None:
         return
+    turn, work = on_turn
+    if line.kind is StderrKind.AUTH:
+        logger.warning("session %s: agy reports an auth problem: %s", session.session_id, line.text)
+        work.auth_failed = True
+    assert work.mapper is not None
+    for update in work.mapper.feed_stderr(line):
+        await session.outlet.send(update)
+    if turn.state is turns.TurnState.AWAITING_DETAILS and line.kind is StderrKind.AGY_ERROR:
+        error = output.result_error(work.mapper, auth_failed=work.auth_failed)
+        await session.feed(turns.ErrorDetails(inc, error))
+
+
+async def on_child_event(session: Session, message: ChildEvent) -> None:
+    """One stdout event (the loop unpacks a read's :class:`~..agy.ChildEvents`;
+    the hot path: most are text deltas of a turn already under way)."""
+    inc = message.incarnation
     event = message.event
+    kind = type(event)
+    on_turn = session.turn_work_on(inc)
     if isinstance(event, MalformedLine):
+        notes = session.notes.get(inc)
         if notes is not None and notes.garbage is None and event.line:
             notes.garbage = output.quote(event.line)
     else:
-        if isinstance(event, InitEvent | ResultEvent):
+        if kind is not StepUpdateEvent and isinstance(event, InitEvent | ResultEvent):
             session.learned(event, inc)
-        heard = on_turn is not None and isinstance(event, StepUpdateEvent | ResultEvent)
-        await session.feed(turns.ChildOutput(inc, heard=heard))
-        on_turn = session.turn_work_on(inc)
+        heard = on_turn is not None and (kind is StepUpdateEvent or kind is ResultEvent)
+        if session.core.output_is_news(inc, heard):
+            await session.feed(turns.ChildOutput(inc, heard=heard))
+            on_turn = session.turn_work_on(inc)
     mapper = on_turn[1].mapper if on_turn is not None else None
     if on_turn is None or mapper is None or mapper.outcome is not None:
-        failed = isinstance(event, ResultEvent) and event.result.status != "SUCCESS"
-        if failed and on_turn is None and is_current:
-            assert isinstance(event, ResultEvent)
-            await session.feed(turns.ChildFailedBeforeTurn(inc, output.failure_before_turn(event)))
-            return
+        if isinstance(event, ResultEvent) and event.result.status != "SUCCESS" and on_turn is None:
+            child = session.core.child
+            if child is not None and child.incarnation == inc:
+                await session.feed(
+                    turns.ChildFailedBeforeTurn(inc, output.failure_before_turn(event))
+                )
+                return
         logger.debug(
             "session %s: event outside a turn from agy[%s]: %r", session.session_id, inc, event
         )
         return
-    turn, work = on_turn
-    seen = await output.observe_for(mapper, message, session.roots())
-    for update in mapper.feed(event, seen):
-        await session.outlet.send(update)
-    await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
+    work = on_turn[1]
+    seen = await output.observe_for(mapper, message, session.roots)
+    updates = mapper.feed(event, seen)
+    if updates:
+        await session.outlet.send_all(updates)
+    if isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool":
+        await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
     outcome = mapper.outcome
     if outcome is None:
         return

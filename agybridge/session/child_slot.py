@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
-from ..agy import AgyChild, AgyEvent, AgySpawnError, ChildMessage, EscalationPolicy
+from ..agy import AgyChild, AgyEvent, AgySpawnError, EscalationPolicy, MessageSink
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ class ChildSlot:
         *,
         policy: EscalationPolicy,
         max_line_bytes: int,
-        messages: trio.MemorySendChannel[ChildMessage],
+        messages: MessageSink,
         annotate: Callable[[AgyEvent], object] | None = None,
     ) -> None:
         self._policy = policy
@@ -59,7 +59,7 @@ class ChildSlot:
             incarnation=incarnation,
             policy=self._policy,
             max_line_bytes=self._max_line_bytes,
-            messages=self._messages.clone(),
+            messages=self._messages,
             annotate=self._annotate,
         )
         await nursery.start(child.run)
@@ -86,9 +86,6 @@ class ChildSlot:
         """Its exit was reported: the slot no longer holds it."""
         self._children.pop(incarnation, None)
         self._retired.discard(incarnation)
-
-    def close(self) -> None:
-        self._messages.close()
 
 
 __all__ = ["AgySpawnError", "ChildSlot"]

@@ -34,7 +34,8 @@ class Inbox:
         self._items.append(item)
         self._nonempty.set()
 
-    async def put_child(self, message: ChildMessage) -> None:
+    async def send(self, message: ChildMessage) -> None:
+        """One of agy's messages (the inbox is its children's MessageSink)."""
         weight = len(message.events) if isinstance(message, ChildEvents) else 1
         # A batch heavier than the limit still gets in once the queue is empty.
         while self._children_queued and self._children_queued + weight > self._child_limit:

@@ -187,7 +187,8 @@ class TurnMapper:
                 f"can't handle {type(event).__name__} when the turn state is {self.state.value}"
             )
         if isinstance(event, events.StepUpdateEvent):
-            self._images_shown.update(seen.images)
+            if seen.images:
+                self._images_shown.update(seen.images)
             return self._step(event.step_update, seen)
         if isinstance(event, events.ResultEvent):
             return self._result(event.result)
@@ -240,7 +241,7 @@ class TurnMapper:
                     scan = self._step_scans[step.step_index] = LineScan(self.cwd)
                 scan.add(step.text_delta)
                 updates.append(self._text(step.text_delta))
-            for image in seen.images.values():
+            for image in seen.images.values() if seen.images else ():
                 updates.append(
                     models.AgentMessageChunk(
                         content=models.ImageContent(data=image.data, mime_type=image.mime_type),

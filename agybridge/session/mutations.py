@@ -417,7 +417,7 @@ def _note_for_agy(to_turn: int, done: Sequence[Restore], roots: Sequence[str]) -
 async def observe_step(
     log: MutationLog, event: object, attachment: object, call_prefix: str
 ) -> None:
-    """Record what an agy edit step changed (called for every event of a turn)."""
+    """Record what an agy edit step changed (called for each tool step of a turn)."""
     if not isinstance(event, StepUpdateEvent):
         return
     step = event.step_update

@@ -6,7 +6,7 @@ it, or attach another one later), so a session can outlive the connection
 that created it: the workstation supervisor keeps sessions running while
 editors come and go.
 
-While a turn runs, the outlet keeps its updates (bounded), whether a client
+While a turn runs, the outlet keeps its updates (a :class:`TurnLog`), whether a client
 is attached or not, until the turn is in the display journal: a client that
 attaches mid-turn is shown the stored history, then this turn so far, then
 the rest live, then the turn's outcome (:func:`turn_outcome`). A turn that
@@ -15,25 +15,23 @@ ended with nobody attached keeps its outcome for the next client.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 from ..acp import models
+from .turn_log import TurnLog
 
 logger = logging.getLogger(__name__)
 
-#: Sends one ``session/update`` to a client: (session id, update).
-ClientSink = Callable[[str, models.SessionUpdate], Awaitable[None]]
+#: Sends ``session/update``s to a client, in order: (session id, updates).
+#: A batch is one hand-over (a read of agy's output mapped in one step).
+ClientSink = Callable[[str, Sequence[models.SessionUpdate]], Awaitable[None]]
 
-#: A running turn's updates kept for a client that attaches mid-turn; a turn
-#: streams a few hundred, so this bounds memory without losing real turns.
-MAX_TURN_UPDATES = 20_000
 #: Held updates are handed over at the latest when this many are waiting.
 HOLD_LIMIT = 256
 #: Telling a replaced client must not hold up the new one if it stopped reading.
@@ -67,8 +65,7 @@ class Outlet:
         #: Wall-clock time of the last update (for status).
         self.last_activity = time.time()
         #: The running turn: its updates so far, who started it, since when.
-        self._turn: collections.deque[models.SessionUpdate] | None = None
-        self._turn_lost = 0
+        self._turn: TurnLog | None = None
         self._turn_owner: ClientSink | None = None
         self.turn_started_at: float | None = None
         #: The outcome of a turn that ended while nobody was attached.
@@ -106,21 +103,34 @@ class Outlet:
         held = self._held
         if held is None:
             async with self._lock:
-                await self._deliver(update)
+                await self._deliver([update])
             return
         held.append(update)
         if len(held) >= HOLD_LIMIT:
             await self.flush()
 
-    async def _deliver(self, update: models.SessionUpdate) -> None:
+    async def send_all(self, updates: Sequence[models.SessionUpdate]) -> None:
+        """`send` for several updates, in order (one step of the mapper)."""
+        held = self._held
+        if held is None:
+            async with self._lock:
+                await self._deliver(updates)
+            return
+        held.extend(updates)
+        if len(held) >= HOLD_LIMIT:
+            await self.flush()
+
+    async def _deliver(self, updates: Sequence[models.SessionUpdate]) -> None:
         self.last_activity = time.time()
-        if self._turn is not None:
-            self._keep(update)
+        turn = self._turn
+        if turn is not None:
+            for update in updates:
+                turn.add(update)
         client = self._client
         if client is None:
-            self.dropped += 1
+            self.dropped += len(updates)
             return
-        await client(self.session_id, update)
+        await client(self.session_id, updates)
 
     # --- holding a batch -------------------------------------------------------
 
@@ -130,8 +140,7 @@ class Outlet:
         if held:
             self._held = []
             async with self._lock:
-                for update in held:
-                    await self._deliver(update)
+                await self._deliver(held)
 
     @asynccontextmanager
     async def holding(self) -> AsyncIterator[None]:
@@ -163,21 +172,14 @@ class Outlet:
 
     # --- the running turn ------------------------------------------------------
 
-    def _keep(self, update: models.SessionUpdate) -> None:
-        assert self._turn is not None
-        if len(self._turn) == self._turn.maxlen:
-            self._turn_lost += 1
-        self._turn.append(update)
-
     async def turn_started(self, prompt_text: str) -> None:
         """A prompt's turn starts (its prompt, for a client that attaches later)."""
         async with self._lock:
-            self._turn = collections.deque(maxlen=MAX_TURN_UPDATES)
-            self._turn_lost = 0
+            self._turn = TurnLog()
             self._turn_owner = self._client
             self.turn_started_at = time.time()
             self._unseen_outcome = None
-            self._keep(models.UserMessageChunk(content=models.TextContent(text=prompt_text)))
+            self._turn.add(models.UserMessageChunk(content=models.TextContent(text=prompt_text)))
 
     @asynccontextmanager
     async def journalling(self) -> AsyncIterator[None]:
@@ -187,7 +189,6 @@ class Outlet:
             yield
             if self._turn is not None:
                 self._turn.clear()
-                self._turn_lost = 0
 
     async def turn_ended(self, outcome: models.SessionInfoUpdate) -> None:
         """The turn was answered: a client that did not send it is told how it
@@ -201,7 +202,7 @@ class Outlet:
             if client is None:
                 self._unseen_outcome = outcome
             elif client is not owner:
-                await client(self.session_id, outcome)
+                await client(self.session_id, (outcome,))
 
     @property
     def turn_running(self) -> bool:
@@ -226,26 +227,25 @@ class Outlet:
             if previous is not None:
                 try:
                     with trio.move_on_after(DETACH_NOTICE_S):
-                        await previous(
-                            self.session_id,
-                            detached_notice("the session was opened by another client"),
-                        )
+                        notice = detached_notice("the session was opened by another client")
+                        await previous(self.session_id, (notice,))
                 except Exception as exc:  # that client is going away anyway
                     logger.info(
                         "session %s: could not tell the old client: %s", self.session_id, exc
                     )
+            replay: list[models.SessionUpdate] = []
             if history is not None:
-                for update in await history():
-                    await client(self.session_id, update)
+                replay += await history()
             if self._turn is not None:
-                if self._turn_lost:
-                    await client(self.session_id, _lost_notice(self._turn_lost))
-                for update in list(self._turn):
-                    await client(self.session_id, update)
-                await client(self.session_id, turn_outcome("running"))
+                if self._turn.lost:
+                    replay.append(_lost_notice(self._turn.lost))
+                replay += self._turn.updates()
+                replay.append(turn_outcome("running"))
             elif self._unseen_outcome is not None:
-                outcome, self._unseen_outcome = self._unseen_outcome, None
-                await client(self.session_id, outcome)
+                replay.append(self._unseen_outcome)
+                self._unseen_outcome = None
+            for start in range(0, len(replay), HOLD_LIMIT):
+                await client(self.session_id, replay[start : start + HOLD_LIMIT])
             return previous
 
 

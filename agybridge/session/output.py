@@ -8,7 +8,7 @@ outside any turn. Everything but :func:`observe_for` is pure.
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import trio
@@ -38,15 +38,20 @@ class ChildNotes:
     )
 
 
-async def observe_for(mapper: TurnMapper, message: ChildEvent, roots: Sequence[str]) -> Observation:
+async def observe_for(
+    mapper: TurnMapper, message: ChildEvent, roots: Callable[[], Sequence[str]]
+) -> Observation:
     """Read the files and images the event names (in a worker thread); edit
     targets snapshotted as the line was read come with the message."""
     files, images = mapper.paths_to_read(message.event)
-    early = message.attachment if isinstance(message.attachment, dict) else {}
+    attachment = message.attachment
+    if not (files or images or attachment):
+        return NO_OBSERVATION  # a text delta: nothing to read
+    early = attachment if isinstance(attachment, dict) else {}
     files = [path for path in files if path not in early]
     seen = NO_OBSERVATION
     if files or images:
-        seen = await trio.to_thread.run_sync(observe, files, images, list(roots))
+        seen = await trio.to_thread.run_sync(observe, files, images, list(roots()))
     if early:
         seen = attrs.evolve(seen, files={**seen.files, **early})
     return seen

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..acp import models
-from ..agy import ChildEvents, ChildMessage, InitEvent, ResultEvent, Usage
+from ..agy import ChildEvents, InitEvent, ResultEvent, Usage
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
 from .announcer import Announcer
-from .child_events import on_child_message
+from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
 from .config import LaunchSettings, apply_option
 from .conversation import Conversation
@@ -96,12 +96,11 @@ class Session:
         #: The loop is over: nothing posted from now on would ever be done.
         self.ended = False
         self._inbox = Inbox(CHILD_EVENT_BUFFER)
-        # Unbuffered: the pump only moves messages into the inbox, which bounds them.
-        send, self._child_messages = trio.open_memory_channel[ChildMessage](0)
         self.slot = ChildSlot(
             policy=deps.policy,
             max_line_bytes=deps.max_line_bytes,
-            messages=send,
+            # agy's readers post straight into the loop's inbox, which bounds them.
+            messages=self._inbox,
             annotate=snapshot_edit_target,
         )
         self.prompts = PromptBook()
@@ -138,7 +137,6 @@ class Session:
                     self.core.gate = (
                         turns.GateState.FAILED if failed else turns.GateState.UNVERIFIED
                     )
-                nursery.start_soon(self._pump)
                 await self._first_spawn()
                 await self.save()
                 task_status.started()
@@ -149,7 +147,6 @@ class Session:
             raise
         finally:
             self.ended = True  # before any await: nothing may wait on the loop now
-            self.slot.close()
             self._answer_all_left(failure)
             for waiter in self._waiting:
                 waiter.set()
@@ -200,38 +197,37 @@ class Session:
         """Run ``step`` in the loop, in order with everything else."""
         self._inbox.post(step)
 
-    async def _pump(self) -> None:
-        async with self._child_messages:
-            async for message in self._child_messages:
-                await self._inbox.put_child(message)
-
     async def _loop(self) -> None:
         while not self.core.closed:
             item = await self._inbox.get()
-            if isinstance(item, ChildEvents):
+            if type(item) is ChildEvents:
                 # One read of agy's stdout: mapped in one go, its updates
                 # handed to the client as one write.
+                self.heard_from(item.incarnation)
                 async with self.outlet.holding():
                     for message in item.events:
-                        await self._serve(message)
+                        try:
+                            await on_child_event(self, message)
+                        except Exception as exc:
+                            await self._internal_error(exc)
                         if self.core.closed:
                             break
-            else:
-                await self._serve(item)
+                continue
+            try:
+                if isinstance(item, turns.Event):
+                    await self.feed(item)
+                elif callable(item):
+                    await item()
+                else:
+                    await on_child_message(self, item)
+            except Exception as exc:
+                await self._internal_error(exc)
 
-    async def _serve(self, item: Any) -> None:
-        try:
-            if isinstance(item, turns.Event):
-                await self.feed(item)
-            elif callable(item):
-                await item()
-            else:
-                await on_child_message(self, item)
-        except Exception as exc:
-            # A bug while serving: the running turn fails with it (never
-            # "cancelled"), its agy is replaced, the session goes on.
-            logger.exception("session %s: internal error", self.session_id)
-            await self.feed(turns.InternalError(_internal_error(exc)))
+    async def _internal_error(self, exc: Exception) -> None:
+        # A bug while serving: the running turn fails with it (never
+        # "cancelled"), its agy is replaced, the session goes on.
+        logger.exception("session %s: internal error", self.session_id)
+        await self.feed(turns.InternalError(_internal_error(exc)))
 
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
@@ -283,6 +279,12 @@ class Session:
 
         assert self.nursery is not None
         self.nursery.start_soon(guarded)
+
+    def heard_from(self, incarnation: int) -> None:
+        """agy printed something: the current child's stall deadline moves."""
+        child = self.core.child
+        if child is not None and child.incarnation == incarnation:
+            self.last_output = trio.current_time()
 
     def turn_work_on(self, incarnation: int) -> tuple[turns.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""

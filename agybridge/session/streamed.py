@@ -27,6 +27,18 @@ def _digest_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+def _digest(text: str, start: int, stop: int) -> bytes:
+    """The middle digest of ``text[start:stop]``, hashed a window at a time
+    (no copy of a long turn's text)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for at in range(start, stop, _DIGEST_WINDOW):
+        digest.update(_digest_bytes(text[at : min(at + _DIGEST_WINDOW, stop)]))
+    return digest.digest()
+
+
+_DIGEST_WINDOW = 2**16
+
+
 class StreamedText:
     """Everything a turn showed as agent text: agy's deltas, then what came
     after them (the rest of the response, the bridge's own messages).
@@ -95,13 +107,7 @@ class StreamedText:
         same = (
             response[:head] == "".join(self._head)
             and response[head + middle : count] == "".join(self._tail)
-            and (
-                not middle
-                or hashlib.blake2b(
-                    _digest_bytes(response[head : head + middle]), digest_size=16
-                ).digest()
-                == self._middle.digest()
-            )
+            and (not middle or _digest(response, head, head + middle) == self._middle.digest())
         )
         if not same:
             return None

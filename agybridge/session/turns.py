@@ -161,6 +161,18 @@ class TurnCore:
             return None
         return turn
 
+    def output_is_news(self, incarnation: int, heard: bool) -> bool:
+        """Whether ``ChildOutput(incarnation, heard)`` would change anything
+        (most of agy's lines are deltas of a turn already heard: the loop
+        skips feeding those)."""
+        child = self.child
+        if child is not None and child.incarnation == incarnation and not child.output_seen:
+            return True
+        if not heard:
+            return False
+        turn = self.turn_on(incarnation)
+        return turn is not None and not turn.heard
+
     @property
     def busy(self) -> bool:
         return self.current is not None

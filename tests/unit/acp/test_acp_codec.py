@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from agybridge.acp import codec, models
 from agybridge.acp.content import describe_resource_link
-from agybridge.jsonrpc.messages import encode_message, notification_message
 
 # --- names ----------------------------------------------------------------------------
 
@@ -410,45 +409,3 @@ def test_describe_resource_link() -> None:
     )
     bare = models.ResourceLink(uri="https://x.test/doc", name="doc", size=0)
     assert describe_resource_link(bare) == "[Resource: doc]\nURI: https://x.test/doc\nSize: 0 bytes"
-
-
-_META = st.none() | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)
-_CHUNK_CONTENT = st.builds(
-    models.TextContent,
-    text=st.text(),
-    annotations=st.none() | st.just({"priority": 1}),
-    meta=_META,
-) | st.builds(models.ImageContent, data=st.just("AA=="), mime_type=st.just("image/png"))
-
-
-@given(
-    session_id=st.text(max_size=20),
-    content=_CHUNK_CONTENT,
-    message_id=st.none() | st.text(max_size=20),
-    meta=_META,
-    thought=st.booleans(),
-)
-def test_fast_path_writes_the_same_bytes_as_the_converter(
-    session_id: str, content: Any, message_id: str | None, meta: Any, thought: bool
-) -> None:
-    """unstructure_notification's fast path for text chunks is the same value,
-    key order included (so the same bytes on the wire), as the general path."""
-    kind = models.AgentThoughtChunk if thought else models.AgentMessageChunk
-    update = kind(content=content, message_id=message_id, meta=meta)
-    general = codec.unstructure(models.SessionNotification(session_id=session_id, update=update))
-    fast = codec.unstructure_notification(session_id, update)
-    assert fast == general
-    assert encode_message(notification_message("session/update", fast)) == encode_message(
-        notification_message("session/update", general)
-    )
-
-
-def test_fast_path_is_taken_for_plain_text_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A plain text chunk never reaches the converter (the point of the fast path)."""
-
-    def no_converter() -> Any:
-        raise AssertionError("the converter was used")
-
-    update = models.AgentMessageChunk(content=models.TextContent(text="hi"), message_id="m")
-    monkeypatch.setattr(codec, "converter", no_converter)
-    assert codec.unstructure_notification("s", update)["update"]["content"]["text"] == "hi"

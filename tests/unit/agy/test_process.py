@@ -152,7 +152,7 @@ async def test_escalation_and_sweep(tmp_path: Path) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(child.run)
             first = await receive.receive()
-            assert isinstance(first, ChildEvent)
+            assert isinstance(first, ChildEvents)
             assert len(marked_processes(marker)) == 3
             started = trio.current_time()
             child.kill("test")
@@ -308,12 +308,9 @@ async def test_one_read_travels_as_one_batch_in_order(tmp_path: Path) -> None:
                     break
     batches = [m for m in raw if isinstance(m, ChildEvents)]
     assert batches and len(raw) < count // 10
-    events = [
-        event
-        for m in raw
-        for event in (m.events if isinstance(m, ChildEvents) else (m,))
-        if isinstance(event, ChildEvent)
-    ]
+    # Every stdout read is one batch, however many lines it held.
+    assert all(isinstance(m, ChildEvents | ChildExited | ChildStderr) for m in raw)
+    events = [event for m in raw if isinstance(m, ChildEvents) for event in m.events]
     deltas = [getattr(e.event, "step_update").text_delta for e in events]  # noqa: B009
     assert deltas == [f"d{n} " for n in range(count)]
 

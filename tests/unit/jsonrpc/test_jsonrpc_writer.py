@@ -16,6 +16,7 @@ import trio.testing
 
 from agybridge.jsonrpc import Peer
 from agybridge.jsonrpc import peer as peer_module
+from agybridge.jsonrpc.messages import encode_message, notification_message
 
 from .test_jsonrpc_peer import Recorder
 
@@ -105,7 +106,10 @@ async def test_flush_returns_once_the_batch_before_it_is_written() -> None:
             peer = await _idle_peer(nursery, send)
             nursery.start_soon(peer.notify, "first", None)
             await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(peer.notify_many, "more", [1, 2, 3])
+            more = b"".join(
+                encode_message(notification_message("more", params)) for params in (1, 2, 3)
+            )
+            nursery.start_soon(peer.send_encoded, more)
             await trio.testing.wait_all_tasks_blocked()
             flushed = trio.Event()
 

@@ -231,3 +231,49 @@ def test_any_chunking_yields_the_same_lines(
     assert b"".join(chunks) == stream
     assert run(chunks, limit) == expected
     assert run([stream], limit) == expected
+
+
+def run_drained(chunks: Iterable[bytes], limit: int, *, eof: bool = True) -> list[Event]:
+    """`run`, with `LineBuffer.drain` instead of one `next_line` per line."""
+    buf = LineBuffer(limit)
+    events: list[Event] = []
+
+    def take() -> None:
+        events.extend(TOO_LONG if isinstance(e, LineTooLongError) else e for e in buf.drain())
+
+    for chunk in chunks:
+        buf.feed(chunk)
+        take()
+    if eof:
+        buf.feed_eof()
+        take()
+        assert buf.drain() == []
+    return events
+
+
+@given(
+    lines=st.lists(crlf_lines, max_size=20),
+    terminated=st.booleans(),
+    eof=st.booleans(),
+    limit=st.integers(1, 30),
+    data=st.data(),
+)
+def test_drain_gives_what_next_line_gives(
+    lines: list[bytes], terminated: bool, eof: bool, limit: int, data: st.DataObject
+) -> None:
+    """The bulk split and the line-at-a-time framer agree on every chunking,
+    over-long lines (their errors, and the bytes skipped after them) included."""
+    stream = b"\n".join(lines) + (b"\n" if terminated and lines else b"")
+    chunks = data.draw(chunked(stream))
+    assert run_drained(chunks, limit, eof=eof) == run(chunks, limit, eof=eof)
+
+
+def test_drain_error_carries_the_line_size() -> None:
+    buf = LineBuffer(5)  # a CR counts: "fine\r" just fits
+    buf.feed(b"ok\n123456\r\nfine\r\n123456")
+    out = buf.drain()
+    assert out[0] == b"ok" and out[2] == b"fine" and len(out) == 4
+    assert isinstance(out[1], LineTooLongError) and out[1].size == 7
+    assert isinstance(out[3], LineTooLongError) and out[3].size == 6
+    buf.feed(b"67\nnext\n")
+    assert buf.drain() == [b"next"]  # the over-long line's rest was skipped

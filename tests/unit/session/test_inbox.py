@@ -25,9 +25,9 @@ async def test_batches_count_by_events_and_order_is_kept() -> None:
         async with trio.open_nursery() as nursery:
 
             async def producer() -> None:
-                await inbox.put_child(_batch(0, 6))
-                await inbox.put_child(_batch(6, 6))  # 12 > 10: waits for room
-                await inbox.put_child(_batch(12, 30))  # heavier than the limit: alone
+                await inbox.send(_batch(0, 6))
+                await inbox.send(_batch(6, 6))  # 12 > 10: waits for room
+                await inbox.send(_batch(12, 30))  # heavier than the limit: alone
                 taken.append("all put")
 
             nursery.start_soon(producer)

@@ -3,22 +3,24 @@ a turn, or instead of another client is sent, and in which order."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import trio
 import trio.testing
 
 from agybridge.acp import codec, models
-from agybridge.session.outlet import MAX_TURN_UPDATES, Outlet, turn_outcome
+from agybridge.session.outlet import HOLD_LIMIT, Outlet, turn_outcome
+from agybridge.session.turn_log import MAX_ENTRIES
 
 
 class Client:
     def __init__(self) -> None:
         self.got: list[dict[str, Any]] = []
 
-    async def __call__(self, session_id: str, update: models.SessionUpdate) -> None:
+    async def __call__(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         assert session_id == "s"
-        self.got.append(codec.unstructure(update))
+        self.got += [codec.unstructure(update) for update in updates]
 
     def texts(self) -> list[str]:
         return [u["content"]["text"] for u in self.got if "content" in u]
@@ -31,8 +33,8 @@ def _turn_of(update: dict[str, Any]) -> bool:
     return "turn" in (update.get("_meta") or {}).get("agybridge", {})
 
 
-def chunk(text: str) -> models.SessionUpdate:
-    return models.AgentMessageChunk(content=models.TextContent(text=text))
+def chunk(text: str, message_id: str | None = None) -> models.SessionUpdate:
+    return models.AgentMessageChunk(content=models.TextContent(text=text), message_id=message_id)
 
 
 async def history() -> list[models.SessionUpdate]:
@@ -56,7 +58,8 @@ async def test_mid_turn_attach_gets_history_turn_so_far_then_live_then_outcome()
     async with outlet.journalling():
         pass
     await outlet.turn_ended(ENDED)
-    assert late.texts() == ["old turn", "the prompt", "a", "b", "c"]
+    # The turn so far is replayed with its text chunks in a row as one.
+    assert late.texts() == ["old turn", "the prompt", "ab", "c"]
     assert late.turns() == [{"state": "running"}, {"state": "ended", "stopReason": "end_turn"}]
     assert owner.texts() == ["a"] and owner.turns() == []
 
@@ -130,14 +133,45 @@ async def test_replaced_client_is_told_and_gets_nothing_more() -> None:
 
 
 async def test_a_long_detached_turn_is_kept_bounded() -> None:
-    """Beyond MAX_TURN_UPDATES the oldest updates go, and the client is told how many."""
+    """Beyond MAX_ENTRIES the oldest updates go, and the client is told how many."""
     outlet = Outlet("s", None)
     await outlet.turn_started("p")
-    for n in range(MAX_TURN_UPDATES + 5):
-        await outlet.send(chunk(str(n)))
+    for n in range(MAX_ENTRIES + 5):
+        await outlet.send(chunk(str(n), message_id=str(n)))  # not one text run
     late = Client()
     await outlet.attach_replaying(late, None)
     texts = late.texts()
     assert "6 earlier updates" in texts[0]  # the prompt and the first five
-    assert texts[1] == "5" and texts[-1] == str(MAX_TURN_UPDATES + 4)
-    assert len(texts) == MAX_TURN_UPDATES + 1
+    assert texts[1] == "5" and texts[-1] == str(MAX_ENTRIES + 4)
+    assert len(texts) == MAX_ENTRIES + 1
+
+
+class Batches(Client):
+    """Records each hand-over as one batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    async def __call__(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+        self.sizes.append(len(updates))
+        await super().__call__(session_id, updates)
+
+
+async def test_held_updates_go_as_one_batch_in_order() -> None:
+    """A mapped read is one hand-over; past HOLD_LIMIT it is handed over in
+    bounded parts; ``unheld`` hands over what is held before its block."""
+    client = Batches()
+    outlet = Outlet("s", client)
+    async with outlet.holding():
+        await outlet.send(chunk("a"))
+        await outlet.send_all([chunk("b"), chunk("c")])
+        assert client.sizes == []
+        async with outlet.unheld():
+            assert client.sizes == [3]
+            await outlet.send(chunk("d"))  # straight through
+        await outlet.send_all([chunk(str(n)) for n in range(HOLD_LIMIT)])
+    assert client.sizes == [3, 1, HOLD_LIMIT]
+    assert client.texts() == ["a", "b", "c", "d", *[str(n) for n in range(HOLD_LIMIT)]]
+    await outlet.send_all([chunk("e"), chunk("f")])  # not holding: one batch
+    assert client.sizes[-1] == 2

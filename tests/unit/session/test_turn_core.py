@@ -16,6 +16,7 @@ verdict, ...), a small model of the world reacts to the actions it returns
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import attrs
@@ -28,6 +29,10 @@ from agybridge.session.config import LaunchSettings
 from agybridge.session.errors import SessionError
 
 ERROR = SessionError("boom")
+
+
+def _state(core: turns.TurnCore) -> str:
+    return repr({name: value for name, value in vars(core).items() if name != "_out"})
 
 
 class TurnCoreMachine(RuleBasedStateMachine):
@@ -208,6 +213,11 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def output(self, data: st.DataObject, heard: bool) -> None:
         if self.alive:
             inc = data.draw(st.sampled_from(sorted(self.alive)))
+            if not self.core.output_is_news(inc, heard):
+                # The driver skips this event: it must change nothing at all.
+                trial = copy.deepcopy(self.core)
+                assert trial.handle(turns.ChildOutput(inc, heard=heard)) == []
+                assert _state(trial) == _state(self.core)
             self.feed(turns.ChildOutput(inc, heard=heard))
 
     @rule(kind=st.sampled_from(["plain", "details", "error", "retry"]))
@@ -458,3 +468,17 @@ def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None
     idle += core.handle(turns.PromptArrived(6, steer=True))
     idle += core.handle(turns.PromptReady(6))
     assert [a.seq for a in idle if isinstance(a, turns.StartTurn)] == [6]
+
+
+def test_output_is_news_until_the_child_spoke_and_the_turn_was_heard() -> None:
+    core = turns.TurnCore(LaunchSettings())
+    core.start()
+    for event in (turns.ChildSpawned(1), turns.PromptArrived(1), turns.PromptReady(1)):
+        core.handle(event)
+    assert core.output_is_news(1, heard=False)  # the child's first line
+    core.handle(turns.ChildOutput(1, heard=False))  # e.g. its init
+    assert not core.output_is_news(1, heard=False)
+    assert core.output_is_news(1, heard=True)  # the turn's first step
+    core.handle(turns.ChildOutput(1, heard=True))
+    assert not core.output_is_news(1, heard=True)
+    assert not core.output_is_news(2, heard=True)  # no such child

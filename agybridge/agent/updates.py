@@ -1,0 +1,107 @@
+"""``session/update`` notifications as wire bytes, a batch at a time.
+
+A session's outlet hands its client a batch of updates (one read of agy's
+output, mapped in one step); they are encoded here and handed to the peer's
+writer as one item: one task switch and one write for the batch.
+
+Text chunks are most of a turn's updates, so they have a fast path that
+writes their bytes without the converter. The general path stays the one
+source of truth for the shape: a generated-input test compares both, byte
+for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ..acp import codec, models
+from ..jsonrpc.messages import encode_message, notification_message
+
+_METHOD = "session/update"
+_TEXT_CHUNKS: dict[type[Any], bytes] = {
+    models.AgentMessageChunk: b'"agent_message_chunk"}}}\n',
+    models.AgentThoughtChunk: b'"agent_thought_chunk"}}}\n',
+    models.UserMessageChunk: b'"user_message_chunk"}}}\n',
+}
+# json.dumps of one str, as the general encoder writes it (UTF-8, not \u-escaped).
+_dump_str = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
+    """One ``session/update`` notification line for ``update``."""
+    tail = _TEXT_CHUNKS.get(type(update))
+    if tail is not None:
+        content = update.content  # type: ignore[union-attr]
+        if (
+            type(content) is models.TextContent
+            and content.annotations is None
+            and content.meta is None
+            and update.meta is None
+        ):
+            try:
+                return b"".join(
+                    (
+                        _head(session_id),
+                        _dump_str(content.text).encode(),
+                        _middle(update.message_id),  # type: ignore[union-attr]
+                        tail,
+                    )
+                )
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: the general path escapes the message
+    return encode_update_general(session_id, update)
+
+
+def encode_update_general(session_id: str, update: models.SessionUpdate) -> bytes:
+    """The converter's encoding (the fast path's reference)."""
+    notification = models.SessionNotification(session_id=session_id, update=update)
+    return encode_message(notification_message(_METHOD, codec.unstructure(notification)))
+
+
+def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> bytes:
+    return b"".join([encode_update(session_id, update) for update in updates])
+
+
+# A session's updates share its id and a message's chunks their message id:
+# their encoded parts are kept (bounded: cleared when full).
+_CACHE_LIMIT = 1024
+_heads: dict[str, bytes] = {}
+_middles: dict[str | None, bytes] = {None: b',"type":"text"},"sessionUpdate":'}
+
+
+def _head(session_id: str) -> bytes:
+    head = _heads.get(session_id)
+    if head is None:
+        if len(_heads) >= _CACHE_LIMIT:
+            _heads.clear()
+        head = _heads[session_id] = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+            + _dump_str(session_id).encode()
+            + b',"update":{"content":{"text":'
+        )
+    return head
+
+
+def _middle(message_id: str | None) -> bytes:
+    middle = _middles.get(message_id)
+    if middle is None:
+        if len(_middles) >= _CACHE_LIMIT:
+            _middles.clear()
+            _middles[None] = b',"type":"text"},"sessionUpdate":'
+        middle = _middles[message_id] = (
+            b',"type":"text"},"messageId":' + _dump_str(message_id).encode() + b',"sessionUpdate":'
+        )
+    return middle
+
+
+async def send_updates_via(
+    send_encoded: Callable[[bytes], Awaitable[None]],
+    session_id: str,
+    updates: Sequence[models.SessionUpdate],
+) -> None:
+    """Write a batch of ``session/update``s through the peer's single writer,
+    in order, as one item."""
+    if updates:
+        await send_encoded(encode_updates(session_id, updates))

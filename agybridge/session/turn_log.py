@@ -1,0 +1,109 @@
+"""A running turn's updates, kept for a client that attaches mid-turn (pure).
+
+Most of a turn is text chunks. Consecutive plain text chunks of one kind and
+message are kept as one run, its text joined in blocks as it grows, so a
+100k-delta turn is a few hundred strings rather than 100k update objects;
+a client attaching replays the run as one chunk (clients concatenate chunks
+either way). Everything else is kept as sent. The oldest entries go beyond
+``max_entries``, and :attr:`TurnLog.lost` counts the updates they held.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from ..acp import models
+
+#: Entries kept (a text run is one entry); a turn has a few hundred.
+MAX_ENTRIES = 20_000
+#: Parts of a text run joined into one block once this many have come.
+BLOCK_PARTS = 256
+
+_TEXT_CHUNKS: tuple[type[Any], ...] = (
+    models.AgentMessageChunk,
+    models.AgentThoughtChunk,
+    models.UserMessageChunk,
+)
+_RunKey = tuple[type[Any], str | None]
+
+
+class _TextRun:
+    """Consecutive text chunks of one kind and message id."""
+
+    __slots__ = ("_blocks", "_parts", "count", "key")
+
+    def __init__(self, key: _RunKey, text: str) -> None:
+        self.key = key
+        self.count = 1
+        self._blocks: list[str] = []
+        self._parts = [text]
+
+    def add(self, text: str) -> None:
+        self.count += 1
+        parts = self._parts
+        parts.append(text)
+        if len(parts) >= BLOCK_PARTS:
+            self._blocks.append("".join(parts))
+            parts.clear()
+
+    def update(self) -> models.SessionUpdate:
+        kind, message_id = self.key
+        text = "".join(self._blocks) + "".join(self._parts)
+        chunk: models.SessionUpdate = kind(
+            content=models.TextContent(text=text), message_id=message_id
+        )
+        return chunk
+
+
+def _run_key(update: models.SessionUpdate) -> _RunKey | None:
+    """The run a plain text chunk belongs to; None for anything else."""
+    kind = type(update)
+    if kind not in _TEXT_CHUNKS:
+        return None
+    content = update.content  # type: ignore[union-attr]
+    if (
+        type(content) is not models.TextContent
+        or content.annotations is not None
+        or content.meta is not None
+        or update.meta is not None
+    ):
+        return None
+    message_id: str | None = update.message_id  # type: ignore[union-attr]
+    return (kind, message_id)
+
+
+class TurnLog:
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self._entries: collections.deque[models.SessionUpdate | _TextRun] = collections.deque()
+        self._max = max_entries
+        #: Updates that went out of the log (the oldest, beyond the bound).
+        self.lost = 0
+
+    def add(self, update: models.SessionUpdate) -> None:
+        entries = self._entries
+        key = _run_key(update)
+        if key is not None:
+            text: str = update.content.text  # type: ignore[union-attr]
+            last = entries[-1] if entries else None
+            if type(last) is _TextRun and last.key == key:
+                last.add(text)
+                return
+            entry: models.SessionUpdate | _TextRun = _TextRun(key, text)
+        else:
+            entry = update
+        if len(entries) >= self._max:
+            dropped = entries.popleft()
+            self.lost += dropped.count if isinstance(dropped, _TextRun) else 1
+        entries.append(entry)
+
+    def updates(self) -> list[models.SessionUpdate]:
+        """What was kept, in order (a text run as one chunk)."""
+        return [e.update() if isinstance(e, _TextRun) else e for e in self._entries]
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.lost = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,75 @@
+"""``session/update`` encoding: the text-chunk fast path writes the bytes the
+general (converter) path writes, for any input; batches keep their order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agybridge.acp import codec, models
+from agybridge.agent import updates
+from agybridge.agent.updates import encode_update, encode_update_general, encode_updates
+
+# Every code point, lone surrogates and control characters included.
+_ANY_TEXT = st.text(alphabet=st.characters(exclude_categories=()), max_size=30)
+_META = st.none() | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)
+_CONTENT = st.builds(
+    models.TextContent,
+    text=_ANY_TEXT,
+    annotations=st.none() | st.just({"priority": 1}),
+    meta=_META,
+) | st.builds(models.ImageContent, data=st.just("AA=="), mime_type=st.just("image/png"))
+_KINDS = st.sampled_from(
+    [models.AgentMessageChunk, models.AgentThoughtChunk, models.UserMessageChunk]
+)
+
+
+@given(
+    session_id=_ANY_TEXT,
+    kind=_KINDS,
+    content=_CONTENT,
+    message_id=st.none() | _ANY_TEXT,
+    meta=_META,
+)
+def test_fast_path_writes_the_general_paths_bytes(
+    session_id: str, kind: Any, content: Any, message_id: str | None, meta: Any
+) -> None:
+    update = kind(content=content, message_id=message_id, meta=meta)
+    assert encode_update(session_id, update) == encode_update_general(session_id, update)
+
+
+@given(texts=st.lists(_ANY_TEXT, max_size=5))
+def test_a_batch_is_its_lines_in_order(texts: list[str]) -> None:
+    batch = [models.AgentMessageChunk(content=models.TextContent(text=t)) for t in texts]
+    batch.append(models.UsageUpdate(used=1, size=2))
+    data = encode_updates("s", batch)
+    assert data.endswith(b"\n") and data.count(b"\n") == len(batch)
+    assert data == b"".join(encode_update_general("s", u) for u in batch)
+
+
+def test_plain_text_chunks_never_reach_the_converter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of the fast path."""
+
+    def no_converter(_: Any) -> Any:
+        raise AssertionError("the converter was used")
+
+    monkeypatch.setattr(codec, "unstructure", no_converter)
+    chunk = models.AgentMessageChunk(content=models.TextContent(text="hé"), message_id="m")
+    assert encode_update("s", chunk).startswith(b'{"jsonrpc":"2.0","method":"session/update"')
+    with pytest.raises(AssertionError):
+        encode_update("s", models.UsageUpdate(used=1, size=2))
+
+
+async def test_send_updates_via_hands_one_item_or_none() -> None:
+    sent: list[bytes] = []
+
+    async def send_encoded(data: bytes) -> None:
+        sent.append(data)
+
+    chunk = models.AgentMessageChunk(content=models.TextContent(text="x"))
+    await updates.send_updates_via(send_encoded, "s", [])
+    await updates.send_updates_via(send_encoded, "s", [chunk, chunk])
+    assert sent == [encode_update("s", chunk) * 2]

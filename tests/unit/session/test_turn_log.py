@@ -1,0 +1,96 @@
+"""The running turn's log: text chunks in a row kept as one, everything else
+as sent, the oldest entries dropped beyond the bound and counted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agybridge.acp import codec, models
+from agybridge.session import turn_log
+from agybridge.session.turn_log import TurnLog
+
+_KINDS = (models.AgentMessageChunk, models.AgentThoughtChunk, models.UserMessageChunk)
+
+text_chunks = st.builds(
+    lambda kind, text, message_id: kind(
+        content=models.TextContent(text=text), message_id=message_id
+    ),
+    st.sampled_from(_KINDS),
+    st.text(max_size=5),
+    st.sampled_from([None, "m1", "m2"]),
+)
+others = st.one_of(
+    st.builds(
+        lambda text: models.AgentMessageChunk(
+            content=models.TextContent(text=text, annotations={"priority": 1.0})
+        ),
+        st.text(max_size=3),
+    ),
+    st.builds(lambda n: models.UsageUpdate(used=n, size=100), st.integers(0, 100)),
+    st.builds(
+        lambda text: models.AgentMessageChunk(
+            content=models.TextContent(text=text), meta={"k": text}
+        ),
+        st.text(max_size=3),
+    ),
+)
+updates = st.lists(st.one_of(text_chunks, text_chunks, others), max_size=60)
+
+
+def _mergeable(update: models.SessionUpdate) -> tuple[type[Any], str | None] | None:
+    if not isinstance(update, _KINDS) or update.meta is not None:
+        return None
+    content = update.content
+    if not isinstance(content, models.TextContent) or content.annotations or content.meta:
+        return None
+    return (type(update), update.message_id)
+
+
+def model(sent: list[models.SessionUpdate]) -> list[tuple[dict[str, Any], int]]:
+    """Adjacent plain text chunks of one kind and message merged: (wire, count)."""
+    out: list[tuple[Any, int, Any]] = []
+    for update in sent:
+        key = _mergeable(update)
+        if key is not None and out and out[-1][2] == key:
+            wire, count, _ = out[-1]
+            wire = {**wire, "content": {**wire["content"], "text": wire["content"]["text"]}}
+            wire["content"]["text"] += update.content.text  # type: ignore[union-attr]
+            out[-1] = (wire, count + 1, key)
+        else:
+            out.append((codec.unstructure(update), 1, key))
+    return [(wire, count) for wire, count, _ in out]
+
+
+@given(sent=updates, bound=st.integers(1, 8), block=st.integers(1, 4))
+def test_the_log_is_the_merged_tail_of_what_was_sent(
+    sent: list[models.SessionUpdate], bound: int, block: int
+) -> None:
+    original = turn_log.BLOCK_PARTS
+    turn_log.BLOCK_PARTS = block  # runs are joined in blocks: any block size
+    try:
+        log = TurnLog(max_entries=bound)
+        for update in sent:
+            log.add(update)
+    finally:
+        turn_log.BLOCK_PARTS = original
+    merged = model(sent)
+    kept = merged[-bound:] if merged else []
+    assert [codec.unstructure(u) for u in log.updates()] == [wire for wire, _ in kept]
+    assert log.lost == sum(count for _, count in merged[: len(merged) - len(kept)])
+    assert len(log) == len(kept)
+    log.clear()
+    assert log.updates() == [] and log.lost == 0
+
+
+def test_a_hundred_thousand_deltas_are_one_entry() -> None:
+    log = TurnLog()
+    for n in range(100_000):
+        log.add(models.AgentMessageChunk(content=models.TextContent(text=f"w{n} "), message_id="m"))
+    assert len(log) == 1
+    (update,) = log.updates()
+    assert isinstance(update, models.AgentMessageChunk) and update.message_id == "m"
+    assert isinstance(update.content, models.TextContent)
+    assert update.content.text == "".join(f"w{n} " for n in range(100_000))
