@@ -29,7 +29,7 @@ from .agy import EscalationPolicy, end_orphans, watched
 from .config import Settings
 from .doctor import report
 from .doctor.live import live_checks
-from .jsonrpc import Peer
+from .jsonrpc import Peer, PipeSendStream
 from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
@@ -75,7 +75,7 @@ async def serve_stdio(settings: Settings) -> None:
     """Serve ACP on this process's stdin/stdout until shutdown."""
     protocol_in, protocol_out = claim_stdio()
     receive = trio.lowlevel.FdStream(protocol_in)
-    send = trio.lowlevel.FdStream(protocol_out)
+    send = PipeSendStream(protocol_out)
     # Whatever bridges that died (SIGKILL) left, then a watchdog in case we do.
     await end_orphans(remove_orphaned_roots)
     async with watched(runtime_bases(), DIR_PREFIX), receive, send:

@@ -148,6 +148,10 @@ class AsyncStore:
         """`Store.append_journal`. Cancellation: a started write completes."""
         await self._write(functools.partial(self._store.append_journal, list(entries)))
 
+    async def record_turn(self, entries: Sequence[JournalEntry], record: SessionRecord) -> None:
+        """`Store.record_turn`. Cancellation: a started write completes."""
+        await self._write(functools.partial(self._store.record_turn, list(entries), record))
+
     async def journal(self, session_id: str) -> list[JournalEntry]:
         """`Store.journal`. Cancellation: abandoned at once."""
         return await self._read(functools.partial(self._store.journal, session_id))
