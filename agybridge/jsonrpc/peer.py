@@ -177,10 +177,11 @@ class Peer:
         return pending.result
 
     async def notify(self, method: str, params: Any) -> None:
-        """Send a notification; returns once the writer has taken it.
+        """Send a notification; returns once the writer has taken it (or it was
+        written).
 
-        Never raises because the peer is gone: the line is then dropped. If cancelled,
-        the notification was not sent. Raises TypeError/ValueError for unserialisable
+        Never raises because the peer is gone: the line is then dropped. If cancelled
+        while waiting for the writer, the notification was not sent. Raises TypeError/ValueError for unserialisable
         ``params``.
         """
         await self._send_line(encode_message(notification_message(method, params)))
