@@ -181,8 +181,8 @@ class Peer:
         written).
 
         Never raises because the peer is gone: the line is then dropped. If cancelled
-        while waiting for the writer, the notification was not sent. Raises TypeError/ValueError for unserialisable
-        ``params``.
+        while waiting for the writer, the notification was not sent. Raises
+        TypeError/ValueError for unserialisable ``params``.
         """
         await self._send_line(encode_message(notification_message(method, params)))
 
