@@ -30,7 +30,7 @@ from .agent.auth import SignInState
 from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
 from .agy import EscalationPolicy
 from .config import Settings
-from .jsonrpc import Peer
+from .jsonrpc import Peer, PipeSendStream
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.deps import AskClient
@@ -71,7 +71,7 @@ async def serve_stdio(settings: Settings) -> None:
     """Serve ACP on this process's stdin/stdout until shutdown."""
     protocol_in, protocol_out = claim_stdio()
     receive = trio.lowlevel.FdStream(protocol_in)
-    send = trio.lowlevel.FdStream(protocol_out)
+    send = PipeSendStream(protocol_out)
     async with receive, send:
         await serve(receive, send, settings, own_processes=True)
 

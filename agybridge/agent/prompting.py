@@ -74,14 +74,29 @@ async def prepare(
         blocks = [models.TextContent(text=skill_prompt(skill))]
     staging = session.staging
     staging_dir = staging.prompt_dir(key) if staging is not None else "/nonexistent-staging"
-    converted = await trio.to_thread.run_sync(
-        functools.partial(convert_prompt, blocks, staging_dir=staging_dir, limits=limits)
-    )
+    convert = functools.partial(convert_prompt, blocks, staging_dir=staging_dir, limits=limits)
+    if _plain_and_small(blocks):
+        converted = convert()  # string work of microseconds: no thread hop
+    else:
+        converted = await trio.to_thread.run_sync(convert)
     if converted.files:
         if staging is None:
             raise RuntimeError("attachments need a staging directory")
         await trio.to_thread.run_sync(staging.write, converted.files)
     return PreparedPrompt(text=converted.text, display_text=shown, converted=converted)
+
+
+#: Text-only prompts up to this many characters are converted in the loop.
+INLINE_TEXT_CHARS = 2**16
+
+
+def _plain_and_small(blocks: Sequence[models.ContentBlock]) -> bool:
+    total = 0
+    for block in blocks:
+        if type(block) is not models.TextContent:
+            return False
+        total += len(block.text)
+    return total <= INLINE_TEXT_CHARS
 
 
 async def discard(session: Session, key: int) -> None:

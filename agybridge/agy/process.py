@@ -332,3 +332,6 @@ async def _read_lines(
                 await on_lines(lines)
             if not chunk:
                 return
+            # Not kept while waiting for the next read: a line can be a turn's
+            # whole text (agy's result restates it).
+            del lines, chunk

@@ -14,3 +14,5 @@ from .handler import RequestContext as RequestContext
 from .messages import RequestId as RequestId
 from .peer import Peer as Peer
 from .peer import PeerStatistics as PeerStatistics
+from .writer import NowaitSendStream as NowaitSendStream
+from .writer import PipeSendStream as PipeSendStream

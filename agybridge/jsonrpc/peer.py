@@ -7,11 +7,11 @@ Theory of operation. `Peer.run` owns a nursery with two tasks:
   `trio.CancelScope`, so ``$/cancel_request`` can end it. Notifications are awaited
   inline, so their effects are ordered with respect to every later message (handlers
   must be quick). Responses complete our pending outgoing requests.
-* the writer: the only caller of ``send_stream.send_all``. Everyone else hands it complete
-  lines through a memory channel, because a cancelled ``send_all`` can leave half a line
-  on the wire (architecture.md, "Rules that came from measurements"). It takes whatever
-  senders are waiting (up to ``_WRITE_BATCH_BYTES``) and writes it with one ``send_all``:
-  one system call for a burst of updates instead of one per line, in the order sent.
+* the writer (`LineWriter`, writer.py): the only writer of ``send_stream``. Everyone
+  else hands it complete lines, because a cancelled ``send_all`` can leave half a line
+  on the wire (architecture.md, "Rules that came from measurements"). It writes a
+  burst of lines with one system call, in the order sent, and an idle writer's line
+  is written at once by its sender when the stream can write without waiting.
 
 Shutdown on EOF: mark the receive side closed, fail every pending outgoing request with
 `PeerClosedError`, wait for the in-flight incoming requests (the caller decides how they
@@ -51,14 +51,12 @@ from .messages import (
     request_message,
     result_message,
 )
+from .writer import LineWriter
 
 logger = logging.getLogger(__name__)
 
 # One Linux pipe buffer: a single read empties a full pipe.
 _RECEIVE_CHUNK_BYTES = 2**16
-# One write carries at most this much (plus the item that crossed it): a burst of small
-# updates costs one system call, and a batch never holds more than a few items in memory.
-_WRITE_BATCH_BYTES = 2**18
 # The protocol-level cancellation notification (ACP cancellation.mdx); other "$/..."
 # notifications may be ignored (acp/brief.md §1).
 _CANCEL_REQUEST = "$/cancel_request"
@@ -113,12 +111,7 @@ class Peer:
         self._send_stream = send_stream
         self._handler = handler
         self._max_line_bytes = max_line_bytes
-        # Buffer 0 ("if in doubt, use 0", trio's channel docs): a sender resumes once the
-        # writer holds its line, so a client that stops reading slows our producers down
-        # instead of growing a queue; blocked senders are served FIFO, which keeps each
-        # task's messages in order (a turn's updates before its response).
-        # Items are complete lines (several, for send_encoded) or a flush() marker.
-        self._out_send, self._out_receive = trio.open_memory_channel[bytes | trio.Event](0)
+        self._writer = LineWriter(send_stream, self._fail_pending)
         self._pending: dict[RequestId, _Pending] = {}
         self._in_flight: dict[RequestId, RequestContext] = {}
         self._requests_running = 0
@@ -127,16 +120,9 @@ class Peer:
         self._next_id = 0
         self._seq = first_seq
         self._receive_closed = trio.Event()
-        self._writer_finished = trio.Event()
-        self._writer_broken = False
-        self._send_broken = trio.Event()
-        self._output_closed = False
-        self._writing = False
-        self._line_done = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._started = False
         self._messages_received = 0
-        self._messages_sent = 0
         self._parse_errors = 0
 
     # ---- public API
@@ -154,7 +140,7 @@ class Peer:
         self._started = True
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await nursery.start(self._writer_task)
+            await nursery.start(self._writer.run)
             await nursery.start(self._reader_task)
             task_status.started()
 
@@ -169,7 +155,7 @@ class Peer:
         If cancelled after the request went out, a ``$/cancel_request`` is queued without
         waiting for the writer, and `trio.Cancelled` propagates.
         """
-        if self._receive_closed.is_set() or self._writer_broken:
+        if self._receive_closed.is_set() or self._writer.broken:
             raise PeerClosedError(f"cannot send {method!r}: the peer is gone")
         request_id = self._next_id
         self._next_id += 1
@@ -191,11 +177,12 @@ class Peer:
         return pending.result
 
     async def notify(self, method: str, params: Any) -> None:
-        """Send a notification; returns once the writer has taken it.
+        """Send a notification; returns once the writer has taken it (or it was
+        written).
 
-        Never raises because the peer is gone: the line is then dropped. If cancelled,
-        the notification was not sent. Raises TypeError/ValueError for unserialisable
-        ``params``.
+        Never raises because the peer is gone: the line is then dropped. If cancelled
+        while waiting for the writer, the notification was not sent. Raises
+        TypeError/ValueError for unserialisable ``params``.
         """
         await self._send_line(encode_message(notification_message(method, params)))
 
@@ -216,23 +203,8 @@ class Peer:
             await self._send_line(lines)
 
     async def flush(self) -> None:
-        """Return once everything queued before this call has been written.
-
-        The marker reaches the writer after every line handed over before it
-        (the channel is FIFO); the writer sets it once the write holding those
-        lines is done. Once the channel is closed (after EOF) the writer is
-        draining its last lines: then this waits for the writer to finish.
-        """
-        if self._writer_broken:
-            await trio.lowlevel.checkpoint()
-            return
-        marker = trio.Event()
-        try:
-            await self._out_send.send(marker)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            await self._writer_finished.wait()
-            return
-        await marker.wait()
+        """Return once everything queued before this call has been written."""
+        await self._writer.flush()
 
     def cancel_requests(self) -> int:
         """Cancel every incoming request in flight, as ``$/cancel_request`` would
@@ -254,7 +226,7 @@ class Peer:
 
     async def wait_send_broken(self) -> None:
         """Return once writing to the peer failed (EPIPE: nobody reads our output)."""
-        await self._send_broken.wait()
+        await self._writer.wait_broken()
 
     async def close_output(self) -> None:
         """Stop at a line boundary: the line being written is finished, every later
@@ -262,15 +234,12 @@ class Peer:
 
         Cancelling the wait leaves the line in progress; cancelling `run` cuts it.
         """
-        self._output_closed = True
-        while self._writing:
-            await self._line_done.wait()
-        await trio.lowlevel.checkpoint()
+        await self._writer.close_output()
 
     @property
     def writing(self) -> bool:
         """A line is being written right now (its reader may be slow)."""
-        return self._writing
+        return self._writer.writing
 
     @property
     def receive_closed(self) -> bool:
@@ -281,93 +250,24 @@ class Peer:
             pending_outgoing=len(self._pending),
             requests_in_flight=self._requests_running,
             messages_received=self._messages_received,
-            messages_sent=self._messages_sent,
+            messages_sent=self._writer.lines_sent,
             parse_errors=self._parse_errors,
         )
 
-    # ---- writer
-
-    async def _writer_task(self, *, task_status: trio.TaskStatus[None]) -> None:
-        async with self._out_receive:
-            task_status.started()
-            try:
-                await self._write_lines()
-            finally:
-                self._writer_finished.set()
-
-    async def _write_lines(self) -> None:
-        async for first in self._out_receive:
-            batch, markers = self._take_batch(first)
-            # Keep draining when broken or closed, so that no sender ever blocks on a
-            # dead client.
-            if batch and not (self._writer_broken or self._output_closed):
-                await self._write_line(b"".join(batch), sum(item.count(b"\n") for item in batch))
-            for marker in markers:
-                marker.set()  # everything handed over before it is written
-
-    def _take_batch(self, first: bytes | trio.Event) -> tuple[list[bytes], list[trio.Event]]:
-        """``first`` plus whatever senders are waiting, in order, up to the bound."""
-        batch: list[bytes] = []
-        markers: list[trio.Event] = []
-        size = 0
-        item = first
-        while True:
-            if isinstance(item, trio.Event):
-                markers.append(item)
-            else:
-                batch.append(item)
-                size += len(item)
-            if size >= _WRITE_BATCH_BYTES:
-                break
-            try:
-                item = self._out_receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel):
-                break
-        return batch, markers
-
-    async def _write_line(self, data: bytes, lines: int) -> None:
-        """Write ``data`` (``lines`` complete lines); `close_output` waits for it whole."""
-        self._line_done = trio.Event()
-        self._writing = True
-        try:
-            await self._send_stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            logger.warning("JSON-RPC output stream broke (%s); discarding output", exc)
-            self._broke("the stream to the peer broke")
-            return
-        finally:
-            self._writing = False
-            self._line_done.set()
-        self._messages_sent += lines
-
-    def _broke(self, reason: str) -> None:
-        self._writer_broken = True
-        self._send_broken.set()
-        self._fail_pending(reason)
+    # ---- writing
 
     async def _send_line(self, line: bytes) -> None:
         """Hand complete line(s) to the writer."""
-        if self._writer_broken:
-            await trio.lowlevel.checkpoint()
-            return
-        try:
-            await self._out_send.send(line)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            logger.debug("dropped a message: the JSON-RPC writer has stopped")
+        await self._writer.send(line)
 
     def _send_cancel_request(self, request_id: RequestId) -> None:
         """Queue ``$/cancel_request`` without blocking (we are in a cancelled task)."""
         line = encode_message(notification_message(_CANCEL_REQUEST, {"requestId": request_id}))
-        try:
-            self._out_send.send_nowait(line)
-        except trio.WouldBlock:
+        if not self._writer.send_nowait(line) and self._nursery is not None:
             # The writer is busy: a task of the peer's waits for it instead of the caller.
-            if self._nursery is not None:
-                # RuntimeError: the nursery is closed, the peer has stopped anyway.
-                with contextlib.suppress(RuntimeError):
-                    self._nursery.start_soon(self._send_line, line)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
+            # RuntimeError: the nursery is closed, the peer has stopped anyway.
+            with contextlib.suppress(RuntimeError):
+                self._nursery.start_soon(self._send_line, line)
 
     # ---- reader
 
@@ -382,7 +282,7 @@ class Peer:
             # Leaving the nursery waited for every in-flight request: they have all
             # handed their responses to the writer, which drains them and stops.
         finally:
-            self._out_send.close()
+            self._writer.close()
 
     async def _read_until_eof(self, requests: trio.Nursery) -> None:
         lines = LineBuffer(self._max_line_bytes)

@@ -97,12 +97,14 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:
     work = session.prompts.get(action.seq)
-    if work is not None and work.mapper is not None:
-        async with session.outlet.journalling():
-            await session.book.record_turn(work.display_text, work.mapper)
-        if work.mapper.plan:
-            session.plan = tuple(codec.unstructure(entry) for entry in work.mapper.plan.values())
-    await session.save()
+    if work is None or work.mapper is None:
+        await session.save()
+        return
+    if work.mapper.plan:
+        session.plan = tuple(codec.unstructure(entry) for entry in work.mapper.plan.values())
+    async with session.outlet.journalling():
+        # The turn's lines and the session's row: one write, one commit.
+        await session.book.record_turn(work.display_text, work.mapper, session.record)
 
 
 async def gate_notice(session: Session, action: turns.GateFallbackNotice) -> None:

@@ -73,6 +73,7 @@ class Outlet:
         # Orders attaching (history + replay) against live updates and the
         # turn's journalling, so a client sees every update exactly once.
         self._lock = trio.Lock()
+        self._guard = _Guard(self._lock)
         #: Updates collected while the session loop maps a batch (``holding``).
         self._held: list[models.SessionUpdate] | None = None
 
@@ -102,7 +103,7 @@ class Outlet:
     async def send(self, update: models.SessionUpdate) -> None:
         held = self._held
         if held is None:
-            async with self._lock:
+            async with self._guard:
                 await self._deliver([update])
             return
         held.append(update)
@@ -113,7 +114,7 @@ class Outlet:
         """`send` for several updates, in order (one step of the mapper)."""
         held = self._held
         if held is None:
-            async with self._lock:
+            async with self._guard:
                 await self._deliver(updates)
             return
         held.extend(updates)
@@ -139,36 +140,18 @@ class Outlet:
         held = self._held
         if held:
             self._held = []
-            async with self._lock:
+            async with self._guard:
                 await self._deliver(held)
 
-    @asynccontextmanager
-    async def holding(self) -> AsyncIterator[None]:
+    def holding(self) -> _Holding:
         """Hold updates inside the block (the session loop mapping a batch of
         agy events); they are handed over, in order, when it ends."""
-        self._held = []
-        try:
-            yield
-        finally:
-            try:
-                await self.flush()
-            finally:
-                self._held = None
+        return _Holding(self)
 
-    @asynccontextmanager
-    async def unheld(self) -> AsyncIterator[None]:
+    def unheld(self) -> _Unheld:
         """Hand over what is held, then send straight through inside the block
         (whatever happens in it is ordered after the updates before it)."""
-        held = self._held
-        if held is None:
-            yield
-            return
-        await self.flush()
-        self._held = None
-        try:
-            yield
-        finally:
-            self._held = []
+        return _Unheld(self)
 
     # --- the running turn ------------------------------------------------------
 
@@ -255,3 +238,59 @@ def _lost_notice(count: int) -> models.SessionUpdate:
             text=f"({count} earlier updates of this turn were not kept while detached)\n"
         )
     )
+
+
+# The three below are small classes rather than @asynccontextmanager
+# generators: they run for every read of agy's output and every core step.
+
+
+class _Guard:
+    """``async with self._lock``, without yielding when the lock is free."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: trio.Lock) -> None:
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        try:
+            self._lock.acquire_nowait()  # fair: refused while others wait
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
+class _Holding:
+    __slots__ = ("_outlet",)
+
+    def __init__(self, outlet: Outlet) -> None:
+        self._outlet = outlet
+
+    async def __aenter__(self) -> None:
+        self._outlet._held = []
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            await self._outlet.flush()
+        finally:
+            self._outlet._held = None
+
+
+class _Unheld:
+    __slots__ = ("_outlet", "_was_holding")
+
+    def __init__(self, outlet: Outlet) -> None:
+        self._outlet = outlet
+        self._was_holding = False
+
+    async def __aenter__(self) -> None:
+        if self._outlet._held is not None:
+            self._was_holding = True
+            await self._outlet.flush()
+            self._outlet._held = None
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._was_holding:
+            self._outlet._held = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..store import AsyncStore, SessionRecord, StoreError, utc_now
@@ -69,14 +69,17 @@ class SessionBook:
                 "session %s: could not save the session index: %s", self._session_id, exc
             )
 
-    async def record_turn(self, text: str, mapper: TurnMapper) -> None:
-        """Journal one finished turn (the prompt reached agy)."""
+    async def record_turn(
+        self, text: str, mapper: TurnMapper, record: Callable[[], SessionRecord]
+    ) -> None:
+        """Journal one finished turn (the prompt reached agy) and save the
+        session's row (``record()``, built once the turn is counted) with it."""
         index, self.next_turn = self.next_turn, self.next_turn + 1
         entries = turn_entries(self._session_id, index, text, mapper, f"user_{uuid.uuid4().hex}")
         if self._store is None:
             return
         try:
-            await self._store.append_journal(entries)
+            await self._store.record_turn(entries, record())
         except StoreError as exc:
             logger.warning("session %s: could not save turn %d: %s", self._session_id, index, exc)
 

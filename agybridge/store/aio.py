@@ -205,6 +205,11 @@ class AsyncStore:
         batch = list(entries)
         await self._write(lambda store: store.append_journal(batch))
 
+    async def record_turn(self, entries: Sequence[JournalEntry], record: SessionRecord) -> None:
+        """`Store.record_turn`. Cancellation: a started write completes."""
+        batch = list(entries)
+        await self._write(lambda store: store.record_turn(batch, record))
+
     async def journal(self, session_id: str) -> list[JournalEntry]:
         """`Store.journal`. Cancellation: abandoned at once."""
         return await self._read(lambda store: store.journal(session_id))

@@ -121,11 +121,7 @@ class Store:
     def upsert_session(self, record: SessionRecord) -> None:
         """Insert ``record``, or replace the stored row with the same session id."""
         with self._writing(f"saving session {record.session_id!r}") as conn:
-            conn.execute(
-                f"INSERT OR REPLACE INTO sessions ({_SESSION_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _session_params(record),
-            )
+            _upsert_session(conn, record)
 
     def create_session(self, record: SessionRecord, journal: Iterable[JournalEntry] = ()) -> bool:
         """Insert ``record`` and its ``journal`` in one transaction, unless the id exists.
@@ -254,6 +250,13 @@ class Store:
             return
         with self._writing(f"appending {len(entries)} journal lines") as conn:
             _insert_journal(conn, entries)
+
+    def record_turn(self, entries: Sequence[JournalEntry], record: SessionRecord) -> None:
+        """A finished turn: its journal lines and the session's row, in one
+        transaction (one commit per turn)."""
+        with self._writing(f"saving a turn of session {record.session_id!r}") as conn:
+            _insert_journal(conn, entries)
+            _upsert_session(conn, record)
 
     def journal(self, session_id: str) -> list[JournalEntry]:
         """The session's journal in (turn, index) order; empty when there is none."""
@@ -431,6 +434,14 @@ def _session_params(record: SessionRecord) -> tuple[object, ...]:
         record.created_at,
         record.updated_at,
         json.dumps(dict(record.meta), ensure_ascii=False, sort_keys=True),
+    )
+
+
+def _upsert_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
+    conn.execute(
+        f"INSERT OR REPLACE INTO sessions ({_SESSION_COLUMNS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        _session_params(record),
     )
 
 

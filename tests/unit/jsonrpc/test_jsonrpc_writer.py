@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from agybridge.jsonrpc import Peer
-from agybridge.jsonrpc import peer as peer_module
+from agybridge.jsonrpc import writer as writer_module
 from agybridge.jsonrpc.messages import encode_message, notification_message
 
 from .test_jsonrpc_peer import Recorder
@@ -92,7 +92,7 @@ async def test_a_batch_is_bounded() -> None:
             send.gate.set()
             await trio.testing.wait_all_tasks_blocked()
             assert len(send.writes) > 2
-            assert all(len(w) < peer_module._WRITE_BATCH_BYTES + 2 * item for w in send.writes)
+            assert all(len(w) < writer_module.WRITE_BATCH_BYTES + 2 * item for w in send.writes)
             assert [m["params"][1] for m in _lines(send.writes)] == list(range(60))
             nursery.cancel_scope.cancel()
 

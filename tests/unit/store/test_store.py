@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from agybridge.store import (
     SessionRecord,
     Store,
     StoreClosedError,
+    StoreError,
     canonical_timestamp,
+    db,
 )
 
 
@@ -424,6 +427,29 @@ def test_journal_line_with_the_same_position_is_replaced(store: Store) -> None:
     store.append_journal([done])
     assert store.journal("s") == [done]
     store.append_journal([])
+
+
+def test_a_turn_and_the_session_row_are_saved_together(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """record_turn writes the turn's lines and the session's row in one
+    transaction: a failure between them leaves neither."""
+    store.upsert_session(record("s", title="old"))
+    lines = [JournalEntry.user("s", 0, 0, "hi"), JournalEntry.agent("s", 0, 1, "hello")]
+    store.record_turn(lines, record("s", title="new", minute=5))
+    assert store.journal("s") == lines
+    saved = store.get_session("s")
+    assert saved is not None and saved.title == "new"
+
+    def refused(conn: sqlite3.Connection, row: SessionRecord) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(db, "_upsert_session", refused)
+    with pytest.raises(StoreError):
+        store.record_turn([JournalEntry.user("s", 1, 0, "again")], record("s", title="newer"))
+    assert store.journal("s") == lines
+    saved = store.get_session("s")
+    assert saved is not None and saved.title == "new"
 
 
 # --------------------------------------------------------------------------- cache and flags
