@@ -9,23 +9,18 @@ protocol bytes before anything else runs.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
-from . import __version__, cli_logs, cli_sessions, doctor
-from .attach import control
-from .attach.paths import socket_path
-from .attach.relay import main as attach_main
+from . import __version__
 from .config import ConfigError, Settings
-from .daemon import run_daemon
-from .demo import SCENARIO_NAMES
-from .login import run_login
 from .logs import configure_logging
-from .server import run
+
+if TYPE_CHECKING:
+    import argparse
 
 TTY_HINT = (
     "agybridge: waiting for an ACP client (an editor) on stdin/stdout; try `agybridge demo`, "
@@ -34,6 +29,13 @@ TTY_HINT = (
 
 
 def _parser() -> argparse.ArgumentParser:
+    # The commands' own modules are imported by the commands, not by serving
+    # (issue 15: an editor's launch waits for every import before initialize).
+    import argparse  # noqa: PLC0415
+
+    from . import cli_sessions  # noqa: PLC0415
+    from .demo import SCENARIO_NAMES  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(
         prog="agybridge",
         description="An Agent Client Protocol agent for Google's Antigravity CLI (agy). "
@@ -94,51 +96,82 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Each command imports what it needs when it runs: serving, the path every
+    # editor launch takes, loads only what answering initialize needs (issue 15).
     raw = sys.argv[1:] if argv is None else argv
     if raw[:1] == ["smoke"]:
         # A client of the bridge with its own options; it needs none of the bridge's settings.
-        from .smoke import main as smoke_main  # noqa: PLC0415 - imported only when used
+        from .smoke import main as smoke_main  # noqa: PLC0415
 
         sys.exit(smoke_main(raw[1:]))
     if raw[:1] == ["attach"]:
+        from .attach.relay import main as attach_main  # noqa: PLC0415
+
         sys.exit(attach_main(raw[1:]))
-    if raw[:1] == ["status"]:
-        sys.exit(control.status_main(raw[1:]))
-    if raw[:1] == ["stop"]:
-        sys.exit(control.stop_main(raw[1:]))
+    if raw[:1] in (["status"], ["stop"]):
+        from .attach import control  # noqa: PLC0415
+
+        sys.exit((control.status_main if raw[0] == "status" else control.stop_main)(raw[1:]))
+    if raw in ([], ["serve"]):
+        sys.exit(_serve(_settings()))
     args = _parser().parse_args(argv)
-    try:
-        settings = Settings.from_env()
-    except ConfigError as exc:
-        print(f"agybridge: {exc}", file=sys.stderr)
-        sys.exit(2)
+    settings = _settings()
     if args.command == "demo":
-        # Only the demo needs the demo client: not imported when serving.
         from .demo import run_demo  # noqa: PLC0415
 
         sys.exit(run_demo(args.scenario, args.prompt or [], use_real_agy=args.real_agy))
     if args.command == "doctor":
         sys.exit(_doctor(settings, as_json=args.json))
     if args.command == "login":
+        from .login import run_login  # noqa: PLC0415
+
         sys.exit(run_login(settings))
     if args.command == "sessions":
+        from . import cli_sessions  # noqa: PLC0415
+
         sys.exit(cli_sessions.run(args, settings.db_path))
     if args.command == "logs":
+        from . import cli_logs  # noqa: PLC0415
+
         sys.exit(cli_logs.run(settings.log_file, args.n, args.follow))
+    if args.command == "daemon":
+        from pathlib import Path  # noqa: PLC0415
+
+        from .attach.paths import socket_path  # noqa: PLC0415
+        from .daemon import run_daemon  # noqa: PLC0415
+
+        configure_logging(settings.log_file, settings.log_level)
+        gc.freeze()  # see _serve
+        sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
+    sys.exit(_serve(settings))
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except ConfigError as exc:
+        print(f"agybridge: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _serve(settings: Settings) -> int:
+    from .server import run  # noqa: PLC0415
+
     configure_logging(settings.log_file, settings.log_level)
     # What start-up built (modules, classes, converters) lives as long as the
     # process: frozen, it is no longer walked by every full collection, which
-    # a long turn triggers again and again (smoke/bench_floor.py).
+    # a long turn triggers again and again (smoke/bench_floor.py). What the
+    # first session loads is frozen then (agent/handlers.py).
     gc.freeze()
-    if args.command == "daemon":
-        sys.exit(run_daemon(settings, Path(socket_path()), args.ready_fd))
     if sys.stdin.isatty():
         # A person, not an editor: say what this is instead of waiting silently.
         print(TTY_HINT, file=sys.stderr)
-    sys.exit(run(settings))
+    return run(settings)
 
 
 def _doctor(settings: Settings, *, as_json: bool) -> int:
+    from . import doctor  # noqa: PLC0415
+
     found = trio.run(doctor.run_checks, settings)
     if not as_json:
         print(f"agybridge {__version__}")

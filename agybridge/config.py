@@ -16,7 +16,7 @@ from typing import overload
 import attrs
 import platformdirs
 
-from .acp.content import MAX_FILE_BYTES, MAX_PROMPT_BYTES, PromptLimits
+from .acp.limits import MAX_FILE_BYTES, MAX_PROMPT_BYTES, PromptLimits
 from .lines import DEFAULT_MAX_LINE_BYTES
 from .session.config import ConfigValueError, LaunchSettings, settings_from_env
 from .session.deps import DEFAULT_STALL_NOTICE_S, DEFAULT_STARTUP_TIMEOUT_S, Timeouts

@@ -10,39 +10,35 @@ the escalation and reaped, then everything else is cancelled. Exit 0.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from . import agent as agent_layer
 from .acp import models
-from .agent import AcpAgent, send_updates_via
+from .agent import AcpAgent
 from .agent.auth import SignInState
 from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
-from .agy import EscalationPolicy, end_orphans, watched
+from .agy import EscalationPolicy
 from .config import Settings
-from .doctor import report
-from .doctor.live import live_checks
 from .jsonrpc import Peer, PipeSendStream
-from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.deps import AskClient
 from .session.staging import StagingError, sweep_stale
-from .store import (
-    AsyncStore,
-    LegacyPaths,
-    Store,
-    StoreError,
-    StorePathError,
-    import_agy_acp_map,
-)
+from .store import AsyncStore, StoreError, StorePathError, StoreUnavailableError, check_path
+
+if TYPE_CHECKING:
+    from .store import LegacyPaths, Store
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +72,8 @@ async def serve_stdio(settings: Settings) -> None:
     protocol_in, protocol_out = claim_stdio()
     receive = trio.lowlevel.FdStream(protocol_in)
     send = PipeSendStream(protocol_out)
-    # Whatever bridges that died (SIGKILL) left, then a watchdog in case we do.
-    await end_orphans(remove_orphaned_roots)
-    async with watched(runtime_bases(), DIR_PREFIX), receive, send:
-        await serve(receive, send, settings)
+    async with receive, send:
+        await serve(receive, send, settings, own_processes=True)
 
 
 async def serve(
@@ -88,8 +82,12 @@ async def serve(
     settings: Settings,
     *,
     handle_signals: bool = True,
+    own_processes: bool = False,
 ) -> None:
     """Serve ACP over the given streams until EOF or a shutdown signal.
+
+    ``own_processes``: this is the bridge process (not a test serving in
+    process): end what dead bridges left and run the watchdog.
 
     Cancelling this kills every agy child (escalation is shielded and bounded)
     before the cancellation propagates.
@@ -98,35 +96,62 @@ async def serve(
         logger.info("AGYBRIDGE_TRACE=1: tracing every message (secrets redacted)")
         receive_stream = TracingReceiveStream(receive_stream)
         send_stream = TracingSendStream(send_stream)
-    store = await open_store(settings.db_path)
+    store = deferred_store(settings.db_path)
     try:
-        await _serve(receive_stream, send_stream, settings, store, handle_signals=handle_signals)
+        await _serve(
+            receive_stream,
+            send_stream,
+            settings,
+            store,
+            handle_signals=handle_signals,
+            own_processes=own_processes,
+        )
     finally:
         await store.aclose()
 
 
-async def open_store(path: Path | None) -> AsyncStore:
-    """The session database; in memory (with a warning) if it cannot be used,
-    so the bridge always starts (a corrupt file is moved aside by the store).
+def deferred_store(path: Path | None) -> AsyncStore:
+    """The session database, opened by its first use (issue 15: not before
+    ``initialize`` is answered); in memory (with a warning) if it cannot be
+    used, so the bridge always starts (a corrupt file is moved aside).
 
     Raises:
         StorePathError: the path names a directory, FIFO, device...: the user's
             mistake, and maybe the user's data, so the bridge does not start.
     """
     if path is not None:
+        # One stat(2), so that a bad path still stops the start; one that cannot
+        # even be looked at is for the open to report (then memory).
+        with contextlib.suppress(StoreUnavailableError):
+            check_path(path)
+    return AsyncStore.deferred(functools.partial(_open_or_memory, path))
+
+
+async def open_store(path: Path | None) -> AsyncStore:
+    """`deferred_store`, opened now (the daemon: it serves many clients)."""
+    store = deferred_store(path)
+    await store.wait_open()
+    return store
+
+
+def _open_or_memory(path: Path | None) -> Store:
+    """(In the store's worker thread.) The database at ``path``, else in memory."""
+    from .store import Store  # noqa: PLC0415 - sqlite3 is loaded by the first use
+
+    if path is not None:
         try:
-            return await AsyncStore.open(path)
-        except StorePathError:
-            raise
-        except StoreError as exc:
+            return Store.open(path)
+        except StoreError as exc:  # a bad path was refused at start-up (check_path)
             logger.warning("session history unavailable (%s); keeping sessions in memory", exc)
-    return AsyncStore(await trio.to_thread.run_sync(Store.open_memory))
+    return Store.open_memory()
 
 
 async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:
     """One-time import of agy-acp-map sessions (a no-op once done)."""
     if legacy is None or not legacy.sessions_file.exists():
         return
+    from .store import import_agy_acp_map  # noqa: PLC0415 - runs once per machine
+
     try:
         report = await store.run_sync(
             functools.partial(
@@ -162,12 +187,14 @@ async def _serve(
     store: AsyncStore,
     *,
     handle_signals: bool,
+    own_processes: bool,
 ) -> None:
     peer: Peer | None = None
 
     async def send_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         assert peer is not None
-        await send_updates_via(peer.send_encoded, session_id, updates)
+        # Through the layer's face: the encoder is loaded by the first update.
+        await agent_layer.send_updates_via(peer.send_encoded, session_id, updates)
 
     async def ask_client(method: str, params: Any) -> Any:
         assert peer is not None
@@ -190,6 +217,9 @@ async def _serve(
         doctor=doctor,
         catalog_ready=catalog.loaded.wait,
         sign_in=sign_in,
+        # What the first session loads lives as long as the process, like
+        # start-up's modules (frozen in cli.py): out of the collector's way.
+        on_sessions_loaded=gc.freeze if own_processes else None,
     )
 
     peer = Peer(receive_stream, send_stream, agent, max_line_bytes=settings.max_line_bytes)
@@ -219,12 +249,39 @@ async def _serve(
             logger.info("stdout closed: shutting down")
             shutdown.set()
 
+        async def after_initialize() -> None:
+            # Start-up work that answering initialize does not need runs once
+            # its answer is written (issue 15). No agy starts before it: the
+            # discovery starts here, and sessions wait for its catalog
+            # (catalog_ready), so the watchdog is up before any child.
+            assert peer is not None
+            await agent.wait_initialized()
+            await peer.flush()
+            housekeeping = functools.partial(
+                start_housekeeping,
+                nursery,
+                settings,
+                store=store,
+                catalog=catalog,
+                manager=manager,
+                sign_in=sign_in,
+            )
+            if not own_processes:
+                housekeeping()
+                return
+            # What bridges that died (SIGKILL) left, then a watchdog in case we do.
+            from .agy import end_orphans, watched  # noqa: PLC0415
+            from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases  # noqa: PLC0415
+
+            await end_orphans(remove_orphaned_roots)
+            async with watched(runtime_bases(), DIR_PREFIX):
+                housekeeping()
+                await trio.sleep_forever()  # the watchdog lives until shutdown
+
         nursery.start_soon(run_peer)
         nursery.start_soon(watch_eof)
         nursery.start_soon(watch_stdout)
-        start_housekeeping(
-            nursery, settings, store=store, catalog=catalog, manager=manager, sign_in=sign_in
-        )
+        nursery.start_soon(after_initialize)
         if handle_signals:
             nursery.start_soon(_watch_signals, shutdown)
 
@@ -280,6 +337,10 @@ def doctor_lines(
 ) -> list[str]:
     """The ``/doctor`` command's report: the same checks as ``agybridge doctor``,
     from what the bridge knows (pending ones say so)."""
+    # Loaded by the first /doctor, not at start-up (issue 15).
+    from .doctor import report  # noqa: PLC0415
+    from .doctor.live import live_checks  # noqa: PLC0415
+
     gates = [session.gate for session in manager.live()]
     return report.one_line_each(live_checks(settings, catalog, sign_in, gates))
 

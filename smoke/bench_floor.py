@@ -7,8 +7,8 @@
   own CPU over the turn) and peak RSS (``VmHWM`` after the turn), at each N.
 * ``cold``: spawn -> ``initialize`` answered, for the bridge and for a floor that only
   imports the bridge's dependencies (trio, attrs, cattrs, platformdirs) and then answers
-  one line; plus ``python -X importtime`` of a bridge that answered ``initialize``:
-  the self time of agybridge's own modules, and the slowest ones.
+  one line; plus ``python -X importtime`` of a bridge up to its ``initialize``
+  answer: the self time of agybridge's own modules, and the slowest ones.
 
 Both sides run in alternation within each repetition, so the ratios compare runs
 made under the same machine load (the numbers themselves are noisy on a shared
@@ -247,12 +247,40 @@ class FloorBench:
         self.add("cold_floor", floor * 1000)
 
     async def import_profile(self) -> dict[str, Any]:
+        """``-X importtime`` up to the ``initialize`` answer: with stderr on the
+        stdout pipe, the import lines before the answer are what answering needed
+        (the start-up work after it imports more, off the critical path)."""
         env = self.env(PYTHONPROFILEIMPORTTIME="1")
-        await self.initialize_time(BRIDGE_ARGV, env, "importtime")
-        stderr = self.stderr_path("importtime")
+        process = await trio.lowlevel.open_process(
+            list(BRIDGE_ARGV),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        lines: list[bytes] = []
+        try:
+            client = LineClient(process)
+            with trio.fail_after(STEP_LIMIT_S):
+                await client.send(INITIALIZE)
+                async for batch in client.lines():
+                    answered = [n for n, line in enumerate(batch) if line.startswith(b"{")]
+                    lines += batch[: answered[0]] if answered else batch
+                    if answered:
+                        break
+            await client.close()
+            with trio.fail_after(STEP_LIMIT_S):
+                async for _ in client.lines():
+                    pass
+        except EOFError:
+            pass
+        finally:
+            with trio.CancelScope(shield=True):
+                await stop_process(process)
         own: list[tuple[int, str]] = []
         total = 0
-        for line in stderr.read_text(errors="replace").splitlines():
+        for raw in lines:
+            line = raw.decode(errors="replace")
             if not line.startswith("import time:") or "|" not in line:
                 continue
             fields = [part.strip() for part in line.removeprefix("import time:").split("|")]
@@ -334,11 +362,11 @@ def render(bench: FloorBench, profile: dict[str, Any], facts: dict[str, Any]) ->
             f"{ratio_text} |"
         )
 
-    for count in bench.args.sizes:
+    for count in bench.args.sizes if s.get(f"bridge_eps_{bench.args.sizes[0]}") else ():
         row(f"text deltas relayed per second ({count:,} deltas)", f"eps_{count}", "/s", 0, True)
         row(f"CPU per delta ({count:,} deltas)", f"cpu_{count}", "µs", 2)
         row(f"peak RSS after a {count:,}-delta turn", f"rss_{count}", "MiB")
-    if len(bench.args.sizes) >= 2:
+    if len(bench.args.sizes) >= 2 and s.get(f"bridge_rss_{bench.args.sizes[0]}"):
         small, big = bench.args.sizes[0], bench.args.sizes[-1]
         growth = [
             b - a
@@ -360,7 +388,7 @@ def render(bench: FloorBench, profile: dict[str, Any], facts: dict[str, Any]) ->
     if profile:
         lines += [
             "",
-            f"`-X importtime` of a bridge answering `initialize`: agybridge's own modules "
+            "`-X importtime` of a bridge up to its `initialize` answer: agybridge's own modules "
             f"{profile['agybridge_self_ms']:.1f} ms self time ({profile['agybridge_modules']} "
             f"modules) of {profile['all_self_ms']:.1f} ms; slowest: "
             + ", ".join(profile["slowest"]),

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
-#: ``procfs`` (process ownership primitives) and ``watchdog`` (run without
+#: ``procfs`` (process ownership primitives), ``watchdog`` (run without
 #: site-packages) are stdlib-only leaves: agy and permissions share them.
-LEAVES = {"jsonrpc", "acp", "lines", "media", "procfs", "watchdog"}
+LEAVES = {"jsonrpc", "acp", "lines", "media", "procfs", "watchdog", "lazy"}
 LOWER = {"agy", "permissions", "store"}
 #: Layer rank; a module may import its own rank or lower (leaves: rank 0).
 RANK = {

@@ -22,6 +22,10 @@ from . import models
 
 T = TypeVar("T")
 
+#: Where the ACP models live (models.py loads session_models.py on first use).
+_SESSION_MODELS = f"{__package__}.session_models"
+_MODEL_MODULES = frozenset({models.__name__, _SESSION_MODELS})
+
 
 def to_camel(name: str) -> str:
     if name == "meta":
@@ -51,7 +55,7 @@ def converter() -> cattrs.Converter:
     conv = cattrs.Converter()
 
     def _is_model(cls: type) -> bool:
-        return attrs.has(cls) and cls.__module__ == models.__name__
+        return attrs.has(cls) and cls.__module__ in _MODEL_MODULES
 
     conv.register_structure_hook_factory(
         _is_model, lambda cls: make_dict_structure_fn(cls, conv, **_overrides(cls))
@@ -66,6 +70,51 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook(bool, _strict(bool))
     conv.register_structure_hook_factory(_is_list, lambda t: _strict_list(t, conv))
     conv.register_structure_hook_factory(_is_dict, lambda t: _strict_dict(t, conv))
+    # The tagged unions are configured when a union value is first converted:
+    # initialize needs none, and configuring them generates every member's
+    # hooks (~25 ms of a cold start, issue 15). Until then a union's hook is a
+    # stand-in; configuring (in the same order as ever, after the hooks above)
+    # retires the stand-ins, and each then calls the union's own hook.
+    configured = False
+
+    def pending(t: Any) -> bool:
+        # Only a union of session models can be one of them: asked first, as
+        # naming the unions loads those models (initialize needs none).
+        args: tuple[Any, ...] = getattr(t, "__args__", ())
+        return (
+            not configured
+            and bool(args)
+            and getattr(args[0], "__module__", None) == _SESSION_MODELS
+            and t in (models.ContentBlock, models.ToolCallContent, models.SessionUpdate)
+        )
+
+    def configure() -> None:
+        nonlocal configured
+        if not configured:
+            configured = True
+            _configure_unions(conv)
+
+    def stand_in(union: Any, get_hook: Any) -> Any:
+        hook: Any = None
+
+        def first_call(*args: Any) -> Any:
+            nonlocal hook
+            if hook is None:
+                configure()
+                hook = get_hook(union)
+            return hook(*args)
+
+        return first_call
+
+    conv.register_structure_hook_factory(pending, lambda t: stand_in(t, conv.get_structure_hook))
+    conv.register_unstructure_hook_factory(
+        pending, lambda t: stand_in(t, conv.get_unstructure_hook)
+    )
+    return conv
+
+
+def _configure_unions(conv: cattrs.Converter) -> None:
+    # An unknown block is only ever read as a ContentBlock (its union's default).
     conv.register_structure_hook(models.UnknownContent, _structure_unknown_content)
     configure_tagged_union(
         models.ContentBlock,
@@ -84,7 +133,6 @@ def converter() -> cattrs.Converter:
     )
     configure_tagged_union(models.ToolCallContent, conv, tag_generator=_tag, tag_name="type")
     configure_tagged_union(models.SessionUpdate, conv, tag_generator=_tag, tag_name="sessionUpdate")
-    return conv
 
 
 def _is_list(t: Any) -> bool:

@@ -52,9 +52,10 @@ import attrs
 
 from ..media import sniff_image_type
 from . import models
+from .limits import PromptLimits
 
-MAX_FILE_BYTES = 8 * 2**20  # 8 MiB: one image or embedded file, decoded
-MAX_PROMPT_BYTES = 32 * 2**20  # 32 MiB: every staged file of one prompt, decoded
+#: The limits when the caller gives none (immutable, so shared).
+_DEFAULT_LIMITS = PromptLimits()
 
 UNSUPPORTED_IMAGE_MESSAGE = "Unsupported image format. Use PNG, JPEG, GIF, or WebP."
 AUDIO_MESSAGE = "Audio content is not supported"
@@ -80,21 +81,6 @@ _BLOCK_TYPES = "text, resource_link, image or resource"
 
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/=]")
 _STEM_JUNK = re.compile(r"[^A-Za-z0-9_-]+")
-
-
-def _positive(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, not {value!r}")
-
-
-@attrs.frozen
-class PromptLimits:
-    """Size limits for staged files, in decoded bytes (the caller's settings)."""
-
-    #: One image or embedded file.
-    max_file_bytes: int = attrs.field(default=MAX_FILE_BYTES, validator=_positive)
-    #: Every staged file of one prompt together.
-    max_prompt_bytes: int = attrs.field(default=MAX_PROMPT_BYTES, validator=_positive)
 
 
 @attrs.frozen
@@ -152,7 +138,7 @@ def convert_prompt(
     blocks: Sequence[models.ContentBlock],
     *,
     staging_dir: str,
-    limits: PromptLimits = PromptLimits(),
+    limits: PromptLimits = _DEFAULT_LIMITS,
 ) -> ConvertedPrompt:
     """Check every block of ``blocks`` and convert the whole prompt.
 

@@ -4,78 +4,22 @@ Field names are snake_case here and camelCase on the wire (``acp/codec.py``
 does the renaming); ``meta`` is ``_meta``. Only fields whose default is None
 are omitted when unset, so discriminators are always written. Names follow
 the official schema's ``$defs`` (``../shared/acp/schema/v1/schema.json``).
+
+This module defines what ``initialize`` and ``authenticate`` need; every other
+type lives in ``session_models.py`` and is loaded, through this module, when it
+is first used (agybridge/lazy.py): a bridge answers ``initialize`` without
+building them (issue 15, lazy start-up). Callers use ``models.X`` either way.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..lazy import exports
+
 Meta = dict[str, Any]
-
-# --- content ---------------------------------------------------------------
-
-
-@attrs.frozen
-class TextContent:
-    TAG: ClassVar[str] = "text"
-    text: str
-    annotations: dict[str, Any] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ImageContent:
-    TAG: ClassVar[str] = "image"
-    data: str
-    mime_type: str
-    uri: str | None = None
-    annotations: dict[str, Any] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class AudioContent:
-    TAG: ClassVar[str] = "audio"
-    data: str
-    mime_type: str
-    annotations: dict[str, Any] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ResourceLink:
-    TAG: ClassVar[str] = "resource_link"
-    uri: str
-    name: str
-    mime_type: str | None = None
-    title: str | None = None
-    description: str | None = None
-    size: int | None = None
-    annotations: dict[str, Any] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class EmbeddedResource:
-    TAG: ClassVar[str] = "resource"
-    #: ``{uri, text, mimeType?}`` or ``{uri, blob, mimeType?}``, kept raw.
-    resource: dict[str, Any]
-    annotations: dict[str, Any] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class UnknownContent:
-    """A content block type this bridge does not know (kept raw)."""
-
-    raw: dict[str, Any]
-
-
-ContentBlock = (
-    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource | UnknownContent
-)
 
 # --- initialize ------------------------------------------------------------
 
@@ -152,140 +96,6 @@ class InitializeResponse:
     meta: Meta | None = None
 
 
-# --- sessions --------------------------------------------------------------
-
-
-@attrs.frozen
-class NewSessionRequest:
-    cwd: str
-    #: Accepted and validated as objects; agy runs no MCP servers headless
-    #: (contract.md §8.9), so they are not yet passed on.
-    mcp_servers: list[dict[str, Any]]
-    additional_directories: list[str] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class SessionConfigSelectOption:
-    value: str
-    name: str
-    description: str | None = None
-
-
-@attrs.frozen
-class SessionConfigOption:
-    """A ``select`` option (the only kind offered: boolean options need a
-    client capability)."""
-
-    id: str
-    name: str
-    current_value: str
-    options: list[SessionConfigSelectOption]
-    description: str | None = None
-    category: str | None = None
-    type: str = "select"
-
-
-@attrs.frozen
-class SessionMode:
-    id: str
-    name: str
-    description: str | None = None
-
-
-@attrs.frozen
-class SessionModeState:
-    current_mode_id: str
-    available_modes: list[SessionMode]
-
-
-@attrs.frozen
-class NewSessionResponse:
-    session_id: str
-    modes: SessionModeState | None = None
-    config_options: list[SessionConfigOption] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class SessionStateResponse:
-    """``session/load`` and ``session/resume`` answers."""
-
-    modes: SessionModeState | None = None
-    config_options: list[SessionConfigOption] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class OpenSessionRequest:
-    """``session/load`` and ``session/resume`` (mcpServers optional on resume)."""
-
-    session_id: str
-    cwd: str
-    mcp_servers: list[dict[str, Any]] | None = None
-    additional_directories: list[str] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ListSessionsRequest:
-    cwd: str | None = None
-    cursor: str | None = None
-    #: Not in the v1 schema: an exact-match filter this agent also accepts.
-    additional_directories: list[str] | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class SessionInfo:
-    session_id: str
-    cwd: str
-    additional_directories: list[str] | None = None
-    title: str | None = None
-    updated_at: str | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ListSessionsResponse:
-    sessions: list[SessionInfo]
-    next_cursor: str | None = None
-
-
-@attrs.frozen
-class SetConfigOptionRequest:
-    session_id: str
-    config_id: str
-    value: str
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class SetConfigOptionResponse:
-    config_options: list[SessionConfigOption]
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class SetModeRequest:
-    session_id: str
-    mode_id: str
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class PromptRequest:
-    session_id: str
-    prompt: list[ContentBlock]
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class PromptResponse:
-    stop_reason: str
-    meta: Meta | None = None
-
-
 @attrs.frozen
 class AuthenticateRequest:
     method_id: str
@@ -300,192 +110,106 @@ class SessionIdParams:
     meta: Meta | None = None
 
 
-# --- session/update --------------------------------------------------------
-
-
-@attrs.frozen
-class AgentMessageChunk:
-    TAG: ClassVar[str] = "agent_message_chunk"
-    content: ContentBlock
-    message_id: str | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class UserMessageChunk:
-    TAG: ClassVar[str] = "user_message_chunk"
-    content: ContentBlock
-    message_id: str | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class AgentThoughtChunk:
-    TAG: ClassVar[str] = "agent_thought_chunk"
-    content: ContentBlock
-    message_id: str | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ToolCallLocation:
-    path: str
-    line: int | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ContentToolCallContent:
-    TAG: ClassVar[str] = "content"
-    content: ContentBlock
-
-
-@attrs.frozen
-class DiffContent:
-    """A file change; ``old_text`` None means a new file."""
-
-    TAG: ClassVar[str] = "diff"
-    path: str
-    new_text: str
-    old_text: str | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class TerminalContent:
-    TAG: ClassVar[str] = "terminal"
-    terminal_id: str
-    meta: Meta | None = None
-
-
-ToolCallContent = ContentToolCallContent | DiffContent | TerminalContent
-
-
-@attrs.frozen
-class ToolCall:
-    TAG: ClassVar[str] = "tool_call"
-    tool_call_id: str
-    title: str
-    kind: str = "other"
-    status: str = "pending"
-    content: list[ToolCallContent] | None = None
-    locations: list[ToolCallLocation] | None = None
-    raw_input: Any = None
-    raw_output: Any = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ToolCallUpdate:
-    """Only the fields that changed; a present field replaces the old value."""
-
-    TAG: ClassVar[str] = "tool_call_update"
-    tool_call_id: str
-    title: str | None = None
-    kind: str | None = None
-    status: str | None = None
-    content: list[ToolCallContent] | None = None
-    locations: list[ToolCallLocation] | None = None
-    raw_input: Any = None
-    raw_output: Any = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class PlanEntry:
-    content: str
-    priority: str = "medium"
-    status: str = "pending"
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class Plan:
-    """Always the complete plan: the client replaces what it had."""
-
-    TAG: ClassVar[str] = "plan"
-    entries: list[PlanEntry]
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class Cost:
-    amount: float
-    currency: str
-
-
-@attrs.frozen
-class UsageUpdate:
-    TAG: ClassVar[str] = "usage_update"
-    used: int
-    size: int
-    cost: Cost | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class SessionInfoUpdate:
-    TAG: ClassVar[str] = "session_info_update"
-    title: str | None = None
-    updated_at: str | None = None
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class ConfigOptionUpdate:
-    TAG: ClassVar[str] = "config_option_update"
-    config_options: list[SessionConfigOption]
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class CurrentModeUpdate:
-    TAG: ClassVar[str] = "current_mode_update"
-    current_mode_id: str
-    meta: Meta | None = None
-
-
-@attrs.frozen
-class CommandInput:
-    hint: str
-
-
-@attrs.frozen
-class AvailableCommand:
-    name: str
-    description: str
-    input: CommandInput | None = None
-
-
-@attrs.frozen
-class AvailableCommandsUpdate:
-    TAG: ClassVar[str] = "available_commands_update"
-    available_commands: list[AvailableCommand]
-    meta: Meta | None = None
-
-
-SessionUpdate = (
-    AgentMessageChunk
-    | UserMessageChunk
-    | AgentThoughtChunk
-    | ToolCall
-    | ToolCallUpdate
-    | Plan
-    | UsageUpdate
-    | SessionInfoUpdate
-    | ConfigOptionUpdate
-    | CurrentModeUpdate
-    | AvailableCommandsUpdate
-)
-
-
-@attrs.frozen
-class SessionNotification:
-    session_id: str
-    update: SessionUpdate
-    meta: Meta | None = None
-
-
 STOP_END_TURN = "end_turn"
 STOP_CANCELLED = "cancelled"
 STOP_REFUSAL = "refusal"
+
+if TYPE_CHECKING:
+    from .session_models import AgentMessageChunk as AgentMessageChunk
+    from .session_models import AgentThoughtChunk as AgentThoughtChunk
+    from .session_models import AudioContent as AudioContent
+    from .session_models import AvailableCommand as AvailableCommand
+    from .session_models import AvailableCommandsUpdate as AvailableCommandsUpdate
+    from .session_models import CommandInput as CommandInput
+    from .session_models import ConfigOptionUpdate as ConfigOptionUpdate
+    from .session_models import ContentBlock as ContentBlock
+    from .session_models import ContentToolCallContent as ContentToolCallContent
+    from .session_models import Cost as Cost
+    from .session_models import CurrentModeUpdate as CurrentModeUpdate
+    from .session_models import DiffContent as DiffContent
+    from .session_models import EmbeddedResource as EmbeddedResource
+    from .session_models import ImageContent as ImageContent
+    from .session_models import ListSessionsRequest as ListSessionsRequest
+    from .session_models import ListSessionsResponse as ListSessionsResponse
+    from .session_models import NewSessionRequest as NewSessionRequest
+    from .session_models import NewSessionResponse as NewSessionResponse
+    from .session_models import OpenSessionRequest as OpenSessionRequest
+    from .session_models import Plan as Plan
+    from .session_models import PlanEntry as PlanEntry
+    from .session_models import PromptRequest as PromptRequest
+    from .session_models import PromptResponse as PromptResponse
+    from .session_models import ResourceLink as ResourceLink
+    from .session_models import SessionConfigOption as SessionConfigOption
+    from .session_models import SessionConfigSelectOption as SessionConfigSelectOption
+    from .session_models import SessionInfo as SessionInfo
+    from .session_models import SessionInfoUpdate as SessionInfoUpdate
+    from .session_models import SessionMode as SessionMode
+    from .session_models import SessionModeState as SessionModeState
+    from .session_models import SessionNotification as SessionNotification
+    from .session_models import SessionStateResponse as SessionStateResponse
+    from .session_models import SessionUpdate as SessionUpdate
+    from .session_models import SetConfigOptionRequest as SetConfigOptionRequest
+    from .session_models import SetConfigOptionResponse as SetConfigOptionResponse
+    from .session_models import SetModeRequest as SetModeRequest
+    from .session_models import TerminalContent as TerminalContent
+    from .session_models import TextContent as TextContent
+    from .session_models import ToolCall as ToolCall
+    from .session_models import ToolCallContent as ToolCallContent
+    from .session_models import ToolCallLocation as ToolCallLocation
+    from .session_models import ToolCallUpdate as ToolCallUpdate
+    from .session_models import UnknownContent as UnknownContent
+    from .session_models import UsageUpdate as UsageUpdate
+    from .session_models import UserMessageChunk as UserMessageChunk
+
+__getattr__ = exports(
+    __name__,
+    {
+        ".session_models": (
+            "TextContent",
+            "ImageContent",
+            "AudioContent",
+            "ResourceLink",
+            "EmbeddedResource",
+            "UnknownContent",
+            "ContentBlock",
+            "NewSessionRequest",
+            "SessionConfigSelectOption",
+            "SessionConfigOption",
+            "SessionMode",
+            "SessionModeState",
+            "NewSessionResponse",
+            "SessionStateResponse",
+            "OpenSessionRequest",
+            "ListSessionsRequest",
+            "SessionInfo",
+            "ListSessionsResponse",
+            "SetConfigOptionRequest",
+            "SetConfigOptionResponse",
+            "SetModeRequest",
+            "PromptRequest",
+            "PromptResponse",
+            "AgentMessageChunk",
+            "UserMessageChunk",
+            "AgentThoughtChunk",
+            "ToolCallLocation",
+            "ContentToolCallContent",
+            "DiffContent",
+            "TerminalContent",
+            "ToolCallContent",
+            "ToolCall",
+            "ToolCallUpdate",
+            "PlanEntry",
+            "Plan",
+            "Cost",
+            "UsageUpdate",
+            "SessionInfoUpdate",
+            "ConfigOptionUpdate",
+            "CurrentModeUpdate",
+            "CommandInput",
+            "AvailableCommand",
+            "AvailableCommandsUpdate",
+            "SessionUpdate",
+            "SessionNotification",
+        ),
+    },
+)

@@ -1,11 +1,9 @@
-"""agybridge's ACP extension methods (``_agybridge/...``) and their discovery.
+"""agybridge's ACP extension methods (``_agybridge/...``).
 
-ACP reserves names starting with ``_`` for extensions (extensibility.mdx).
 Every method here is listed in ``initialize`` →
 ``agentCapabilities._meta.agybridge.extensions`` with its version, and only
-those: the table below is both the dispatcher and the advertisement. The
-payloads are documented in docs/extensions.md and described by
-docs/extensions.schema.json.
+those: advertised.py holds that list, this module serves it. The payloads are
+documented in docs/extensions.md and described by docs/extensions.schema.json.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import posixpath
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import __version__
 from ..jsonrpc import ErrorCode, RpcError
 from ..session import Session, SessionManager
 from ..session.diffs import unified
@@ -24,13 +21,7 @@ from . import history_pages as history
 from .history_pages import mutation_wire
 from .params import unknown_session
 
-#: Version of the extension surface as a whole (bumped on incompatible change).
-EXTENSIONS_VERSION = 1
-
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-
-#: Served by the agent itself (it runs a turn like ``session/prompt``).
-STEER = "_agybridge/session/steer"
 
 
 def _object(params: Any) -> dict[str, Any]:
@@ -90,37 +81,22 @@ class Extensions:
 
     def __init__(self, manager: SessionManager) -> None:
         self._manager = manager
-        #: method -> (version, handler); exactly what ``initialize`` advertises.
-        self.methods: dict[str, tuple[int, Handler]] = {
-            "_agybridge/session/runtime": (1, self._runtime),
-            "_agybridge/session/history": (1, self._history),
-            "_agybridge/session/mutations": (1, self._mutations),
-            "_agybridge/session/diff": (1, self._diff),
-            "_agybridge/session/rollback": (1, self._rollback),
-            "_agybridge/mcp/list": (1, self._mcp_list),
-            "_agybridge/skills/list": (1, self._skills_list),
-        }
-        #: Methods served by the agent, advertised here: method -> version.
-        self.served_elsewhere: dict[str, int] = {}
-
-    def capabilities(self) -> dict[str, Any]:
-        """``agentCapabilities._meta.agybridge``."""
-        return {
-            "version": EXTENSIONS_VERSION,
-            "bridgeVersion": __version__,
-            "extensions": {
-                **{name: {"version": v} for name, (v, _) in self.methods.items()},
-                **{name: {"version": v} for name, v in self.served_elsewhere.items()},
-            },
-            # The bridge sends no extension notifications (yet).
-            "notifications": [],
+        #: method -> handler: advertised.EXTENSION_METHODS but STEER (a test checks).
+        self.methods: dict[str, Handler] = {
+            "_agybridge/session/runtime": self._runtime,
+            "_agybridge/session/history": self._history,
+            "_agybridge/session/mutations": self._mutations,
+            "_agybridge/session/diff": self._diff,
+            "_agybridge/session/rollback": self._rollback,
+            "_agybridge/mcp/list": self._mcp_list,
+            "_agybridge/skills/list": self._skills_list,
         }
 
     async def handle(self, method: str, params: Any) -> Any:
-        entry = self.methods.get(method)
-        if entry is None:
+        handler = self.methods.get(method)
+        if handler is None:
             raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
-        return await entry[1](_object(params))
+        return await handler(_object(params))
 
     def _session(self, params: dict[str, Any]) -> Session:
         session_id = str_param(params, "sessionId", required=True)

@@ -13,68 +13,45 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from .. import __version__
 from ..acp import codec, models
-from ..acp.content import PromptContentError, PromptLimits
+from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
-from ..session import (
-    AuthRequiredError,
-    InvalidModelError,
-    Session,
-    SessionError,
-    SessionManager,
-)
-from ..session.commands import BridgeCommand, SkillRequest
-from ..session.config import ConfigValueError, LaunchSettings
-from ..session.deps import SessionSpec
-from ..session.history import replay_updates
-from ..session.outlet import ClientSink
-from ..session.staging import StagingError
-from ..store import AsyncStore, InvalidCursorError
-from . import commands, compat, prompting
+from ..session.config import LaunchSettings
+from . import compat
+from .advertised import EXTENSION_METHODS, STEER, extension_capabilities
 from .auth import SignInState, auth_methods, check_method
-from .extensions import STEER, Extensions
 from .ordering import LifecycleOrder
-from .params import (
-    check_directories,
-    check_directory,
-    check_text,
-    mcp_config,
-    normalise,
-    on_disconnect_from,
-    parse,
-    settings_from,
-    unknown_session,
-)
+from .params import check_text, parse, translate_session_errors
 from .wirelog import log_initialize
+
+if TYPE_CHECKING:
+    from ..session import Session, SessionManager
+    from ..session.outlet import ClientSink
+    from .session_methods import SessionMethods
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 #: Requests that open or end a session: applied in wire order per session.
 LIFECYCLE_METHODS = frozenset({"session/load", "session/resume", "session/close", "session/delete"})
-
-
-@contextmanager
-def _translate_session_errors() -> Iterator[None]:
-    """Session failures -> JSON-RPC errors, in one place."""
-    try:
-        yield
-    except AuthRequiredError as exc:
-        raise RpcError(ErrorCode.AUTH_REQUIRED, exc.message, exc.data) from None
-    except InvalidModelError as exc:
-        raise RpcError(ErrorCode.INVALID_PARAMS, exc.message, exc.data) from None
-    except SessionError as exc:
-        raise RpcError(
-            ErrorCode.INTERNAL_ERROR, exc.message, {"details": exc.message, **exc.data}
-        ) from None
+#: Served by `SessionMethods` (session_methods.py), with the extensions.
+SESSION_METHODS = (
+    "session/new",
+    "session/prompt",
+    "session/close",
+    "session/set_config_option",
+    "session/set_mode",
+    "session/list",
+    "session/load",
+    "session/resume",
+    "session/delete",
+)
 
 
 class AcpAgent:
@@ -90,7 +67,12 @@ class AcpAgent:
         doctor: Callable[[], list[str]] | None = None,
         catalog_ready: Callable[[], Awaitable[None]] | None = None,
         sign_in: SignInState,
+        on_sessions_loaded: Callable[[], None] | None = None,
     ) -> None:
+        """``on_sessions_loaded`` is called once the session machinery has been
+        imported, by the first request that needs it (the bridge freezes the
+        heap then, as it did at start-up: cli.py)."""
+        self._on_sessions_loaded = on_sessions_loaded
         self._manager = manager
         self._client = client
         self._sign_in = sign_in
@@ -109,22 +91,12 @@ class AcpAgent:
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
             "initialize": self._initialize,
             "authenticate": self._authenticate,
-            "session/new": self._new_session,
-            "session/prompt": self._prompt,
-            "session/close": self._close_session,
-            "session/set_config_option": self._set_config_option,
-            "session/set_mode": self._set_mode,
-            "session/list": self._list_sessions,
-            "session/load": self._load_session,
-            "session/resume": self._resume_session,
-            "session/delete": self._delete_session,
         }
-        self._extensions = Extensions(manager)
-        for name in self._extensions.methods:
-            self._methods[name] = functools.partial(self._extension, name)
-        # Steer runs a turn like session/prompt: it is served here.
-        self._methods[STEER] = self._steer
-        self._extensions.served_elsewhere[STEER] = 1
+        for name in (*SESSION_METHODS, *EXTENSION_METHODS):
+            self._methods[name] = functools.partial(self._served, name)
+        #: Built by the first request that needs sessions (issue 15: initialize
+        #: is answered without importing the session machinery).
+        self._session_methods: SessionMethods | None = None
 
     # --- the Handler protocol ------------------------------------------------
 
@@ -189,6 +161,11 @@ class AcpAgent:
                 if session is not None:
                     session.drop_prompt(ctx.seq)
 
+    async def wait_initialized(self) -> None:
+        """Return once an ``initialize`` request has been handled (its answer is
+        handed to the peer, success or error)."""
+        await self._initialize_done.wait()
+
     async def _wait_initialized(self, method: str) -> None:
         # Request tasks start in no fixed order: a request sent right after
         # initialize (without waiting for its answer) waits for it here.
@@ -241,7 +218,7 @@ class AcpAgent:
                 session_capabilities=models.SessionCapabilities(
                     close={}, list={}, resume={}, delete={}, additional_directories={}
                 ),
-                meta={"agybridge": self._extensions.capabilities()},
+                meta={"agybridge": extension_capabilities()},
             ),
             agent_info=models.Implementation(
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
@@ -259,283 +236,25 @@ class AcpAgent:
     async def _authenticate(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.AuthenticateRequest)
         check_method(request.method_id, terminal=self._client_has_terminal_auth())
-        with _translate_session_errors():
+        with translate_session_errors():
             await self._sign_in.authenticate()
         return {}
 
-    async def _extension(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        return await self._extensions.handle(method, params)
+    async def _served(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        if self._session_methods is None:
+            # Loaded on first use, in one place (issue 15, lazy start-up).
+            from .session_methods import SessionMethods  # noqa: PLC0415
 
-    async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.NewSessionRequest)
-        spec = SessionSpec(
-            session_id=f"sess_{uuid.uuid4().hex}",
-            cwd=check_directory(request.cwd, "cwd"),
-            additional_dirs=check_directories(request.additional_directories),
-            settings=settings_from(self._default_settings, compat.launch_meta(params)),
-            terminals=self._client_wants_terminals(),
-            mcp_config=mcp_config(request.mcp_servers),
-            on_disconnect=on_disconnect_from(request.meta),
-            conversation_id=compat.conversation_id(params),
-        )
-        if self._catalog_ready is not None:
-            # A cached catalog is read in milliseconds: offer it now rather
-            # than push it right after (a warm bridge then pushes nothing).
-            await self._catalog_ready()
-        with _translate_session_errors():
-            await self._sign_in.require()
-            session = await self._manager.create(spec, self._client)
-        response = models.NewSessionResponse(
-            session_id=session.session_id,
-            modes=session.modes(),
-            config_options=session.config_options(),
-            meta=_conversation_meta(session),
-        )
-        session.options_seen()
-        # Posted without a checkpoint before the peer queues this response, so
-        # the commands are written after it (Zed drops updates for sessions it
-        # has not seen yet).
-        session.announce("commands")
-        return codec.unstructure(response)
-
-    async def _list_sessions(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.ListSessionsRequest)
-        cwd = check_directory(request.cwd, "cwd", must_exist=False) if request.cwd else None
-        dirs = None
-        if request.additional_directories is not None:
-            dirs = tuple(normalise(d) for d in request.additional_directories)
-        store = self._require_store()
-        try:
-            records, cursor = await store.list_sessions(
-                cwd=cwd, additional_dirs=dirs, cursor=request.cursor
+            self._session_methods = SessionMethods(
+                self,
+                self._manager,
+                self._client,
+                default_settings=self._default_settings,
+                limits=self._limits,
+                doctor=self._doctor,
+                catalog_ready=self._catalog_ready,
+                sign_in=self._sign_in,
             )
-        except InvalidCursorError as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"cursor": request.cursor}) from None
-        return codec.unstructure(
-            models.ListSessionsResponse(
-                sessions=[
-                    models.SessionInfo(
-                        session_id=r.session_id,
-                        cwd=r.cwd,
-                        additional_directories=list(r.additional_dirs),
-                        title=r.title,
-                        updated_at=r.updated_at,
-                        meta={"conversationId": r.conversation_id} if r.conversation_id else None,
-                    )
-                    for r in records
-                ],
-                next_cursor=cursor,
-            )
-        )
-
-    async def _load_session(self, params: Any, ctx: RequestContext) -> Any:
-        return await self._open_session(params, replay=True)
-
-    async def _resume_session(self, params: Any, ctx: RequestContext) -> Any:
-        return await self._open_session(params, replay=False)
-
-    async def _open_session(self, params: Any, *, replay: bool) -> Any:
-        """session/load (replays the display journal first) and session/resume.
-
-        Everything they send precedes their response. Two opens of one stored
-        session at once share one session (the second waits for the first).
-        """
-        request = parse(params, models.OpenSessionRequest)
-        cwd = check_directory(request.cwd, "cwd")
-        dirs = check_directories(request.additional_directories)
-        servers = mcp_config(request.mcp_servers or [])
-        on_disconnect = on_disconnect_from(request.meta)
-        store = self._require_store()
-        live = self._manager.get(request.session_id)
-        record = await store.get_session(request.session_id)
-        if live is None and record is None:
-            raise unknown_session(request.session_id)
-        owner = live.cwd if live is not None else record.cwd if record else cwd
-        if normalise(owner) != cwd:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"session {request.session_id!r} belongs to {owner!r}, not {cwd!r}: "
-                "open it from that directory",
-                {"sessionId": request.session_id, "sessionCwd": owner, "cwd": cwd},
-            )
-        journal = await store.journal(request.session_id) if record is not None else []
-        if self._catalog_ready is not None:
-            await self._catalog_ready()
-
-        async def spec_from_store() -> SessionSpec:
-            if record is None:  # it was live, and closed while we looked
-                raise unknown_session(request.session_id)
-            return SessionSpec(
-                session_id=record.session_id,
-                cwd=cwd,
-                additional_dirs=dirs,
-                settings=LaunchSettings.from_store(record.launch),
-                terminals=self._client_wants_terminals(),
-                conversation_id=record.conversation_id,
-                title=record.title,
-                next_turn=max((e.turn for e in journal), default=-1) + 1,
-                created_at=record.created_at,
-                mcp_config=servers,
-                plan=tuple(record.meta.get("plan") or ()),
-            )
-
-        with _translate_session_errors():
-            session, _ = await self._manager.open(request.session_id, spec_from_store, self._client)
-        if on_disconnect is not None:
-            session.on_disconnect = on_disconnect
-
-        async def history() -> list[models.SessionUpdate]:
-            # Read again under the outlet's lock: a turn journalled meanwhile
-            # is then in it, not lost between the journal and the live turn.
-            updates = replay_updates(await store.journal(request.session_id))
-            if session.plan:  # the last plan, as agy-acp-map re-sends it
-                updates.append(codec.structure({"entries": list(session.plan)}, models.Plan))
-            return updates
-
-        # The client registered the session before sending load: the history
-        # (then a running turn so far) may (must) arrive before the response.
-        await session.outlet.attach_replaying(self._client, history if replay else None)
-        await session.announce_now()
-        await session.barrier()
-        response = models.SessionStateResponse(
-            modes=session.modes(),
-            config_options=session.config_options(),
-            meta=_conversation_meta(session),
-        )
-        return codec.unstructure(response)
-
-    async def _delete_session(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SessionIdParams)
-        await self._manager.close(request.session_id)
-        await self._require_store().delete_session(request.session_id)
-        return {}  # deleting what does not exist is not an error (idempotent)
-
-    def _require_store(self) -> AsyncStore:
-        store = self._manager.store
-        if store is None:
-            raise RpcError(ErrorCode.INTERNAL_ERROR, "the session store is not available")
-        return store
-
-    async def _set_config_option(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SetConfigOptionRequest)
-        session = self._session(request.session_id)
-        try:
-            await session.set_config_option(request.config_id, request.value)
-        except ConfigValueError as exc:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                str(exc),
-                {"configId": request.config_id, "value": request.value},
-            ) from None
-        session.options_seen()
-        return codec.unstructure(
-            models.SetConfigOptionResponse(config_options=session.config_options())
-        )
-
-    async def _set_mode(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SetModeRequest)
-        session = self._session(request.session_id)
-        try:
-            await session.set_mode(request.mode_id)
-        except ConfigValueError as exc:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS, str(exc), {"modeId": request.mode_id}
-            ) from None
-        return {}
-
-    async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.PromptRequest)
-        session = self._session(request.session_id)
-        if session.outlet.client is not self._client:
-            # Two clients rule (README "Long-running sessions"): the newest
-            # client to open a session drives it.
-            raise RpcError(
-                ErrorCode.INVALID_REQUEST,
-                f"session {request.session_id!r} is not attached to this client (another "
-                "client opened it, or it was detached): session/load or session/resume it "
-                "here to take it over",
-                {"sessionId": request.session_id},
-            )
-        command = prompting.command_of(request.prompt, session)
-        if isinstance(command, BridgeCommand):
-            return await self._answer_command(session, command)
-        try:
-            prepared = await prompting.prepare(
-                session,
-                request.prompt,
-                ctx.seq,
-                self._limits,
-                command if isinstance(command, SkillRequest) else None,
-            )
-        except PromptContentError as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
-        except StagingError as exc:
-            raise RpcError(ErrorCode.INTERNAL_ERROR, str(exc), {"details": str(exc)}) from None
-        # $/cancel_request for a prompt means "cancel this turn", answered with
-        # the normal cancelled result (ACP cancellation.mdx).
-        ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
-        try:
-            with _translate_session_errors():
-                result = await session.prompt(
-                    ctx.seq, _with_rollback_note(session, prepared.text), prepared.display_text
-                )
-        finally:
-            if prepared.converted.files:
-                await prompting.discard(session, ctx.seq)
-        meta = dict(result.meta) or None
-        return codec.unstructure(models.PromptResponse(stop_reason=result.stop_reason, meta=meta))
-
-    async def _steer(self, params: Any, ctx: RequestContext) -> Any:
-        """``_agybridge/session/steer {sessionId, text}``: a text prompt that
-        goes ahead of the prompts waiting; answered like session/prompt when
-        its turn ends (docs/extensions.md "Steering")."""
-        if not isinstance(params, dict) or not isinstance(params.get("text"), str):
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                "Invalid params: text must be a string",
-                {"path": "$.text"},
-            )
-        prompt = {
-            "sessionId": params.get("sessionId"),
-            "prompt": [{"type": "text", "text": params["text"]}],
-        }
-        return await self._prompt(prompt, ctx)
-
-    async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
-        """Answer a bridge command with a message, without an agy turn."""
-        reply = await commands.run_command(session, command, self._doctor)
-        chunk = models.AgentMessageChunk(
-            content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
-        )
-        await self._client(session.session_id, (chunk,))
-        return codec.unstructure(models.PromptResponse(stop_reason=models.STOP_END_TURN))
-
-    async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SessionIdParams)
-        if not await self._manager.close(request.session_id):
-            raise unknown_session(request.session_id)
-        return {}
-
-    def _client_wants_terminals(self) -> bool:
-        """Zed's display-only terminal extension (acp/brief.md §8)."""
-        meta = self.client_capabilities.meta or {}
-        return meta.get("terminal_output") is True
-
-    def _session(self, session_id: str) -> Session:
-        session = self._manager.get(session_id)
-        if session is None:
-            raise unknown_session(session_id)
-        return session
-
-
-def _with_rollback_note(session: Session, text: str) -> str:
-    """What agy reads: the user's text after a note on files rolled back
-    since its last turn (the journal keeps the user's text alone)."""
-    note = session.mutations.take_agy_note()
-    return note + text if note else text
-
-
-def _conversation_meta(session: Session) -> dict[str, Any] | None:
-    """agy-acp-map's ``_meta.conversationId`` on new/load/resume (when known)."""
-    known = session.conversation.id
-    return {"conversationId": known} if known else None
+            if self._on_sessions_loaded is not None:
+                self._on_sessions_loaded()
+        return await self._session_methods.handle(method, params, ctx)

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..acp import codec
 from ..acp.text_check import find_bad_text
 from ..jsonrpc import ErrorCode, RpcError
+from ..session import AuthRequiredError, InvalidModelError, SessionError
 from ..session.config import ConfigValueError, LaunchSettings, settings_from_meta
-from ..session.mcp import McpServerError, build_mcp_config
 
 T = TypeVar("T")
+
+
+@contextmanager
+def translate_session_errors() -> Iterator[None]:
+    """Session failures -> JSON-RPC errors, in one place."""
+    try:
+        yield
+    except AuthRequiredError as exc:
+        raise RpcError(ErrorCode.AUTH_REQUIRED, exc.message, exc.data) from None
+    except InvalidModelError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, exc.message, exc.data) from None
+    except SessionError as exc:
+        raise RpcError(
+            ErrorCode.INTERNAL_ERROR, exc.message, {"details": exc.message, **exc.data}
+        ) from None
 
 
 def check_text(params: Any) -> None:
@@ -64,16 +81,6 @@ def unknown_session(session_id: str) -> RpcError:
         f"Resource not found: no live session {session_id!r}",
         {"sessionId": session_id},
     )
-
-
-def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
-    """agy's MCP config for the session's private root (-32602 for a bad entry;
-    sse servers are skipped with a warning, as Zed sends them regardless)."""
-    try:
-        config, _skipped = build_mcp_config(servers)
-    except McpServerError as exc:
-        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
-    return config
 
 
 def normalise(path: str) -> str:

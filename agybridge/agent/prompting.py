@@ -18,7 +18,8 @@ import attrs
 import trio
 
 from ..acp import models
-from ..acp.content import ConvertedPrompt, PromptLimits, convert_prompt
+from ..acp.content import ConvertedPrompt, convert_prompt
+from ..acp.limits import PromptLimits
 from ..session import Session
 from ..session.commands import BridgeCommand, SkillRequest, parse, skill_prompt
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
 import re
 import sys
 from typing import Any
@@ -38,7 +37,8 @@ def log_startup(agy_bin: str, log_file: object) -> None:
     logger.info(
         "agybridge %s starting: python %s, trio %s, %s; agy %s; log %s",
         __version__,
-        platform.python_version(),
+        # platform.python_version(), without importing platform (issue 15).
+        sys.version.split()[0],
         trio.__version__,
         sys.platform,
         agy_bin,

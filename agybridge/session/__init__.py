@@ -1,15 +1,39 @@
 """Sessions: one nursery per ACP session, its sans-I/O turn core and the pure mapper."""
 
-from .deps import SessionDeps as SessionDeps
-from .deps import SessionSpec as SessionSpec
-from .deps import Timeouts as Timeouts
-from .errors import AgyExitedError as AgyExitedError
-from .errors import AgyStartError as AgyStartError
-from .errors import AuthRequiredError as AuthRequiredError
-from .errors import InvalidModelError as InvalidModelError
-from .errors import SessionError as SessionError
-from .manager import SessionManager as SessionManager
-from .mapper import MapperError as MapperError
-from .mapper import TurnMapper as TurnMapper
-from .prompts import PromptResult as PromptResult
-from .session import Session as Session
+from typing import TYPE_CHECKING
+
+from ..lazy import exports
+
+if TYPE_CHECKING:
+    from .deps import SessionDeps as SessionDeps
+    from .deps import SessionSpec as SessionSpec
+    from .deps import Timeouts as Timeouts
+    from .errors import AgyExitedError as AgyExitedError
+    from .errors import AgyStartError as AgyStartError
+    from .errors import AuthRequiredError as AuthRequiredError
+    from .errors import InvalidModelError as InvalidModelError
+    from .errors import SessionError as SessionError
+    from .manager import SessionManager as SessionManager
+    from .mapper import MapperError as MapperError
+    from .mapper import TurnMapper as TurnMapper
+    from .prompts import PromptResult as PromptResult
+    from .session import Session as Session
+
+# Loaded on first use (agybridge/lazy.py): the bridge answers initialize without them.
+__getattr__ = exports(
+    __name__,
+    {
+        ".deps": ("SessionDeps", "SessionSpec", "Timeouts"),
+        ".errors": (
+            "AgyExitedError",
+            "AgyStartError",
+            "AuthRequiredError",
+            "InvalidModelError",
+            "SessionError",
+        ),
+        ".manager": ("SessionManager",),
+        ".mapper": ("MapperError", "TurnMapper"),
+        ".prompts": ("PromptResult",),
+        ".session": ("Session",),
+    },
+)

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..agy import EscalationPolicy
-from ..store import AsyncStore
 from .config import Catalog, LaunchSettings
+
+if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy start-up)
+    from ..agy import EscalationPolicy
+    from ..store import AsyncStore
 
 #: Asks the client something (``session/request_permission``): (method, params).
 AskClient = Callable[[str, Any], Awaitable[Any]]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from .deps import SessionDeps, SessionSpec
-from .outlet import ClientSink, Outlet
-from .session import Session
+
+if TYPE_CHECKING:
+    from .outlet import ClientSink
+    from .session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +93,11 @@ class SessionManager:
             if starting is None:
                 break
             await starting.wait()  # then look again (it may have failed)
+        # The session machinery is loaded by the first session, not at start-up:
+        # a bridge answers initialize without it (issue 15).
+        from .outlet import Outlet  # noqa: PLC0415
+        from .session import Session  # noqa: PLC0415
+
         started = self._starting[session_id] = trio.Event()
         try:
             spec = await make_spec()

@@ -34,11 +34,13 @@ import stat
 import sys
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 import platformdirs
 
-from ..acp.content import StagedFile
+if TYPE_CHECKING:
+    from ..acp.content import StagedFile
 
 logger = logging.getLogger(__name__)
 

@@ -27,11 +27,11 @@ import json
 import logging
 import os
 import sqlite3
-import stat
 import time
 from pathlib import Path
 
-from .errors import StorePathError, StoreUnavailableError, StoreVersionError
+from .errors import StoreUnavailableError, StoreVersionError
+from .paths import check_path
 
 logger = logging.getLogger(__name__)
 
@@ -130,33 +130,6 @@ def open_file(path: Path) -> sqlite3.Connection:
                 ) from exc
             _move_aside(path, str(exc))
     raise AssertionError("unreachable: the second attempt returns or raises")
-
-
-def check_path(path: Path) -> None:
-    """Raise `StorePathError` unless ``path`` is absent or (leads to) a regular file."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise StorePathError(path, "a symlink to nothing") from None
-        return
-    except NotADirectoryError:
-        return  # a parent is a file: mkdir reports that
-    except OSError as exc:
-        raise StoreUnavailableError(path, f"cannot examine it: {exc}") from exc
-    if stat.S_ISREG(info.st_mode):
-        return
-    kinds = {
-        stat.S_ISDIR: "a directory",
-        stat.S_ISFIFO: "a FIFO",
-        stat.S_ISCHR: "a character device",
-        stat.S_ISBLK: "a block device",
-        stat.S_ISSOCK: "a socket",
-    }
-    what = next((name for test, name in kinds.items() if test(info.st_mode)), "not a file")
-    if path.is_symlink():
-        what = f"a symlink to {what}"
-    raise StorePathError(path, what)
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:

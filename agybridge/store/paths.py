@@ -1,16 +1,22 @@
-"""Where the store lives, and where an agy-acp-map installation kept its sessions.
+"""Where the store lives, whether that path can hold it, and where an agy-acp-map
+installation kept its sessions.
 
-Both functions take the environment as an argument: `agybridge.config` is the one
-place that reads ``os.environ``.
+The path functions take the environment as an argument: `agybridge.config` is the
+one place that reads ``os.environ``. `check_path` lives here, apart from the
+opening code (sqlite3), so that a bridge can refuse a bad path at start-up and
+open the database later (issue 15).
 """
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 import platformdirs
+
+from .errors import StorePathError, StoreUnavailableError
 
 APP_NAME = "agybridge"
 DB_FILENAME = "agybridge.db"
@@ -64,3 +70,30 @@ def legacy_paths(env: Mapping[str, str], *, home: Path | None = None) -> LegacyP
         else sessions_file.parent / "history"
     )
     return LegacyPaths(sessions_file=sessions_file, history_dir=history_dir)
+
+
+def check_path(path: Path) -> None:
+    """Raise `StorePathError` unless ``path`` is absent or (leads to) a regular file."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise StorePathError(path, "a symlink to nothing") from None
+        return
+    except NotADirectoryError:
+        return  # a parent is a file: mkdir reports that
+    except OSError as exc:
+        raise StoreUnavailableError(path, f"cannot examine it: {exc}") from exc
+    if stat.S_ISREG(info.st_mode):
+        return
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    what = next((name for test, name in kinds.items() if test(info.st_mode)), "not a file")
+    if path.is_symlink():
+        what = f"a symlink to {what}"
+    raise StorePathError(path, what)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from agybridge import cli
+from agybridge import cli, server
 from agybridge.cli_logs import tail_lines
 from agybridge.logs import PrivateRotatingFileHandler, make_private_dir
 
@@ -104,7 +104,7 @@ def test_serve_on_a_terminal_prints_one_hint(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(sys, "stdin", _Terminal())
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    monkeypatch.setattr(cli, "run", lambda settings: 0)
+    monkeypatch.setattr(server, "run", lambda settings: 0)  # cli imports it when serving
     monkeypatch.setattr(cli, "configure_logging", lambda *a: None)
     with pytest.raises(SystemExit):
         cli.main([])

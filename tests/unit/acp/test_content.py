@@ -16,11 +16,11 @@ from agybridge.acp.content import (
     UNSUPPORTED_IMAGE_MESSAGE,
     ConvertedPrompt,
     PromptContentError,
-    PromptLimits,
     StagedFile,
     convert_prompt,
     describe_resource_link,
 )
+from agybridge.acp.limits import PromptLimits
 
 STAGING = "/run/agybridge/1-0123456789abcdef/attachments"
 

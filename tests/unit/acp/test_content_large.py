@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agybridge.acp import content, models
-from agybridge.acp.content import PromptContentError, PromptLimits, convert_prompt
+from agybridge.acp.content import PromptContentError, convert_prompt
+from agybridge.acp.limits import PromptLimits
 
 STAGING = "/run/agybridge/1-0123456789abcdef/attachments"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(24)

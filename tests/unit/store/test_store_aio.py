@@ -197,3 +197,56 @@ async def test_open_cancelled_while_running_closes_the_store(
     [store] = opened
     with pytest.raises(StoreClosedError):
         store.get_session("x")
+
+
+async def test_a_deferred_store_opens_once_at_its_first_calls(tmp_path: Path) -> None:
+    """Nothing is opened (no file) until the first call; calls racing to be
+    first share one open."""
+    path = tmp_path / "d.db"
+    opens: list[Store] = []
+
+    def opener() -> Store:
+        opens.append(Store.open(path))
+        return opens[-1]
+
+    astore = AsyncStore.deferred(opener)
+    assert not path.exists() and opens == []
+    async with trio.open_nursery() as nursery:
+        for n in range(4):
+            nursery.start_soon(astore.upsert_session, record(f"s{n}"))
+    assert len(opens) == 1 and path.exists()
+    assert await astore.get_session("s3") == record("s3")
+    await astore.aclose()
+
+
+async def test_a_deferred_store_closed_unopened_never_opens(tmp_path: Path) -> None:
+    """Closing a store nobody used opens nothing; a call after the close says so."""
+    astore = AsyncStore.deferred(lambda: Store.open(tmp_path / "d.db"))
+    await astore.aclose()
+    await astore.aclose()  # idempotent
+    with pytest.raises(StoreClosedError, match="closed"):
+        await astore.get_session("x")
+    assert not (tmp_path / "d.db").exists()
+
+
+async def test_a_failed_open_reaches_the_call_and_is_tried_again(tmp_path: Path) -> None:
+    """The opener's error is the first call's; the next call opens afresh."""
+    attempts: list[int] = []
+
+    def opener() -> Store:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise OSError("disk on fire")
+        return Store.open_memory()
+
+    astore = AsyncStore.deferred(opener)
+    with pytest.raises(OSError, match="disk on fire"):
+        await astore.wait_open()
+    assert await astore.get_session("x") is None
+    assert len(attempts) == 2
+    await astore.aclose()
+
+
+def test_a_store_or_an_opener_not_both() -> None:
+    with pytest.raises(TypeError, match="not both or neither"):
+        AsyncStore()
