@@ -6,7 +6,7 @@ import floor), yet ``from ..session.config import X`` runs ``session/__init__``
 first. So the lower packages' ``__init__`` name their public face twice: under
 ``TYPE_CHECKING`` (what mypy and readers see) and in the table handed to
 `exports`, which loads a name's module on first lookup.
-tests/unit/test_lazy_faces.py checks that both lists agree. Standard library only.
+tests/test_lazy_faces.py checks that both lists agree. Standard library only.
 """
 
 from __future__ import annotations
