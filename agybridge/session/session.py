@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..acp import models
-from ..agy import ChildEvents, InitEvent, ResultEvent, Usage
+from ..agy import ChildEvent, ChildEvents, InitEvent, ResultEvent, Usage
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from . import actions, output, turns
@@ -218,6 +218,9 @@ class Session:
                     await self.feed(item)
                 elif callable(item):
                     await item()
+                elif isinstance(item, ChildEvent):
+                    self.heard_from(item.incarnation)
+                    await on_child_event(self, item)
                 else:
                     await on_child_message(self, item)
             except Exception as exc:
