@@ -1,7 +1,8 @@
 """A raw NDJSON client for benchmarks that must cost far less than what they measure.
 
 `LineClient` only splits a child's stdout into lines (one list per read, so a reader can
-stamp a whole read with one clock reading); `spawned` owns the child for a block and
+stamp a whole read with one clock reading); `Rpc` adds request ids and keeps every
+response however reads split them; `spawned` owns the child for a block and
 stops it (EOF, SIGTERM, SIGKILL) however the block ends. Shared by ``bench_floor.py``
 and ``bench_latency.py``; stdlib and trio only.
 """
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,61 @@ class LineClient:
     async def close(self) -> None:
         with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
             await self._stdin.aclose()
+
+
+class Rpc:
+    """Requests over a `LineClient`; a read is stamped once, and no line is dropped."""
+
+    def __init__(self, client: LineClient) -> None:
+        self.client = client
+        self.next_id = 1
+        self.responses: dict[int, dict[str, Any]] = {}
+        #: id -> monotonic ns of the read that brought its response
+        self.answered_at: dict[int, int] = {}
+
+    async def send(self, message: dict[str, Any]) -> int:
+        request_id = self.next_id
+        self.next_id += 1
+        await self.client.send({**message, "id": request_id})
+        return request_id
+
+    async def until(
+        self, ids: Iterable[int], on_chunk: Callable[[dict[str, Any], int], None] | None = None
+    ) -> list[dict[str, Any]]:
+        """Read until every id in ``ids`` is answered; their results, in order.
+
+        ``on_chunk(update params, receive ns)`` sees every agent_message_chunk.
+        """
+        wanted = list(ids)
+        async for batch in self.client.lines():
+            now = time.monotonic_ns()
+            for line in batch:
+                if b'"agent_message_chunk"' in line:
+                    if on_chunk is not None:
+                        on_chunk(json.loads(line)["params"], now)
+                    continue
+                message = json.loads(line)
+                if "method" in message and "id" in message:
+                    raise RuntimeError(f"unexpected request from the bridge: {line[:200]!r}")
+                if "method" not in message and isinstance(message.get("id"), int):
+                    self.responses[message["id"]] = message
+                    self.answered_at[message["id"]] = now
+            if all(i in self.responses for i in wanted):
+                break
+        results = []
+        for request_id in wanted:
+            message = self.responses.pop(request_id)
+            if "error" in message:
+                raise RuntimeError(f"request {request_id} failed: {message['error']}")
+            results.append(message.get("result") or {})
+        return results
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = await self.send(request(0, method, params))
+        return (await self.until([request_id]))[0]
+
+    async def new_session(self, cwd: str) -> str:
+        return str((await self.call("session/new", {"cwd": cwd, "mcpServers": []}))["sessionId"])
 
 
 @asynccontextmanager
