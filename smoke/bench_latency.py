@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import math
 import os
 import re
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from latency_report import render
 from lineclient import INITIALIZE, LineClient, Rpc, prompt, spawned
 from smokekit import (
     BRIDGE_ARGV,
@@ -49,8 +51,6 @@ from smokekit import (
     REPO,
     base_env,
     describe_error,
-    facts_markdown,
-    fmt,
     kill_processes,
     machine_facts,
     proc_cpu_s,
@@ -67,9 +67,7 @@ ECHO_TEXT = "Latency bench: the quick brown fox jumps over the lazy dog."
 SLOW_PROMPT = "[fake-agy:slow] stream ticks until cancelled"
 #: One paced delta: ``"<index>@<monotonic ns> "`` (fake_agy paced_delta).
 PACED_DELTA = re.compile(r"(\d+)@(\d+) ")
-ECHO_CPU_TARGET_MS = 0.5
-#: The floor's CPU per warm echo turn when issue 15 set that target (a quieter machine).
-ISSUE_ECHO_FLOOR_MS = 0.1
+STREAM = ("--input-format", "stream-json", "--output-format", "stream-json")
 
 
 @dataclass(frozen=True)
@@ -102,6 +100,20 @@ def describe_tree(path: Path) -> Tree:
 def percentile(data: Sequence[float], share: float) -> float:
     """Nearest-rank percentile of sorted ``data`` (like smokekit.summarize's p90)."""
     return data[max(1, math.ceil(share * len(data))) - 1]
+
+
+class DeltaClock:
+    """Receive time - emit time of every paced delta, and each session's delta indexes."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, list[int]] = {}
+        self.latencies_ms: list[float] = []
+
+    def on_chunk(self, params: dict[str, Any], now_ns: int) -> None:
+        text = params["update"]["content"]["text"]
+        for match in PACED_DELTA.finditer(text):
+            self.seen.setdefault(params["sessionId"], []).append(int(match.group(1)))
+            self.latencies_ms.append((now_ns - int(match.group(2))) / 1e6)
 
 
 class LatencyBench:
@@ -157,42 +169,78 @@ class LatencyBench:
     # --- latency -----------------------------------------------------------------
 
     async def latency(self, tree: Tree) -> None:
-        sessions, count = self.args.sessions, self.args.deltas
-        seen: dict[str, list[int]] = {}
-        latencies: list[float] = []
-
-        def on_chunk(params: dict[str, Any], now: int) -> None:
-            text = params["update"]["content"]["text"]
-            for match in PACED_DELTA.finditer(text):
-                seen.setdefault(params["sessionId"], []).append(int(match.group(1)))
-                latencies.append((now - int(match.group(2))) / 1e6)
-
+        clock = DeltaClock()
         async with self.bridge(tree, "latency") as (rpc, pid):
             with trio.fail_after(STEP_S):
-                ids = [await rpc.new_session(self.workspace()) for _ in range(sessions)]
+                ids = [await rpc.new_session(self.workspace()) for _ in range(self.args.sessions)]
                 # Every agy is up and every session warm before the measured turn.
                 await rpc.until([await rpc.send(prompt(0, sid, ECHO_TEXT)) for sid in ids])
             cpu_before = proc_cpu_s(pid)
-            paced = f"[fake-agy:paced] {count} {self.args.interval_ms:g}"
-            with trio.fail_after(STEP_S + count * self.args.interval_ms / 1000 * 4):
-                prompts = [await rpc.send(prompt(0, sid, paced)) for sid in ids]
-                results = await rpc.until(prompts, on_chunk)
+            with trio.fail_after(self.paced_limit_s()):
+                prompts = [await rpc.send(prompt(0, sid, self.paced_prompt())) for sid in ids]
+                results = await rpc.until(prompts, clock.on_chunk)
             cpu_after = proc_cpu_s(pid)
-        stops = {result.get("stopReason") for result in results}
-        in_order = all(seen.get(sid) == list(range(count)) for sid in ids)
-        if stops != {"end_turn"} or not in_order:
-            got = {sid[:8]: len(seen.get(sid, [])) for sid in ids}
-            self.failures.append(
-                f"latency, {tree.label}: stop reasons {stops}, deltas in order per session: "
-                f"{in_order} ({got})"
-            )
-            return
-        latencies.sort()
-        self.add(tree.label, "lat_p50", percentile(latencies, 0.5))
-        self.add(tree.label, "lat_p99", percentile(latencies, 0.99))
-        self.add(tree.label, "lat_max", latencies[-1])
         assert cpu_before is not None and cpu_after is not None
-        self.add(tree.label, "lat_cpu", (cpu_after - cpu_before) / len(latencies) * 1e6)
+        stops = [result.get("stopReason") for result in results]
+        self.record_latency(tree.label, clock, ids, stops, cpu_after - cpu_before)
+
+    async def floor_latency(self) -> None:
+        """The same load through one ``floor_relay.py`` per session (it relays one agy)."""
+        clock, stops, cpu_s, go = DeltaClock(), [], [], trio.Event()
+        argv = [sys.executable, str(FLOOR_RELAY), self.paced_prompt(), str(FAKE_AGY), *STREAM]
+
+        async def relay(key: str, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+            stderr = self.stderr_path("floor-paced")
+            async with spawned(argv, self.env(), stderr) as process:
+                client = LineClient(process)
+                async for batch in client.lines():
+                    if any(b'"ready"' in line for line in batch):
+                        break
+                task_status.started()
+                await go.wait()
+                await client.send(b"go")
+                async for batch in client.lines():
+                    now = time.monotonic_ns()
+                    messages = [json.loads(line) for line in batch]
+                    for message in messages:
+                        if "params" in message:
+                            clock.on_chunk({**message["params"], "sessionId": key}, now)
+                    answers = [m["result"] for m in messages if m.get("id") == 1]
+                    if answers:
+                        stops.append(answers[0].get("stopReason"))
+                        break
+                await client.close()
+                await process.wait()
+            cpu_s.append(json.loads(stderr.read_text().strip().splitlines()[-1])["cpu_s"])
+
+        keys = [f"floor-{n}" for n in range(self.args.sessions)]
+        with trio.fail_after(self.paced_limit_s()):
+            async with trio.open_nursery() as nursery:
+                for key in keys:
+                    await nursery.start(relay, key)
+                go.set()
+        self.record_latency("floor", clock, keys, stops, sum(cpu_s))
+
+    def paced_prompt(self) -> str:
+        return f"[fake-agy:paced] {self.args.deltas} {self.args.interval_ms:g}"
+
+    def paced_limit_s(self) -> float:
+        return STEP_S + float(self.args.deltas * self.args.interval_ms) / 1000 * 4
+
+    def record_latency(
+        self, column: str, clock: DeltaClock, keys: list[str], stops: list[Any], cpu_s: float
+    ) -> None:
+        """One repetition's p50/p99/max and CPU per delta, if every turn was whole."""
+        complete = all(clock.seen.get(key) == list(range(self.args.deltas)) for key in keys)
+        if set(stops) != {"end_turn"} or len(stops) != len(keys) or not complete:
+            got = [len(clock.seen.get(key, [])) for key in keys]
+            self.failures.append(f"latency, {column}: stop reasons {stops}, deltas {got}")
+            return
+        latencies = sorted(clock.latencies_ms)
+        self.add(column, "lat_p50", percentile(latencies, 0.5))
+        self.add(column, "lat_p99", percentile(latencies, 0.99))
+        self.add(column, "lat_max", latencies[-1])
+        self.add(column, "lat_cpu", cpu_s / len(latencies) * 1e6)
 
     # --- warm echo turns ---------------------------------------------------------
 
@@ -227,8 +275,7 @@ class LatencyBench:
         self.add(tree.label, "echo_wall", summarize(walls)["median"] or 0.0)
 
     async def floor_echo(self) -> None:
-        argv = [sys.executable, str(FLOOR_RELAY), ECHO_TEXT, str(FAKE_AGY)]
-        argv += ["--input-format", "stream-json", "--output-format", "stream-json"]
+        argv = [sys.executable, str(FLOOR_RELAY), ECHO_TEXT, str(FAKE_AGY), *STREAM]
         async with spawned(argv, self.env(), self.stderr_path("floor")) as process:
             client = LineClient(process)
             with trio.fail_after(STEP_S):
@@ -304,6 +351,8 @@ class LatencyBench:
             for name, body in phases:
                 if name == "echo":
                     await self.attempt("floor echo", self.floor_echo)
+                elif name == "latency" and self.args.floor_latency:
+                    await self.attempt("floor latency", self.floor_latency)
                 for tree in trees:
                     await self.attempt(f"{name}, {tree.label}", functools.partial(body, tree))
             survivors = await wait_marked_gone(self.marker, 3.0)
@@ -316,82 +365,6 @@ class LatencyBench:
             await body()
         except Exception as exc:
             self.failures.append(f"{what}: {describe_error(exc)}")
-
-
-#: (measure key, label, unit, digits); latency and echo keys are one value per repetition.
-ROWS = (
-    ("lat_p50", "per-event latency p50 ({shape})", "ms", 2),
-    ("lat_p99", "per-event latency p99 ({shape})", "ms", 2),
-    ("lat_max", "per-event latency max ({shape})", "ms", 2),
-    ("lat_cpu", "bridge CPU per paced delta ({shape})", "µs", 1),
-    ("echo_cpu", "bridge CPU per warm echo turn (target ≤ 0.5 ms)", "ms", 3),
-    ("echo_wall", "warm echo turn, prompt → answer", "ms", 2),
-    ("cancel", "session/cancel → cancelled, median", "ms", 1),
-    ("cancel_p90", "session/cancel → cancelled, p90", "ms", 1),
-    ("after_cancel", "echo turn after a cancel (agy respawned), median", "ms", 1),
-)
-
-
-def column_value(samples: dict[str, list[float]], key: str) -> float | None:
-    """The table's number: the median over repetitions; cancels pool every cancel."""
-    if key == "cancel_p90":
-        return summarize(samples.get("cancel", []))["p90"]
-    return summarize(samples.get(key, []))["median"]
-
-
-def render(bench: LatencyBench, facts: dict[str, Any], load_after: list[float]) -> str:
-    args = bench.args
-    columns = [tree.label for tree in bench.trees]
-    shape = f"{args.sessions} sessions × {args.deltas} deltas @ {args.interval_ms:g} ms"
-    two = len(columns) >= 2
-    head = ["measure", *columns, "floor"] + ([f"{columns[-1]} / {columns[0]}"] if two else [])
-    lines = [
-        f"# bench_latency {bench.stamp}",
-        "",
-        facts_markdown(facts),
-        f"- Load average at the end: {' / '.join(f'{x:.2f}' for x in load_after)}",
-        f"- Trees: {', '.join(f'`{t.label}` ({t.path})' for t in bench.trees)}",
-        "",
-        f"{args.reps} repetition(s), trees alternating; medians over repetitions (cancels: "
-        f"{args.cancels} per repetition, pooled); {args.echo_turns} echo turns after "
-        f"{args.warm_turns} warm-up; cancel {args.cancel_after_ms:g} ms after the slow "
-        "turn's first chunk. Floor: `floor_relay.py` (one json.loads per agy line).",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|---|" + "--:|" * (len(head) - 1),
-    ]
-    for key, label, unit, digits in ROWS:
-        values = [column_value(bench.samples.get(column, {}), key) for column in columns]
-        if all(value is None for value in values):
-            continue
-        floor = column_value(bench.samples.get("floor", {}), key)
-        cells = [f"{fmt(value, digits)} {unit}" if value is not None else "–" for value in values]
-        cells.append(f"{fmt(floor, digits)} {unit}" if floor is not None else "")
-        if two:
-            first, last = values[0], values[-1]
-            cells.append(f"{last / first:.2f}×" if first and last is not None else "–")
-        lines.append(f"| {label.format(shape=shape)} | " + " | ".join(cells) + " |")
-    floor_echo = column_value(bench.samples.get("floor", {}), "echo_cpu")
-    for column in columns:
-        echo_cpu = column_value(bench.samples.get(column, {}), "echo_cpu")
-        if echo_cpu is not None:
-            verdict = "meets" if echo_cpu <= ECHO_CPU_TARGET_MS else "misses"
-            times_floor = f", {echo_cpu / floor_echo:.1f}× the floor" if floor_echo else ""
-            lines.append(
-                f"\n`{column}` {verdict} the warm echo target: {echo_cpu:.3f} ms "
-                f"(≤ {ECHO_CPU_TARGET_MS} ms{times_floor}; the issue measured the target "
-                f"as {ECHO_CPU_TARGET_MS / ISSUE_ECHO_FLOOR_MS:g}× its floor of "
-                f"{ISSUE_ECHO_FLOOR_MS} ms)."
-            )
-    ticks = os.sysconf("SC_CLK_TCK")
-    lines.append(
-        f"\nCPU comes from /proc (utime + stime, {1000 / ticks:g} ms ticks): "
-        f"{args.echo_turns} echo turns put the echo row's resolution at "
-        f"{1000 / ticks / args.echo_turns:.3f} ms per turn."
-    )
-    if bench.failures:
-        lines += ["", "**Failures:**", *(f"- {f}" for f in bench.failures)]
-    return "\n".join(lines) + "\n"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -411,6 +384,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cancels", type=int, default=5, help="cancels per repetition")
     parser.add_argument("--cancel-after-ms", type=float, default=300.0)
     parser.add_argument("--only", default="latency,echo,cancel")
+    parser.add_argument(
+        "--no-floor-latency",
+        dest="floor_latency",
+        action="store_false",
+        help="skip the paced load through floor relays (one per session)",
+    )
     parser.add_argument("--quick", action="store_true", help="1 rep, a small load of each kind")
     parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR)
     args = parser.parse_args(argv)
@@ -434,7 +413,17 @@ async def main_async(args: argparse.Namespace, trees: list[Tree]) -> int:
         bench = LatencyBench(args, trees, Path(tmp))
         await bench.run()
     load_after = list(os.getloadavg())
-    markdown = render(bench, facts, load_after)
+    markdown = render(
+        bench.stamp,
+        args,
+        columns=[tree.label for tree in trees],
+        trees=", ".join(f"`{tree.label}` ({tree.path})" for tree in trees),
+        samples=bench.samples,
+        facts=facts,
+        load_after=load_after,
+    )
+    if bench.failures:
+        markdown += "\n**Failures:**\n" + "".join(f"- {f}\n" for f in bench.failures)
     data = {
         "facts": facts,
         "load_after": load_after,
