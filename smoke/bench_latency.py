@@ -92,7 +92,9 @@ def describe_tree(path: Path) -> Tree:
     imported = run(sys.executable, "-c", code, PYTHONPATH=str(path))
     if not imported.startswith(f"{path}{os.sep}"):
         raise SystemExit(f"--bridge-src {path}: agybridge is imported from {imported!r} there")
-    commit = run("git", "rev-parse", "--short", "HEAD") or "?"
+    commit = run("git", "rev-parse", "--short", "HEAD")
+    if not commit:  # an exported tree (git archive): its name says what it is
+        return Tree(path, path.name)
     dirty = "+" if run("git", "status", "--porcelain", "--", "agybridge") else ""
     return Tree(path, f"{path.name}@{commit}{dirty}")
 
