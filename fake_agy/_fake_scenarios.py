@@ -16,6 +16,7 @@ import os
 import re
 import struct
 import tempfile
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Sequence
@@ -114,6 +115,10 @@ HUGE_LINE_CHARS = 10 * 2**20
 FLOOD_DEFAULT = 10_000
 #: ~40 KiB per write: well under a pipe buffer's worth of syscalls per delta.
 FLOOD_BATCH = 256
+#: ``paced`` without arguments: deltas, and milliseconds between them.
+PACED_DEFAULT_COUNT = 500
+PACED_DEFAULT_INTERVAL_MS = 5.0
+PACED_USAGE = "[fake-agy:paced] [N] [INTERVAL_MS] (N ≥ 1 deltas, INTERVAL_MS ≥ 0)"
 
 
 def directive_args(prompt: str) -> list[str]:
@@ -1013,6 +1018,50 @@ def flood(turn: Turn) -> int | None:
     return None
 
 
+def paced_args(args: Sequence[str]) -> tuple[int, float] | None:
+    """``paced``'s (count, interval in seconds), or None if the arguments are malformed."""
+    if len(args) > 2:
+        return None
+    try:
+        count = int(args[0]) if args else PACED_DEFAULT_COUNT
+        interval_ms = float(args[1]) if len(args) > 1 else PACED_DEFAULT_INTERVAL_MS
+    except ValueError:
+        return None
+    if count < 1 or not 0 <= interval_ms < float("inf"):
+        return None
+    return count, interval_ms / 1000
+
+
+def paced_delta(index: int, emitted_ns: int) -> str:
+    """The text of ``paced``'s delta ``index``: ``"<index>@<monotonic ns> "``."""
+    return f"{index}@{emitted_ns} "
+
+
+def paced(turn: Turn) -> int | None:
+    """``[fake-agy:paced] [N] [INTERVAL_MS]``: one agent_response step of N ACTIVE
+    ``text_delta``s, one every INTERVAL_MS (defaults ``PACED_DEFAULT_*``), each written
+    on its own as agy does and carrying ``time.monotonic_ns()`` taken just before the
+    write (``paced_delta``; CLOCK_MONOTONIC is system-wide, so a latency benchmark can
+    subtract it from its receive time); then the DONE and a result restating them
+    (§3.6). Emission times are scheduled from the first one, so a late write does not
+    shift the rest. Malformed arguments end the turn with an ERROR result saying so (an
+    invented test control, like ``flood``)."""
+    parsed = paced_args(directive_args(turn.prompt))
+    turn.user_input()
+    if parsed is None:
+        turn.finish("ERROR", error=f"fake-agy: bad paced arguments; usage: {PACED_USAGE}")
+        return None
+    count, interval = parsed
+    response = turn.response(gap=1)
+    start = time.monotonic()
+    for index in range(count):
+        turn.pause(start + index * interval - time.monotonic())
+        response.fragment(paced_delta(index, time.monotonic_ns()))
+    response.done("\n", usage=reply_usage(turn, "paced"))
+    turn.finish()
+    return None
+
+
 def signed_out(turn: Turn) -> int:
     """FAKE_AGY_SIGNED_OUT in a session: the first turn fails on auth, exit 1.
 
@@ -1077,4 +1126,5 @@ SCENARIOS: dict[str, Scenario] = {
     "big-output": big_output,
     "huge-line": huge_line,
     "flood": flood,
+    "paced": paced,
 }

@@ -53,7 +53,10 @@ Knobs (environment)
                              for rendering tests edit, multi-tool,
                              image-out, schema, unknown-events, big-output, huge-line,
                              for benchmarks flood (``[fake-agy:flood] N``: N text deltas
-                             as fast as the fake can write them), and
+                             as fast as the fake can write them), paced
+                             (``[fake-agy:paced] [N] [INTERVAL_MS]``, default 500 and 5: N
+                             text deltas ``"<i>@<time.monotonic_ns()> "``, one written every
+                             INTERVAL_MS, for latency), and
                              for permission tests permission-tool (run_command, then
                              write_to_file and view_file of one workspace file; a hook-blocked
                              step does not stop the turn), gated-command (one run_command

@@ -28,13 +28,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Sequence
 from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 import trio
+from lineclient import INITIALIZE, LineClient, prompt, request, spawned
 from smokekit import (
     BRIDGE_ARGV,
     DEFAULT_REPORT_DIR,
@@ -63,74 +63,9 @@ DEPENDENCY_FLOOR = (
     'sys.stdout.buffer.write(b\'{"jsonrpc":"2.0","id":1,"result":{}}\\n\'); sys.stdout.flush()\n'
     "sys.stdin.buffer.read()\n"
 )
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": 1, "clientCapabilities": {}},
-}
 #: Bound on one flood turn (100k deltas take seconds even under load).
 TURN_LIMIT_S = 300.0
 STEP_LIMIT_S = 60.0
-
-
-class LineClient:
-    """NDJSON over a child's pipes, as cheap as possible: lines are only split."""
-
-    def __init__(self, process: trio.Process) -> None:
-        assert process.stdin is not None and process.stdout is not None
-        self.process = process
-        self._stdin = process.stdin
-        self._stdout = process.stdout
-        self._buffer = b""
-        self._lines: list[bytes] = []
-
-    async def send(self, message: dict[str, Any] | bytes) -> None:
-        data = message if isinstance(message, bytes) else json.dumps(message).encode()
-        await self._stdin.send_all(data + b"\n")
-
-    async def lines(self) -> AsyncIterator[list[bytes]]:
-        """Every read's complete lines, as one list."""
-        while True:
-            chunk = await self._stdout.receive_some(2**16)
-            if not chunk:
-                raise EOFError("the process closed its stdout")
-            parts = (self._buffer + chunk).split(b"\n")
-            self._buffer = parts.pop()
-            if parts:
-                yield parts
-
-    async def response(self, request_id: int) -> tuple[dict[str, Any], int]:
-        """Wait for the response to ``request_id``; also count the text chunks before it."""
-        chunks = 0
-        async for batch in self.lines():
-            for line in batch:
-                if b'"agent_message_chunk"' in line:
-                    chunks += 1
-                    continue
-                message = json.loads(line)
-                if message.get("id") == request_id and "method" not in message:
-                    if "error" in message:
-                        raise RuntimeError(f"request {request_id} failed: {message['error']}")
-                    return message.get("result") or {}, chunks
-        raise AssertionError("unreachable")
-
-    async def close(self) -> None:
-        with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-            await self._stdin.aclose()
-
-
-@asynccontextmanager
-async def spawned(argv: Sequence[str], env: dict[str, str], stderr: Path) -> AsyncIterator[Any]:
-    with stderr.open("wb") as err:
-        process = await trio.lowlevel.open_process(
-            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
-        )
-    try:
-        yield process
-    finally:
-        with trio.CancelScope(shield=True):
-            await stop_process(process)
 
 
 class FloorBench:
@@ -168,15 +103,15 @@ class FloorBench:
             with trio.fail_after(STEP_LIMIT_S):
                 await client.send(INITIALIZE)
                 await client.response(1)
-                await client.send(_request(2, "session/new", {"cwd": workspace, "mcpServers": []}))
+                await client.send(request(2, "session/new", {"cwd": workspace, "mcpServers": []}))
                 session_id = (await client.response(2))[0]["sessionId"]
                 # A one-delta turn first: agy is up and the turn path is warm.
-                await client.send(_prompt(3, session_id, "[fake-agy:flood] 1"))
+                await client.send(prompt(3, session_id, "[fake-agy:flood] 1"))
                 await client.response(3)
             cpu_before = proc_cpu_s(process.pid)
             started = perf_counter()
             with trio.fail_after(TURN_LIMIT_S):
-                await client.send(_prompt(4, session_id, f"[fake-agy:flood] {count}"))
+                await client.send(prompt(4, session_id, f"[fake-agy:flood] {count}"))
                 result, chunks = await client.response(4)
             elapsed = perf_counter() - started
             cpu_after = proc_cpu_s(process.pid)
@@ -322,15 +257,6 @@ class FloorBench:
         if "cold" in only:
             profile = await self.import_profile()
         return profile
-
-
-def _request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-
-
-def _prompt(request_id: int, session_id: str, text: str) -> dict[str, Any]:
-    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-    return _request(request_id, "session/prompt", params)
 
 
 def _median(values: list[float]) -> float | None:

@@ -4,9 +4,10 @@ Spawns agy (argv after the prompt), waits for its ``init``, prints ``{"ready":tr
 and waits for one line on stdin; then sends the prompt and relays the turn: one
 ``json.loads`` per agy line, one ``json.dumps`` of an ACP ``session/update``
 notification per text delta, every line a read chunk produced written in one
-``os.write``; agy's ``result`` becomes a prompt response (id 1). Then it waits for
-stdin EOF (so its peak RSS can be read), closes agy's stdin, reaps agy, and prints
-``{"cpu_s": ...}`` (its own CPU time from the prompt to the result) on stderr.
+``os.write``; agy's ``result`` becomes a prompt response (id 1). Each further stdin
+line runs the same prompt again as one more turn; stdin EOF (sent once the caller has
+read its peak RSS) closes agy's stdin, reaps agy, and prints ``{"cpu_s": ...}`` (its
+own CPU time from each prompt to its result, summed over the turns) on stderr.
 
     python floor_relay.py PROMPT AGY [AGY_ARGS...]
 """
@@ -28,8 +29,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _relay(stdout: int, out: int, started: float) -> float:
-    buffer = b""
+def _relay(stdout: int, out: int, buffer: bytes) -> bytes:
+    """One turn, up to agy's result; returns the bytes read after the result's line."""
     while True:
         chunk = os.read(stdout, 2**16)
         if not chunk:
@@ -61,7 +62,7 @@ def _relay(stdout: int, out: int, started: float) -> float:
         if batch:
             _write_all(out, ("\n".join(batch) + "\n").encode())
         if done:
-            return time.process_time() - started
+            return buffer
 
 
 def main(argv: list[str]) -> int:
@@ -77,12 +78,14 @@ def main(argv: list[str]) -> int:
     if not first:
         return 1
     _write_all(1, b'{"ready":true}\n')
-    sys.stdin.buffer.readline()
-    started = time.process_time()
-    user = {"event": "user", "message": {"content": prompt}}
-    _write_all(proc.stdin.fileno(), json.dumps(user).encode() + b"\n")
-    cpu_s = _relay(stdout, 1, started)
-    sys.stdin.buffer.read()  # EOF: the bench has read our peak RSS
+    user = json.dumps({"event": "user", "message": {"content": prompt}}).encode() + b"\n"
+    cpu_s = 0.0
+    buffer = b""
+    while sys.stdin.buffer.readline():  # EOF: the caller has read our peak RSS
+        started = time.process_time()
+        _write_all(proc.stdin.fileno(), user)
+        buffer = _relay(stdout, 1, buffer)
+        cpu_s += time.process_time() - started
     proc.stdin.close()
     proc.wait()
     print(json.dumps({"cpu_s": cpu_s}), file=sys.stderr)
