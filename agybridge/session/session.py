@@ -1,15 +1,17 @@
 """One ACP session: the trio driver of its :class:`~.turns.TurnCore`.
 
 ``run()`` is the session's nursery and visibly starts every task it owns:
-the child-message pump, the permission broker, each agy incarnation
-(through the child slot) and the loop. The loop is the only task that feeds
-the core, maps agy output and sends the session's updates: it takes one work
-item at a time (a core event, a child message, or a step posted by another
-task) and performs the actions the core returns, in order. A prompt's answer
-is one of those actions, so every update of a turn is written before its
-answer and nothing of it after. Decisions live in the core; this module and
-its helpers (``turn_actions``, ``child_events``, ``gating``, ``timers``)
-perform them.
+the permission broker, each agy incarnation (through the child slot, whose
+readers post straight into the loop's bounded inbox) and the loop. The loop
+is the only task that feeds the core, maps agy output and sends the
+session's updates: it takes one work item at a time (a core event, a read's
+worth of agy events, another child message, or a step posted by another
+task) and performs the actions the core returns, in order. A read's events
+are mapped in one step and their updates handed to the client as one batch.
+A prompt's answer is one of those actions, so every update of a turn is
+written before its answer and nothing of it after. Decisions live in the
+core; this module and its helpers (``actions``, ``child_events``,
+``gating``, ``timers``) perform them.
 """
 
 from __future__ import annotations
