@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..acp import codec, models
+from ..acp.chunks import plain_text_chunk
 from ..jsonrpc.messages import encode_message, notification_message
 
 _METHOD = "session/update"
-_TEXT_CHUNKS: dict[type[Any], bytes] = {
+_TAILS: dict[type[Any], bytes] = {
     models.AgentMessageChunk: b'"agent_message_chunk"}}}\n',
     models.AgentThoughtChunk: b'"agent_thought_chunk"}}}\n',
     models.UserMessageChunk: b'"user_message_chunk"}}}\n',
@@ -31,26 +32,20 @@ _dump_str = json.JSONEncoder(ensure_ascii=False).encode
 
 def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
     """One ``session/update`` notification line for ``update``."""
-    tail = _TEXT_CHUNKS.get(type(update))
-    if tail is not None:
-        content = update.content  # type: ignore[union-attr]
-        if (
-            type(content) is models.TextContent
-            and content.annotations is None
-            and content.meta is None
-            and update.meta is None
-        ):
-            try:
-                return b"".join(
-                    (
-                        _head(session_id),
-                        _dump_str(content.text).encode(),
-                        _middle(update.message_id),  # type: ignore[union-attr]
-                        tail,
-                    )
+    chunk = plain_text_chunk(update)
+    if chunk is not None:
+        text = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
+        try:
+            return b"".join(
+                (
+                    _head(session_id),
+                    _dump_str(text).encode(),
+                    _middle(chunk.message_id),
+                    _TAILS[type(chunk)],
                 )
-            except UnicodeEncodeError:
-                pass  # a lone surrogate: the general path escapes the message
+            )
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the general path escapes the message
     return encode_update_general(session_id, update)
 
 

@@ -101,14 +101,7 @@ class Outlet:
         return self._client
 
     async def send(self, update: models.SessionUpdate) -> None:
-        held = self._held
-        if held is None:
-            async with self._guard:
-                await self._deliver([update])
-            return
-        held.append(update)
-        if len(held) >= HOLD_LIMIT:
-            await self.flush()
+        await self.send_all((update,))
 
     async def send_all(self, updates: Sequence[models.SessionUpdate]) -> None:
         """`send` for several updates, in order (one step of the mapper)."""

@@ -14,17 +14,13 @@ import collections
 from typing import Any
 
 from ..acp import models
+from ..acp.chunks import plain_text_chunk
 
 #: Entries kept (a text run is one entry); a turn has a few hundred.
 MAX_ENTRIES = 20_000
 #: Parts of a text run joined into one block once this many have come.
 BLOCK_PARTS = 256
 
-_TEXT_CHUNKS: tuple[type[Any], ...] = (
-    models.AgentMessageChunk,
-    models.AgentThoughtChunk,
-    models.UserMessageChunk,
-)
 _RunKey = tuple[type[Any], str | None]
 
 
@@ -58,19 +54,8 @@ class _TextRun:
 
 def _run_key(update: models.SessionUpdate) -> _RunKey | None:
     """The run a plain text chunk belongs to; None for anything else."""
-    kind = type(update)
-    if kind not in _TEXT_CHUNKS:
-        return None
-    content = update.content  # type: ignore[union-attr]
-    if (
-        type(content) is not models.TextContent
-        or content.annotations is not None
-        or content.meta is not None
-        or update.meta is not None
-    ):
-        return None
-    message_id: str | None = update.message_id  # type: ignore[union-attr]
-    return (kind, message_id)
+    chunk = plain_text_chunk(update)
+    return None if chunk is None else (type(chunk), chunk.message_id)
 
 
 class TurnLog:
