@@ -10,7 +10,8 @@ import datetime as dt
 import functools
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -237,3 +238,25 @@ async def arm_idle(session: Session, action: turns.ArmIdle) -> None:
         session.post(turns.IdlePassed(action.token))
 
     session.start_soon(wait_idle, session.idle_timer)
+
+
+#: What performs each of the core's actions (the session loop looks it up).
+PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
+    turns.AnswerPrompt: answer,
+    turns.StartTurn: start_turn,
+    turns.SendUserTurn: send_user_turn,
+    turns.RecordTurn: record_turn,
+    turns.GateFallbackNotice: gate_notice,
+    turns.StallNotice: stall_notice,
+    turns.SpawnChild: spawn_child,
+    turns.RetireChild: retire_child,
+    turns.VerifyGate: verify_gate,
+    turns.RefusePermissions: permissions,
+    turns.AcceptPermissions: permissions,
+    turns.ApplySettings: apply_settings,
+    turns.AskAllowRetry: ask_allow,
+    turns.ArmDeadline: arm_deadline,
+    turns.ArmIdle: arm_idle,
+    turns.SendAnnouncements: announcements,
+    turns.Closed: closed,
+}

@@ -56,3 +56,15 @@ AUTH_REQUIRED_MESSAGE = (
 def auth_required(details: str) -> AuthRequiredError:
     """The -32000 error for a signed-out agy; ``details`` = agy's own words."""
     return AuthRequiredError(AUTH_REQUIRED_MESSAGE, data={"details": details})
+
+
+class InternalSessionError(SessionError):
+    """The bridge itself failed while serving a turn (a bug): -32603."""
+
+
+def internal_error(exc: Exception) -> InternalSessionError:
+    """The client-facing error for a bug ``exc`` hit while serving."""
+    return InternalSessionError(
+        f"internal error in agybridge: {type(exc).__name__}: {exc}",
+        data={"exception": type(exc).__name__},
+    )

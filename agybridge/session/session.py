@@ -34,7 +34,7 @@ from .child_slot import ChildSlot
 from .config import LaunchSettings, apply_option
 from .conversation import Conversation
 from .deps import SessionDeps, SessionSpec
-from .errors import AgyStartError, SessionError
+from .errors import AgyStartError, InternalSessionError, SessionError, internal_error
 from .gating import start_gate
 from .images import snapshot_edit_target
 from .inbox import Inbox, Step
@@ -54,10 +54,6 @@ logger = logging.getLogger(__name__)
 #: agy events waiting for the loop; small, so a slow client pushes back on
 #: agy instead of buffering without bound (a read's batch counts per event).
 CHILD_EVENT_BUFFER = 256
-
-
-class InternalSessionError(SessionError):
-    """The bridge itself failed while serving a turn (a bug): -32603."""
 
 
 class Session:
@@ -211,7 +207,7 @@ class Session:
                         try:
                             await on_child_event(self, message)
                         except Exception as exc:
-                            await self._internal_error(exc)
+                            await self._on_bug(exc)
                         if self.core.closed:
                             break
                 continue
@@ -226,13 +222,13 @@ class Session:
                 else:
                     await on_child_message(self, item)
             except Exception as exc:
-                await self._internal_error(exc)
+                await self._on_bug(exc)
 
-    async def _internal_error(self, exc: Exception) -> None:
+    async def _on_bug(self, exc: Exception) -> None:
         # A bug while serving: the running turn fails with it (never
         # "cancelled"), its agy is replaced, the session goes on.
         logger.exception("session %s: internal error", self.session_id)
-        await self.feed(turns.InternalError(_internal_error(exc)))
+        await self.feed(turns.InternalError(internal_error(exc)))
 
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
@@ -242,9 +238,9 @@ class Session:
             async with self.outlet.unheld():
                 await self._perform(actions)
 
-    async def _perform(self, actions: list[turns.Action]) -> None:
-        for action in actions:
-            await _PERFORM[type(action)](self, action)
+    async def _perform(self, todo: list[turns.Action]) -> None:
+        for action in todo:
+            await actions.PERFORM[type(action)](self, action)
 
     async def _run_in_loop(self, step: Step) -> None:
         """Post ``step`` and wait until the loop has run it (or has ended)."""
@@ -280,7 +276,7 @@ class Session:
                     await fn()
             except Exception as exc:
                 logger.exception("session %s: background task failed", self.session_id)
-                self.post(turns.InternalError(_internal_error(exc)))
+                self.post(turns.InternalError(internal_error(exc)))
 
         assert self.nursery is not None
         self.nursery.start_soon(guarded)
@@ -493,34 +489,6 @@ class Session:
     def _save_soon(self) -> None:
         if self.nursery is not None and self.deps.store is not None and not self.core.closing:
             self.start_soon(self.save)
-
-
-_PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
-    turns.AnswerPrompt: actions.answer,
-    turns.StartTurn: actions.start_turn,
-    turns.SendUserTurn: actions.send_user_turn,
-    turns.RecordTurn: actions.record_turn,
-    turns.GateFallbackNotice: actions.gate_notice,
-    turns.StallNotice: actions.stall_notice,
-    turns.SpawnChild: actions.spawn_child,
-    turns.RetireChild: actions.retire_child,
-    turns.VerifyGate: actions.verify_gate,
-    turns.RefusePermissions: actions.permissions,
-    turns.AcceptPermissions: actions.permissions,
-    turns.ApplySettings: actions.apply_settings,
-    turns.AskAllowRetry: actions.ask_allow,
-    turns.ArmDeadline: actions.arm_deadline,
-    turns.ArmIdle: actions.arm_idle,
-    turns.SendAnnouncements: actions.announcements,
-    turns.Closed: actions.closed,
-}
-
-
-def _internal_error(exc: Exception) -> InternalSessionError:
-    return InternalSessionError(
-        f"internal error in agybridge: {type(exc).__name__}: {exc}",
-        data={"exception": type(exc).__name__},
-    )
 
 
 def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:
