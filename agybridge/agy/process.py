@@ -37,6 +37,7 @@ import attrs
 import trio
 
 from ..lines import LineBuffer, LineTooLongError
+from ..pipes import receive_ready
 from .events import AgyEvent, MalformedLine, StepUpdateEvent, parse_event
 from .stderr import StderrLine, classify_stderr
 from .tree import EscalationPolicy, ProcessTree
@@ -215,7 +216,12 @@ class AgyChild:
             trio.ClosedResourceError: the child's stdin is already closed.
         """
         line = json.dumps({"event": "user", "message": {"content": text}}, ensure_ascii=False)
-        await self._stdin_send.send(line.encode() + b"\n")
+        data = line.encode() + b"\n"
+        try:
+            # Room in the queue (the usual case): no trip through the scheduler.
+            self._stdin_send.send_nowait(data)
+        except trio.WouldBlock:
+            await self._stdin_send.send(data)
 
     def close_stdin(self) -> None:
         """Ask agy to exit after the current turn (EOF, contract.md §2.4)."""
@@ -316,7 +322,7 @@ async def _read_lines(
     async with stream:
         while True:
             try:
-                chunk = await stream.receive_some()
+                chunk = await receive_ready(stream)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 chunk = b""
             if chunk:

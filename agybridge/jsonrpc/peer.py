@@ -35,6 +35,7 @@ import attrs
 import trio
 
 from ..lines import DEFAULT_MAX_LINE_BYTES, LineBuffer, LineTooLongError
+from ..pipes import receive_ready
 from .errors import PeerClosedError, RpcError
 from .handler import Handler, MessageContext, RequestContext
 from .messages import (
@@ -301,7 +302,7 @@ class Peer:
                 return
             else:
                 try:
-                    data = await self._receive_stream.receive_some(_RECEIVE_CHUNK_BYTES)
+                    data = await receive_ready(self._receive_stream, _RECEIVE_CHUNK_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     logger.warning("JSON-RPC input stream broke: %s", exc)
                     return

@@ -212,6 +212,10 @@ async def ask_allow(session: Session, action: turns.AskAllowRetry) -> None:
 async def arm_deadline(session: Session, action: turns.ArmDeadline) -> None:
     work = session.prompts.get(action.seq)
     assert work is not None
+    if action.kind is turns.Deadline.STALL_NOTICE:
+        session.stall_watch.arm(action)
+        work.timers.on_cancel(functools.partial(session.stall_watch.disarm, action))
+        return
     session.start_soon(functools.partial(timers.arm, session, action), work.timers)
 
 

@@ -26,13 +26,18 @@ class Inbox:
         self._items: collections.deque[Any] = collections.deque()
         self._child_limit = child_limit
         self._children_queued = 0
-        self._nonempty = trio.Event()
+        #: The loop, parked in `get` on an empty queue (trio's low-level
+        #: park and wake: a fresh Event per wait cost more than the wait).
+        self._getter: trio.lowlevel.Task | None = None
         self._room = trio.Event()
 
     def post(self, item: Any) -> None:
         """A core event or a :data:`Step`; never blocks."""
         self._items.append(item)
-        self._nonempty.set()
+        getter = self._getter
+        if getter is not None:
+            self._getter = None
+            trio.lowlevel.reschedule(getter)
 
     async def send(self, message: ChildMessage) -> None:
         """One of agy's messages (the inbox is its children's MessageSink)."""
@@ -46,16 +51,22 @@ class Inbox:
         self.post(_Child(message, weight))
 
     async def get(self) -> Any:
+        """The next item; waits while there is none (one getter at a time)."""
         while not self._items:
-            if self._nonempty.is_set():
-                self._nonempty = trio.Event()
-            await self._nonempty.wait()
+            assert self._getter is None, "one task gets from an inbox"
+            self._getter = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_get)
         item = self._items.popleft()
         if isinstance(item, _Child):
             self._children_queued -= item.weight
             self._room.set()
             return item.message
         return item
+
+
+    def _abort_get(self, _: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+        self._getter = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class _Child:

@@ -150,7 +150,7 @@ class Outlet:
 
     async def turn_started(self, prompt_text: str) -> None:
         """A prompt's turn starts (its prompt, for a client that attaches later)."""
-        async with self._lock:
+        async with self._guard:
             self._turn = TurnLog()
             self._turn_owner = self._client
             self.turn_started_at = time.time()
@@ -161,7 +161,7 @@ class Outlet:
     async def journalling(self) -> AsyncIterator[None]:
         """Hold attaching off while the turn is written to the display journal;
         after it, the journal has the turn, so the outlet lets it go."""
-        async with self._lock:
+        async with self._guard:
             yield
             if self._turn is not None:
                 self._turn.clear()
@@ -169,7 +169,7 @@ class Outlet:
     async def turn_ended(self, outcome: models.SessionInfoUpdate) -> None:
         """The turn was answered: a client that did not send it is told how it
         ended; with none attached, the next one is."""
-        async with self._lock:
+        async with self._guard:
             if self._turn is None:
                 return
             owner, self._turn, self._turn_owner = self._turn_owner, None, None
@@ -195,7 +195,7 @@ class Outlet:
         (None: nothing, for ``session/resume``), the running turn so far, and
         the outcome of a turn it has not seen. Returns the client it replaced
         (told it was detached), if another one was attached."""
-        async with self._lock:
+        async with self._guard:
             previous = self._client
             if previous is client:
                 previous = None

@@ -3,7 +3,7 @@ and the answer its request task waits for."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -27,6 +27,7 @@ class AttemptScopes:
 
     def __init__(self) -> None:
         self._scopes: list[trio.CancelScope] = []
+        self._on_cancel: list[Callable[[], None]] = []
         self._cancelled = False
 
     def new(self) -> trio.CancelScope:
@@ -36,11 +37,21 @@ class AttemptScopes:
         self._scopes.append(scope)
         return scope
 
+    def on_cancel(self, end: Callable[[], None]) -> None:
+        """Call ``end`` when the attempt ends (now, if it has)."""
+        if self._cancelled:
+            end()
+        else:
+            self._on_cancel.append(end)
+
     def cancel(self) -> None:
         self._cancelled = True
         for scope in self._scopes:
             scope.cancel()
         self._scopes.clear()
+        ends, self._on_cancel = self._on_cancel, []
+        for end in ends:
+            end()
 
 
 @attrs.define(eq=False)

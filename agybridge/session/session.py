@@ -27,7 +27,7 @@ from ..acp import models
 from ..agy import ChildEvent, ChildEvents, InitEvent, ResultEvent, Usage
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
-from . import actions, output, turns
+from . import actions, output, timers, turns
 from .announcer import Announcer
 from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
@@ -88,6 +88,7 @@ class Session:
         self.on_disconnect = spec.on_disconnect
         #: The idle timeout's wait (AGYBRIDGE_IDLE_TIMEOUT_S), replaced when re-armed.
         self.idle_timer = AttemptScopes()
+        self.stall_watch = timers.StallWatch(self)
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
         self.closed = trio.Event()
@@ -126,6 +127,7 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
+                self.start_soon(self.stall_watch.run)
                 self.staging = await prepare_private_root(
                     self.deps.staging_base, self.deps.keep_staging, self.spec.mcp_config
                 )

@@ -1,9 +1,17 @@
-"""The session's deadlines: each is a task that posts a
-:class:`~.turns.DeadlinePassed` to the loop; the core ignores stale ones.
-Every deadline of a turn attempt lives in that attempt's cancel scope."""
+"""The session's deadlines post a :class:`~.turns.DeadlinePassed` to the loop;
+the core ignores stale ones. Every deadline of a turn attempt ends with the
+attempt (its `AttemptScopes`).
+
+The rare ones (agy's start-up, an error's details) are a task each, in the
+attempt's cancel scope. The stall deadline, which every turn arms, is kept by
+one `StallWatch` task for the session's life: arming and disarming it are
+assignments, where a task per turn cost a spawn, a cancellation and two task
+steps of every turn (issue 15).
+"""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import trio
@@ -19,10 +27,9 @@ ERROR_DETAILS_GRACE_S = 0.5
 
 
 async def arm(session: Session, action: turns.ArmDeadline) -> None:
-    """Wait out one deadline (run in the attempt's scope: gone with it)."""
-    if action.kind is turns.Deadline.STALL_NOTICE:
-        await _watch_stall(session, action)
-        return
+    """Wait out a start-up or details deadline (run in the attempt's scope:
+    gone with it)."""
+    assert action.kind is not turns.Deadline.STALL_NOTICE, "the StallWatch keeps it"
     if action.kind is turns.Deadline.DETAILS:
         await trio.sleep(ERROR_DETAILS_GRACE_S)
         error = session.result_error(action.seq)
@@ -34,25 +41,64 @@ async def arm(session: Session, action: turns.ArmDeadline) -> None:
     session.post(turns.DeadlinePassed(action.kind, action.seq, action.incarnation, error))
 
 
-async def _watch_stall(session: Session, action: turns.ArmDeadline) -> None:
-    """Tell the user once when agy has printed nothing for the notice time;
-    fail the turn after the stall timeout (if set). The deadline moves with
-    every line agy prints."""
-    timeouts = session.deps.timeouts
-    notice_s, timeout_s = timeouts.stall_notice_s, timeouts.stall_timeout_s
-    noticed = notice_s <= 0
-    while True:
-        limits = ([] if noticed else [notice_s]) + ([timeout_s] if timeout_s > 0 else [])
-        if not limits:
+class StallWatch:
+    """Tells the user once when agy has printed nothing for the notice time,
+    and fails the turn after the stall timeout (if set). The deadline moves
+    with every line agy prints (``session.last_output``): it is checked when
+    it passes, and set again from the newest output."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._armed: turns.ArmDeadline | None = None
+        self._noticed = False
+        #: The scope `run` sleeps in; its deadline is the watch's.
+        self._scope = trio.CancelScope()
+
+    def arm(self, action: turns.ArmDeadline) -> None:
+        """Watch the turn attempt of ``action`` (replacing any other)."""
+        self._armed = action
+        self._noticed = self._session.deps.timeouts.stall_notice_s <= 0
+        self._scope.deadline = self._deadline()
+
+    def disarm(self, action: turns.ArmDeadline) -> None:
+        """Its attempt ended. (The sleeping task is not woken: if the deadline
+        passes first it finds nothing armed, and sleeps on.)"""
+        if self._armed is action:
+            self._armed = None
+
+    def _limits(self) -> list[float]:
+        timeouts = self._session.deps.timeouts
+        notice_s, timeout_s = timeouts.stall_notice_s, timeouts.stall_timeout_s
+        return ([] if self._noticed else [notice_s]) + ([timeout_s] if timeout_s > 0 else [])
+
+    def _deadline(self) -> float:
+        limits = self._limits() if self._armed is not None else []
+        return self._session.last_output + min(limits) if limits else math.inf
+
+    async def run(self) -> None:
+        """For the session's life (its nursery)."""
+        while True:
+            with trio.CancelScope(deadline=self._deadline()) as self._scope:
+                await trio.sleep_forever()
+            self._check()
+
+    def _check(self) -> None:
+        action = self._armed
+        if action is None:
             return
-        await trio.sleep_until(session.last_output + min(limits))
-        silent_for = trio.current_time() - session.last_output
-        if timeout_s > 0 and silent_for >= timeout_s:
-            error = output.silence_error("stall", timeout_s, session.notes.get(action.incarnation))
+        session = self._session
+        timeouts = session.deps.timeouts
+        now = trio.current_time()
+        # The same sums as the deadline: a deadline that passed is seen to have.
+        if timeouts.stall_timeout_s > 0 and now >= session.last_output + timeouts.stall_timeout_s:
+            self._armed = None
+            error = output.silence_error(
+                "stall", timeouts.stall_timeout_s, session.notes.get(action.incarnation)
+            )
             kind = turns.Deadline.STALL_TIMEOUT
             session.post(turns.DeadlinePassed(kind, action.seq, action.incarnation, error))
             return
-        if not noticed and silent_for >= notice_s:
-            noticed = True
+        if not self._noticed and now >= session.last_output + timeouts.stall_notice_s:
+            self._noticed = True
             kind = turns.Deadline.STALL_NOTICE
             session.post(turns.DeadlinePassed(kind, action.seq, action.incarnation))

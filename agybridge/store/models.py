@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, get_args
@@ -35,12 +36,13 @@ def format_timestamp(moment: dt.datetime) -> str:
     """``moment`` as a canonical UTC timestamp; naive datetimes are refused."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"timestamp must carry a timezone, not naive {moment.isoformat()!r}")
-    utc = moment.astimezone(dt.UTC)
-    # Zero-padded by hand: strftime's %Y does not pad years before 1000 everywhere.
-    return (
-        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T"
-        f"{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}.{utc.microsecond:06d}Z"
-    )
+    # isoformat pads the year to four digits (strftime's %Y does not everywhere)
+    # and, in UTC, ends in "+00:00".
+    return moment.astimezone(dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+
+
+#: The canonical form, ``2026-05-01T12:00:00.000000Z``.
+_CANONICAL = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", re.ASCII)
 
 
 def canonical_timestamp(value: str) -> str:
@@ -51,6 +53,15 @@ def canonical_timestamp(value: str) -> str:
     """
     if not isinstance(value, str):
         raise TypeError(f"timestamp must be an ISO 8601 string, not {value!r}")
+    if _CANONICAL.fullmatch(value):
+        # Already canonical (every record and journal line the bridge makes):
+        # checked to be a real moment, not formatted again.
+        try:
+            dt.datetime.fromisoformat(value)
+        except ValueError:
+            pass  # the long way says what is wrong
+        else:
+            return value
     try:
         moment = dt.datetime.fromisoformat(value)
     except ValueError:

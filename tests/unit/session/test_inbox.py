@@ -40,3 +40,31 @@ async def test_batches_count_by_events_and_order_is_kept() -> None:
     assert got[1] == "control"
     events = [e for item in got if isinstance(item, ChildEvents) for e in item.events]
     assert [e.event.line for e in events] == [str(n) for n in range(42)]  # type: ignore[union-attr]
+
+
+async def test_a_parked_get_wakes_on_post_and_a_cancelled_one_leaves_no_trace() -> None:
+    inbox = Inbox(child_limit=10)
+    got: list[object] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def abandoned_get() -> None:
+                with scope:
+                    got.append(await inbox.get())
+
+            nursery.start_soon(abandoned_get)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+        assert got == []
+        async with trio.open_nursery() as nursery:
+
+            async def getter() -> None:
+                got.append(await inbox.get())
+                got.append(await inbox.get())
+
+            nursery.start_soon(getter)
+            await trio.testing.wait_all_tasks_blocked()
+            inbox.post("first")  # wakes the parked getter
+            inbox.post("second")  # queued: taken without waiting
+    assert got == ["first", "second"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from agybridge.store import (
     StoreError,
     canonical_timestamp,
     db,
+    format_timestamp,
 )
 
 
@@ -91,6 +93,45 @@ def test_timestamps_are_canonical_utc(given_ts: str, expected: str) -> None:
     """Timestamps with any offset normalise to one UTC form, so text order is time order."""
     assert canonical_timestamp(given_ts) == expected
     assert record("s", updated_at=given_ts).updated_at == expected
+
+
+_AWARE = st.datetimes(
+    min_value=dt.datetime(2, 1, 1),
+    timezones=st.sampled_from(
+        [
+            dt.UTC,
+            dt.timezone(dt.timedelta(hours=5, minutes=30)),
+            dt.timezone(-dt.timedelta(hours=11)),
+        ]
+    ),
+)
+
+
+@given(moment=_AWARE)
+def test_any_moment_has_one_canonical_form(moment: dt.datetime) -> None:
+    """However a moment is written, it normalises to the same text, and that text
+    is kept as it is (the shortcut for canonical input agrees with the long way)."""
+    expected = moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").rjust(27, "0")
+    assert format_timestamp(moment) == expected
+    assert canonical_timestamp(moment.isoformat()) == expected
+    assert canonical_timestamp(expected) == expected
+
+
+@given(
+    text=st.from_regex(r"\A\d{4}-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d\.\d{6}Z\Z").filter(
+        str.isascii
+    )
+)
+def test_canonical_looking_text_is_checked(text: str) -> None:
+    """Text of the canonical shape is kept only when it is a real moment
+    (2026-02-30 is not); otherwise it is the usual ValueError."""
+    try:
+        real = dt.datetime.fromisoformat(text)
+    except ValueError:
+        with pytest.raises(ValueError, match="timestamp"):
+            canonical_timestamp(text)
+    else:
+        assert canonical_timestamp(text) == text == format_timestamp(real)
 
 
 @pytest.mark.parametrize(
