@@ -150,30 +150,80 @@ def _make_converter() -> cattrs.Converter:
 _converter = _make_converter()
 
 
-#: The keys of agy's hot event, a text delta (contract.md §3.2).
-_DELTA_KEYS = frozenset({"conversation_id", "step_index", "state", "step_type", "text_delta"})
+#: The keys of agy's hot events: text deltas, and the steps and result that
+#: carry usage (contract.md §3.2, §3.5); others go through the converter.
+_STEP_KEYS = frozenset(
+    {
+        "conversation_id",
+        "step_index",
+        "state",
+        "step_type",
+        "text_delta",
+        "duration_seconds",
+        "usage",
+    }
+)
+_RESULT_KEYS = frozenset(
+    {"status", "conversation_id", "response", "error", "duration_seconds", "num_turns", "usage"}
+)
+_USAGE_KEYS = frozenset(attrs.fields_dict(Usage))
+#: Not a usable value for the fast path (the converter decides).
+_NO = object()
 
 
-def fast_step_update(raw: dict[str, Any]) -> StepUpdateEvent | None:
-    """A plain step update (a text delta: no usage, no tool) built without the
-    converter, when every field already has its exact type; None otherwise.
-    The same value the converter builds: a generated-input test compares them."""
-    if raw.get("event") != "step_update":
+def _optional(value: Any, kind: type) -> Any:
+    return value if value is None or type(value) is kind else _NO
+
+
+def _usage(value: Any) -> Any:
+    if value is None:
         return None
-    step = raw.get("step_update")
-    if type(step) is not dict or not _DELTA_KEYS.issuperset(step):
+    if type(value) is not dict or not all(
+        key not in _USAGE_KEYS or type(count) is int for key, count in value.items()
+    ):
+        return _NO
+    return Usage(**{key: count for key, count in value.items() if key in _USAGE_KEYS})
+
+
+def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
+    """A step update without tool or subagent details, or a plain result,
+    built without the converter when every field already has its exact type;
+    None otherwise. The same value the converter builds: a generated-input
+    test compares them."""
+    name = raw.get("event")
+    # A tuple, not a set: ``event`` may hold any JSON value, a list included.
+    body = raw.get(name) if name in ("step_update", "result") else None
+    if type(body) is not dict:
         return None
-    index, state, kind = step.get("step_index"), step.get("state"), step.get("step_type")
-    conversation, delta = step.get("conversation_id"), step.get("text_delta")
+    get = body.get
+    conversation, duration = get("conversation_id"), get("duration_seconds")
+    usage = _usage(get("usage"))
     if (
-        type(index) is not int
+        (conversation is not None and type(conversation) is not str)
+        or (duration is not None and type(duration) is not float)
+        or usage is _NO
+    ):
+        return None
+    if name == "result":
+        status, response, error = get("status"), get("response"), get("error")
+        turns = get("num_turns")
+        if (
+            not _RESULT_KEYS.issuperset(body)
+            or type(status) is not str
+            or _NO in (_optional(response, str), _optional(error, str), _optional(turns, int))
+        ):
+            return None
+        return ResultEvent(Result(status, conversation, response, error, duration, turns, usage))
+    index, state, kind, delta = get("step_index"), get("state"), get("step_type"), get("text_delta")
+    if (
+        not _STEP_KEYS.issuperset(body)
+        or type(index) is not int
         or type(state) is not str
         or type(kind) is not str
-        or (conversation is not None and type(conversation) is not str)
         or (delta is not None and type(delta) is not str)
     ):
         return None
-    return StepUpdateEvent(StepUpdate(index, state, kind, conversation, delta))
+    return StepUpdateEvent(StepUpdate(index, state, kind, conversation, delta, duration, usage))
 
 
 _raw_decode = json.JSONDecoder().raw_decode
@@ -195,7 +245,7 @@ def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
             return MalformedLine(line=text, reason="not JSON")
     if not isinstance(raw, dict):
         return MalformedLine(line=text, reason="not a JSON object")
-    fast = fast_step_update(raw)
+    fast = fast_event(raw)
     if fast is not None:
         return fast
     try:

@@ -99,6 +99,10 @@ class LineWriter:
         self._closed = False
         self._writing = False
         self._line_done = trio.Event()
+        #: The writer waits in receive with nothing queued (set by the writer
+        #: as it parks, cleared by every hand-over through the channel: cheaper
+        #: than asking the channel for its statistics on every line).
+        self._parked = False
         #: Lines written whole.
         self.lines_sent = 0
 
@@ -134,7 +138,7 @@ class LineWriter:
                 self._write_now(lines)
                 return
             # Nobody queued: the writer takes it without this task yielding.
-            self._send.send_nowait(lines)
+            self._hand_over_nowait(lines)
             return
         try:
             await self._send.send(lines)
@@ -149,7 +153,7 @@ class LineWriter:
             if self._idle() and self._send_nowait is not None:
                 self._write_now(lines)
             else:
-                self._send.send_nowait(lines)
+                self._hand_over_nowait(lines)
         except trio.WouldBlock:
             return False
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -168,6 +172,7 @@ class LineWriter:
             await trio.lowlevel.checkpoint()
             return
         marker = trio.Event()
+        self._parked = False  # from here on the marker is queued ahead of later lines
         try:
             await self._send.send(marker)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -185,7 +190,11 @@ class LineWriter:
 
     def _idle(self) -> bool:
         # The writer waits in receive: nothing is queued or being written.
-        return self._send.statistics().tasks_waiting_receive > 0 and not self._closed
+        return self._parked and not self._closed
+
+    def _hand_over_nowait(self, item: bytes | _Rest) -> None:
+        self._send.send_nowait(item)
+        self._parked = False
 
     def _write_now(self, lines: bytes) -> None:
         assert self._send_nowait is not None
@@ -200,12 +209,26 @@ class LineWriter:
         # The pipe is full: the writer finishes the line(s), before anything else.
         self._line_done = trio.Event()
         self._writing = True
-        self._send.send_nowait(_Rest(lines[written:], lines.count(b"\n")))
+        self._hand_over_nowait(_Rest(lines[written:], lines.count(b"\n")))
 
     # --- the writer task ---------------------------------------------------------
 
     async def _write_lines(self) -> None:
-        async for first in self._receive:
+        while True:
+            try:
+                first = self._receive.receive_nowait()
+            except trio.WouldBlock:
+                # Parked only with nothing queued (receive would yield holding
+                # a line taken at once, and a line written now would pass it).
+                self._parked = True
+                try:
+                    first = await self._receive.receive()
+                except trio.EndOfChannel:
+                    return
+                finally:
+                    self._parked = False
+            except trio.EndOfChannel:
+                return
             if isinstance(first, _Rest):
                 # Started by a sender: finished whatever happens (close_output waits).
                 await self._write(first.data, first.lines, started=True)

@@ -1,40 +1,93 @@
-"""agy's hot event, a text delta, parsed without the converter: the same value
-the converter builds, for generated lines (exact types, wrong types, extra keys)."""
+"""agy's hot events (text deltas, steps and results with usage) parsed without
+the converter: the same value the converter builds, for generated lines (exact
+types, wrong types, extra keys)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agybridge.agy import events
 
 _ANY = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
-_FIELDS = {
-    "conversation_id": st.none() | st.text(max_size=8) | _ANY,
-    "step_index": st.integers() | _ANY,
-    "state": st.sampled_from(["ACTIVE", "DONE", "ERROR"]) | _ANY,
-    "step_type": st.sampled_from(["agent_response", "tool"]) | _ANY,
-    "text_delta": st.none() | st.text() | _ANY,
+_USAGE = st.dictionaries(
+    st.sampled_from(
+        ["input_tokens", "output_tokens", "thinking_tokens", "cache_read_tokens", "total_tokens"]
+    )
+    | st.text(max_size=4),
+    st.integers(0, 10**9),
+    max_size=6,
+)
+#: Every key agy writes, each with values of its exact type (None where allowed).
+_COMMON = {
+    "conversation_id": st.none() | st.text(max_size=8),
+    "duration_seconds": st.none() | st.floats(0, 10),
+    "usage": st.none() | _USAGE,
 }
 _STEP = st.fixed_dictionaries(
-    {"step_index": _FIELDS["step_index"]},
-    optional={
-        **{k: v for k, v in _FIELDS.items() if k != "step_index"},
-        "duration_seconds": st.floats(0, 10),
-        "future_key": _ANY,
+    {
+        "step_index": st.integers(0, 99),
+        "state": st.sampled_from(["ACTIVE", "DONE", "ERROR"]),
+        "step_type": st.sampled_from(["agent_response", "tool", "checkpoint"]),
     },
+    optional={"text_delta": st.none() | st.text(), **_COMMON},
+)
+_RESULT = st.fixed_dictionaries(
+    {"status": st.sampled_from(["SUCCESS", "ERROR"])},
+    optional={
+        "response": st.none() | st.text(),
+        "error": st.none() | st.text(),
+        "num_turns": st.none() | st.integers(0, 50),
+        **_COMMON,
+    },
+)
+#: What may spoil a body: another type for a field, a key the fast path leaves
+#: to the converter, a usage count of another type.
+_SPOIL = st.sampled_from(
+    [
+        "step_index",
+        "state",
+        "step_type",
+        "text_delta",
+        "status",
+        "response",
+        "num_turns",
+        "conversation_id",
+        "duration_seconds",
+        "usage",
+        "tool_info",
+        "structured_output",
+        "future_key",
+    ]
 )
 
 
-@given(step=_STEP, event=st.sampled_from(["step_update", "result", "other"]), extra=st.booleans())
-def test_fast_path_equals_the_converter(step: dict[str, Any], event: str, extra: bool) -> None:
-    raw: dict[str, Any] = {"event": event, event: step}
+@settings(max_examples=300)
+@given(
+    body=_STEP | _RESULT,
+    event=st.sampled_from(["step_update", "result", "other"]),
+    spoil=st.none() | st.tuples(_SPOIL, _ANY),
+    spoil_usage=st.none() | _ANY,
+    extra=st.booleans(),
+)
+def test_fast_path_equals_the_converter(
+    body: dict[str, Any],
+    event: str,
+    spoil: tuple[str, Any] | None,
+    spoil_usage: Any,
+    extra: bool,
+) -> None:
+    if spoil is not None:
+        body = body | {spoil[0]: spoil[1]}
+    if spoil_usage is not None and isinstance(body.get("usage"), dict):
+        body = body | {"usage": body["usage"] | {"total_tokens": spoil_usage}}
+    raw: dict[str, Any] = {"event": event, event: body}
     if extra:
         raw["unknown_top_level"] = 1
-    fast = events.fast_step_update(raw)
+    fast = events.fast_event(raw)
     if fast is None:
         return
     assert fast == events._converter.structure(raw, events.AgyEvent)  # type: ignore[arg-type]
@@ -51,6 +104,22 @@ def test_a_plain_delta_takes_the_fast_path() -> None:
             "text_delta": "hé",
         },
     }
-    fast = events.fast_step_update(line)
+    fast = events.fast_event(line)
     assert fast is not None and fast.step_update.text_delta == "hé"
     assert events.parse_event(json.dumps(line)) == fast
+
+
+def test_steps_and_results_with_usage_take_the_fast_path() -> None:
+    usage = {"input_tokens": 381, "output_tokens": 30, "total_tokens": 411}
+    step = {"step_index": 3, "state": "DONE", "step_type": "agent_response", "text_delta": "\n"}
+    step |= {"duration_seconds": 0.036, "usage": usage}
+    result = {"status": "SUCCESS", "response": "hi", "duration_seconds": 0.5, "num_turns": 1}
+    result |= {"usage": usage, "conversation_id": "c"}
+    for line in (
+        {"event": "step_update", "step_update": step},
+        {"event": "result", "result": result},
+    ):
+        fast = events.fast_event(line)
+        assert fast is not None
+        assert fast == events._converter.structure(line, events.AgyEvent)  # type: ignore[arg-type]
+        assert events.parse_event(json.dumps(line)) == fast
