@@ -228,3 +228,13 @@ def _camel_path(line: str) -> str:
     if not sep:
         return line
     return f"{message} @ " + re.sub(r"\.([a-z_]+)", lambda m: "." + to_camel(m.group(1)), path)
+
+
+def unstructure_prompt_response(response: models.PromptResponse) -> dict[str, Any]:
+    """``unstructure(response)`` for a ``_meta`` of plain JSON values (what a
+    turn's answer carries: usage counts), without the converter's walk over
+    it; every turn is answered with one. A generated-input test compares both."""
+    wire: dict[str, Any] = {"stopReason": response.stop_reason}
+    if response.meta is not None:
+        wire["_meta"] = response.meta
+    return wire

@@ -169,7 +169,7 @@ class AcpAgent:
     async def _wait_initialized(self, method: str) -> None:
         # Request tasks start in no fixed order: a request sent right after
         # initialize (without waiting for its answer) waits for it here.
-        if self._initialize_seen:
+        if self._initialize_seen and not self._initialize_done.is_set():
             await self._initialize_done.wait()
         if not self._initialized:
             raise RpcError(

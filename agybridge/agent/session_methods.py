@@ -308,7 +308,8 @@ class SessionMethods:
             if prepared.converted.files:
                 await prompting.discard(session, ctx.seq)
         meta = dict(result.meta) or None
-        return codec.unstructure(models.PromptResponse(stop_reason=result.stop_reason, meta=meta))
+        response = models.PromptResponse(stop_reason=result.stop_reason, meta=meta)
+        return codec.unstructure_prompt_response(response)
 
     async def _steer(self, params: Any, ctx: RequestContext) -> Any:
         """``_agybridge/session/steer {sessionId, text}``: a text prompt that

@@ -4,10 +4,11 @@ A session's outlet hands its client a batch of updates (one read of agy's
 output, mapped in one step); they are encoded here and handed to the peer's
 writer as one item: one task switch and one write for the batch.
 
-Text chunks are most of a turn's updates, so they have a fast path that
-writes their bytes without the converter. The general path stays the one
-source of truth for the shape: a generated-input test compares both, byte
-for byte.
+Text chunks are most of a turn's updates, and every turn also sends a
+session info update (``updatedAt``) and a usage update: they have a fast
+path that writes their bytes without the converter. The general path stays
+the one source of truth for the shape: a generated-input test compares both,
+byte for byte.
 """
 
 from __future__ import annotations
@@ -46,7 +47,39 @@ def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
             )
         except UnicodeEncodeError:
             pass  # a lone surrogate: the general path escapes the message
+    else:
+        try:
+            flat = _flat_update(update)
+        except UnicodeEncodeError:
+            flat = None
+        if flat is not None:
+            return b"".join((_params_head(session_id), flat, b"}}\n"))
     return encode_update_general(session_id, update)
+
+
+def _flat_update(update: models.SessionUpdate) -> bytes | None:
+    """The ``update`` object of a plain usage or session info update, else None."""
+    kind = type(update)
+    if kind is models.UsageUpdate:
+        assert isinstance(update, models.UsageUpdate)
+        used, size = update.used, update.size
+        if update.cost is None and update.meta is None and type(used) is type(size) is int:
+            return b'{"used":%d,"size":%d,"sessionUpdate":"usage_update"}' % (used, size)
+    elif kind is models.SessionInfoUpdate:
+        assert isinstance(update, models.SessionInfoUpdate)
+        if update.meta is None:
+            title, updated_at = update.title, update.updated_at
+            return b"".join(
+                (
+                    b"{",
+                    b"" if title is None else b'"title":' + _dump_str(title).encode() + b",",
+                    b""
+                    if updated_at is None
+                    else b'"updatedAt":' + _dump_str(updated_at).encode() + b",",
+                    b'"sessionUpdate":"session_info_update"}',
+                )
+            )
+    return None
 
 
 def encode_update_general(session_id: str, update: models.SessionUpdate) -> bytes:
@@ -63,19 +96,31 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
 # their encoded parts are kept (bounded: cleared when full).
 _CACHE_LIMIT = 1024
 _heads: dict[str, bytes] = {}
+_params_heads: dict[str, bytes] = {}
 _middles: dict[str | None, bytes] = {None: b',"type":"text"},"sessionUpdate":'}
 
 
+def _params_head(session_id: str) -> bytes:
+    """The notification up to its ``update`` object."""
+    head = _params_heads.get(session_id)
+    if head is None:
+        if len(_params_heads) >= _CACHE_LIMIT:
+            _params_heads.clear()
+        head = _params_heads[session_id] = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+            + _dump_str(session_id).encode()
+            + b',"update":'
+        )
+    return head
+
+
 def _head(session_id: str) -> bytes:
+    """... and up to a text chunk's text."""
     head = _heads.get(session_id)
     if head is None:
         if len(_heads) >= _CACHE_LIMIT:
             _heads.clear()
-        head = _heads[session_id] = (
-            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-            + _dump_str(session_id).encode()
-            + b',"update":{"content":{"text":'
-        )
+        head = _heads[session_id] = _params_head(session_id) + b'{"content":{"text":'
     return head
 
 

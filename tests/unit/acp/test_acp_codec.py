@@ -409,3 +409,21 @@ def test_describe_resource_link() -> None:
     )
     bare = models.ResourceLink(uri="https://x.test/doc", name="doc", size=0)
     assert describe_resource_link(bare) == "[Resource: doc]\nURI: https://x.test/doc\nSize: 0 bytes"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    stop=st.sampled_from(["end_turn", "cancelled", "max_tokens", "refusal"]),
+    meta=st.none() | st.dictionaries(st.text(max_size=8), _JSON, max_size=4),
+)
+def test_the_prompt_answers_shortcut_equals_the_converter(stop: str, meta: Any) -> None:
+    response = models.PromptResponse(stop_reason=stop, meta=meta)
+    assert codec.unstructure_prompt_response(response) == codec.unstructure(response)

@@ -1,5 +1,6 @@
-"""``session/update`` encoding: the text-chunk fast path writes the bytes the
-general (converter) path writes, for any input; batches keep their order."""
+"""``session/update`` encoding: the fast paths (text chunks, usage and session
+info updates) write the bytes the general (converter) path writes, for any
+input; batches keep their order."""
 
 from __future__ import annotations
 
@@ -41,6 +42,28 @@ def test_fast_path_writes_the_general_paths_bytes(
     assert encode_update(session_id, update) == encode_update_general(session_id, update)
 
 
+@given(
+    session_id=_ANY_TEXT,
+    update=st.builds(
+        models.UsageUpdate,
+        used=st.integers(0, 2**40),
+        size=st.integers(0, 2**40),
+        cost=st.none() | st.builds(models.Cost, amount=st.floats(0, 5), currency=st.just("USD")),
+        meta=_META,
+    )
+    | st.builds(
+        models.SessionInfoUpdate,
+        title=st.none() | _ANY_TEXT,
+        updated_at=st.none() | _ANY_TEXT,
+        meta=_META,
+    ),
+)
+def test_usage_and_info_fast_paths_write_the_general_paths_bytes(
+    session_id: str, update: models.SessionUpdate
+) -> None:
+    assert encode_update(session_id, update) == encode_update_general(session_id, update)
+
+
 @given(texts=st.lists(_ANY_TEXT, max_size=5))
 def test_a_batch_is_its_lines_in_order(texts: list[str]) -> None:
     batch = [models.AgentMessageChunk(content=models.TextContent(text=t)) for t in texts]
@@ -50,7 +73,7 @@ def test_a_batch_is_its_lines_in_order(texts: list[str]) -> None:
     assert data == b"".join(encode_update_general("s", u) for u in batch)
 
 
-def test_plain_text_chunks_never_reach_the_converter(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fast_paths_never_reach_the_converter(monkeypatch: pytest.MonkeyPatch) -> None:
     """The point of the fast path."""
 
     def no_converter(_: Any) -> Any:
@@ -59,8 +82,10 @@ def test_plain_text_chunks_never_reach_the_converter(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(codec, "unstructure", no_converter)
     chunk = models.AgentMessageChunk(content=models.TextContent(text="hé"), message_id="m")
     assert encode_update("s", chunk).startswith(b'{"jsonrpc":"2.0","method":"session/update"')
+    encode_update("s", models.UsageUpdate(used=1, size=2))
+    encode_update("s", models.SessionInfoUpdate(title="t", updated_at="2026-12-01T00:00:00Z"))
     with pytest.raises(AssertionError):
-        encode_update("s", models.UsageUpdate(used=1, size=2))
+        encode_update("s", models.UsageUpdate(used=1, size=2, meta={"x": 1}))
 
 
 async def test_send_updates_via_hands_one_item_or_none() -> None:
