@@ -238,3 +238,29 @@ def unstructure_prompt_response(response: models.PromptResponse) -> dict[str, An
     if response.meta is not None:
         wire["_meta"] = response.meta
     return wire
+
+
+_PROMPT_KEYS = frozenset({"sessionId", "prompt"})
+_TEXT_BLOCK_KEYS = frozenset({"type", "text"})
+
+
+def structure_plain_prompt(data: Any) -> models.PromptRequest | None:
+    """``structure(data, PromptRequest)`` for the usual prompt, text blocks
+    without annotations or ``_meta``, without the converter; None for any other
+    shape (the converter decides). A generated-input test compares both."""
+    if type(data) is not dict or data.keys() != _PROMPT_KEYS:
+        return None
+    session_id, blocks = data["sessionId"], data["prompt"]
+    if type(session_id) is not str or type(blocks) is not list:
+        return None
+    prompt: list[models.ContentBlock] = []
+    for block in blocks:
+        if (
+            type(block) is not dict
+            or block.keys() != _TEXT_BLOCK_KEYS
+            or block["type"] != "text"
+            or type(block["text"]) is not str
+        ):
+            return None
+        prompt.append(models.TextContent(text=block["text"]))
+    return models.PromptRequest(session_id=session_id, prompt=prompt)

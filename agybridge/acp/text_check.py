@@ -19,7 +19,28 @@ FREE_TEXT = re.compile(r"^\$\.prompt\[\d+\]\.(text|resource\.text)$")
 
 def find_bad_text(value: Any, path: str = "$") -> tuple[str, str] | None:
     """(JSON path, what is wrong) of the first unusable string in ``value``."""
+    if _plainly_clean(value):
+        return None  # every request of a turn: no paths built to find nothing
     return _walk(value, path, lambda p: FREE_TEXT.match(p) is not None)
+
+
+def _plainly_clean(value: Any) -> bool:
+    """No string in ``value`` holds a NUL or a lone surrogate (False: look closer)."""
+    if isinstance(value, str):
+        return "\x00" not in value and (value.isascii() or _encodes(value))
+    if isinstance(value, dict):
+        return all(_plainly_clean(key) and _plainly_clean(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_plainly_clean(item) for item in value)
+    return True
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _walk(value: Any, path: str, nul_ok: Callable[[str], bool]) -> tuple[str, str] | None:

@@ -269,7 +269,7 @@ class SessionMethods:
         return {}
 
     async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.PromptRequest)
+        request = codec.structure_plain_prompt(params) or parse(params, models.PromptRequest)
         session = self._session(request.session_id)
         if session.outlet.client is not self._client:
             # Two clients rule (README "Long-running sessions"): the newest

@@ -20,6 +20,7 @@ Modes are the bridge's safety tiers plus agy's own ``--mode`` values:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -186,12 +187,7 @@ class LaunchSettings:
 
     def to_store(self) -> dict[str, str]:
         """Flat strings for the session index."""
-        values = attrs.asdict(self)
-        return {
-            k: json.dumps(v) if not isinstance(v, str) else v
-            for k, v in values.items()
-            if v is not None
-        }
+        return dict(_store_values(self))
 
     @classmethod
     def from_store(cls, values: Mapping[str, str]) -> LaunchSettings:
@@ -202,6 +198,16 @@ class LaunchSettings:
             except ConfigValueError as exc:
                 logger.warning("ignoring stored setting %s=%r: %s", name, raw, exc)
         return settings
+
+
+@functools.lru_cache(maxsize=64)
+def _store_values(settings: LaunchSettings) -> dict[str, str]:
+    # Every turn saves the session's row; its settings rarely change.
+    return {
+        k: json.dumps(v) if not isinstance(v, str) else v
+        for k, v in attrs.asdict(settings).items()
+        if v is not None
+    }
 
 
 def _bool(value: Any, name: str) -> bool:
