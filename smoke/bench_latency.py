@@ -9,7 +9,8 @@
 * ``echo``: one session, warm-up turns, then M echo turns one after another: the
   bridge's CPU (utime + stime from ``/proc``) over those turns / M, against issue 15's
   target (≤ 0.5 ms), and the same through ``floor_relay.py`` (one json.loads per agy
-  line, one json.dumps per delta) as the floor.
+  line, one json.dumps per delta) as the floor; ``floor_relay.py --trio``, the same
+  relay on trio, shows what trio's wake-ups alone cost per turn on this machine.
 * ``cancel``: ``session/cancel`` some ms after a ``slow`` turn's first chunk until the
   prompt's ``cancelled`` answer, then the next echo turn on that session (agy respawned).
 
@@ -276,8 +277,11 @@ class LatencyBench:
         self.add(tree.label, "echo_cpu", (cpu_after - cpu_before) / len(walls) * 1000)
         self.add(tree.label, "echo_wall", summarize(walls)["median"] or 0.0)
 
-    async def floor_echo(self) -> None:
-        argv = [sys.executable, str(FLOOR_RELAY), ECHO_TEXT, str(FAKE_AGY), *STREAM]
+    async def floor_echo(self, *, on_trio: bool = False) -> None:
+        """The floor's echo turns; ``on_trio``: the same relay on trio, whose
+        wake-ups every trio bridge pays (column "trio floor")."""
+        mode = ["--trio"] if on_trio else []
+        argv = [sys.executable, str(FLOOR_RELAY), *mode, ECHO_TEXT, str(FAKE_AGY), *STREAM]
         async with spawned(argv, self.env(), self.stderr_path("floor")) as process:
             client = LineClient(process)
             with trio.fail_after(STEP_S):
@@ -299,7 +303,8 @@ class LatencyBench:
             with trio.fail_after(STEP_S):
                 await process.wait()
         assert cpu_before is not None and cpu_after is not None
-        self.add("floor", "echo_cpu", (cpu_after - cpu_before) / self.args.echo_turns * 1000)
+        column = "trio floor" if on_trio else "floor"
+        self.add(column, "echo_cpu", (cpu_after - cpu_before) / self.args.echo_turns * 1000)
 
     # --- cancel ------------------------------------------------------------------
 
@@ -353,6 +358,8 @@ class LatencyBench:
             for name, body in phases:
                 if name == "echo":
                     await self.attempt("floor echo", self.floor_echo)
+                    trio_floor = functools.partial(self.floor_echo, on_trio=True)
+                    await self.attempt("trio floor echo", trio_floor)
                 elif name == "latency" and self.args.floor_latency:
                     await self.attempt("floor latency", self.floor_latency)
                 for tree in trees:

@@ -74,11 +74,21 @@ def render(
             cells.append(f"{last / first:.2f}×" if first and last is not None else "–")
         lines.append(f"| {label.format(shape=shape)} | " + " | ".join(cells) + " |")
     floor_echo = column_value(samples.get("floor", {}), "echo_cpu")
+    trio_echo = column_value(samples.get("trio floor", {}), "echo_cpu")
+    if trio_echo is not None:
+        lines.append(
+            f"\nThe floor's relay on trio (`floor_relay.py --trio`, the same work per read, "
+            f"one task per pipe) costs {trio_echo:.3f} ms per warm echo turn"
+            + (f", {trio_echo / floor_echo:.1f}× the floor" if floor_echo else "")
+            + ": what trio's wake-ups alone cost a turn on this machine."
+        )
     for column in columns:
         echo_cpu = column_value(samples.get(column, {}), "echo_cpu")
         if echo_cpu is not None:
             verdict = "meets" if echo_cpu <= ECHO_CPU_TARGET_MS else "misses"
             times_floor = f", {echo_cpu / floor_echo:.1f}× the floor" if floor_echo else ""
+            if trio_echo:
+                times_floor += f", {echo_cpu / trio_echo:.1f}× the trio floor"
             lines.append(
                 f"\n`{column}` {verdict} the warm echo target: {echo_cpu:.3f} ms "
                 f"(≤ {ECHO_CPU_TARGET_MS} ms{times_floor}; the issue measured the target "

@@ -39,6 +39,11 @@ class Inbox:
             self._getter = None
             trio.lowlevel.reschedule(getter)
 
+    def post_quietly(self, item: Any) -> None:
+        """`post` without waking the loop: it is taken, in order, with whatever
+        is posted next (for an item that needs no action of its own)."""
+        self._items.append(item)
+
     async def send(self, message: ChildMessage) -> None:
         """One of agy's messages (the inbox is its children's MessageSink)."""
         weight = len(message.events) if isinstance(message, ChildEvents) else 1

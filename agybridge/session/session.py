@@ -201,8 +201,7 @@ class Session:
         while not self.core.closed:
             item = await self._inbox.get()
             if type(item) is ChildEvents:
-                # One read of agy's stdout: mapped in one go, its updates
-                # handed to the client as one write.
+                # One read of agy's stdout: mapped in one go, written as one.
                 self.heard_from(item.incarnation)
                 async with self.outlet.holding():
                     for message in item.events:
@@ -360,7 +359,8 @@ class Session:
     def prompt_arrived(self, seq: float) -> None:
         """A prompt was read (call in wire order, before its task runs)."""
         self.prompts.arrived(seq)
-        self.post(turns.PromptArrived(seq))
+        # Its place in the queue: no work until its task (or its drop) posts.
+        self._inbox.post_quietly(turns.PromptArrived(seq))
 
     def steer_arrived(self, seq: float) -> None:
         """A steer was read (wire order): a prompt ahead of those waiting."""
@@ -370,7 +370,8 @@ class Session:
     def drop_prompt(self, seq: float) -> None:
         """The prompt was answered without a turn (error, bridge command)."""
         self.prompts.drop(seq)
-        self.post(turns.PromptDropped(seq))
+        if seq not in self.core.answered:  # answered by its turn: nothing left to drop
+            self.post(turns.PromptDropped(seq))
 
     async def prompt(self, seq: float, text: str, display_text: str) -> PromptResult:
         """Run the prompt's turn in its place in the queue; its answer.
@@ -406,11 +407,7 @@ class Session:
     async def barrier(self) -> None:
         """Wait until the loop has done everything posted before this call
         (e.g. announcements held back after a cancel, before an answer)."""
-
-        async def nothing() -> None:
-            return None
-
-        await self._run_in_loop(nothing)
+        await self._run_in_loop(trio.lowlevel.checkpoint)
 
     def announce(self, kind: str) -> None:
         """``commands`` or ``catalog`` changed: tell the client (once it has
