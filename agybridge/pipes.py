@@ -1,4 +1,5 @@
-"""Reading a pipe with one trip through trio's scheduler per read.
+"""Pipes with fewer trips through trio's scheduler: a read that yields once,
+and a write made at once when the pipe can take it.
 
 trio's ``FdStream.receive_some`` checkpoints first, then tries ``read(2)``, and
 only when that finds nothing (``EAGAIN``, raised and caught) waits for the fd.
@@ -41,6 +42,27 @@ async def receive_ready(
     except BlockingIOError:
         # Readiness without data (another reader, or a spurious wake-up): the slow path.
         return await stream.receive_some(max_bytes)
+    except OSError as exc:
+        if exc.errno == errno.EBADF:
+            raise trio.ClosedResourceError("the stream was closed") from exc
+        raise trio.BrokenResourceError(str(exc)) from exc
+
+
+def write_nowait(stream: trio.lowlevel.FdStream, data: bytes | memoryview) -> int:
+    """Write what the pipe takes without waiting (its fd is non-blocking: trio
+    set it so); how many bytes that was, 0 if none. The caller must own the
+    writing (no ``send_all`` of the stream may be under way).
+
+    Raises:
+        trio.ClosedResourceError: the stream was closed.
+        trio.BrokenResourceError: the reader is gone (or another write error).
+    """
+    try:
+        return os.write(stream.fileno(), data)
+    except BlockingIOError:
+        return 0
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        raise trio.BrokenResourceError(str(exc)) from exc
     except OSError as exc:
         if exc.errno == errno.EBADF:
             raise trio.ClosedResourceError("the stream was closed") from exc

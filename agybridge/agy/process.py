@@ -37,7 +37,7 @@ import attrs
 import trio
 
 from ..lines import LineBuffer, LineTooLongError
-from ..pipes import receive_ready
+from ..pipes import receive_ready, write_nowait
 from .events import AgyEvent, MalformedLine, StepUpdateEvent, parse_event
 from .stderr import StderrLine, classify_stderr
 from .tree import EscalationPolicy, ProcessTree
@@ -146,6 +146,8 @@ class AgyChild:
         self._stdout_drain = trio.CancelScope()
         self._stderr_drain = trio.CancelScope()
         self._stdin_send, self._stdin_receive = trio.open_memory_channel[bytes](STDIN_QUEUE_LINES)
+        #: agy's stdin while its writer waits with nothing queued (else None).
+        self._stdin_idle: trio.lowlevel.FdStream | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._tree = ProcessTree(f"agy[{incarnation}]", policy)
         self._killed = False
@@ -217,14 +219,25 @@ class AgyChild:
         """
         line = json.dumps({"event": "user", "message": {"content": text}}, ensure_ascii=False)
         data = line.encode() + b"\n"
+        stdin = self._stdin_idle
+        if stdin is not None:
+            # Nothing queued or being written: written now (no task switch);
+            # what the pipe does not take goes to the writer, ahead of the rest.
+            data = data[write_nowait(stdin, data) :]
+            if not data:
+                return
+            self._stdin_idle = None
         try:
-            # Room in the queue (the usual case): no trip through the scheduler.
-            self._stdin_send.send_nowait(data)
+            self._stdin_send.send_nowait(data)  # room in the queue: no yield
         except trio.WouldBlock:
             await self._stdin_send.send(data)
 
     def close_stdin(self) -> None:
         """Ask agy to exit after the current turn (EOF, contract.md §2.4)."""
+        self._end_stdin()
+
+    def _end_stdin(self) -> None:
+        self._stdin_idle = None  # nothing more is written now either
         self._stdin_send.close()
 
     def kill(self, reason: str) -> None:
@@ -244,7 +257,7 @@ class AgyChild:
                 with trio.CancelScope(shield=True):
                     await self._tree.escalate(proc)
             # Nobody can write to a dead agy: end the stdin writer.
-            self._stdin_send.close()
+            self._end_stdin()
             self.returncode = proc.returncode
             with trio.CancelScope(shield=True):
                 await self._tree.sweep()
@@ -299,8 +312,22 @@ class AgyChild:
             await self._messages.send(ChildStderr(self.incarnation, classify_stderr(text)))
 
     async def _stdin_task(self, stream: trio.abc.SendStream) -> None:
+        pipe = stream if type(stream) is trio.lowlevel.FdStream else None
         async with stream, self._stdin_receive:
-            async for line in self._stdin_receive:
+            while True:
+                try:
+                    line = self._stdin_receive.receive_nowait()
+                except trio.WouldBlock:
+                    # Idle with nothing queued: `send_user` may write itself.
+                    self._stdin_idle = pipe
+                    try:
+                        line = await self._stdin_receive.receive()
+                    except trio.EndOfChannel:
+                        break
+                    finally:
+                        self._stdin_idle = None
+                except trio.EndOfChannel:
+                    break
                 try:
                     await stream.send_all(line)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):

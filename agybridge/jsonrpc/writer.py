@@ -24,14 +24,14 @@ cancelled ``send_all`` can leave half a line on the wire (architecture.md,
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import attrs
 import trio
+
+from ..pipes import write_nowait
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +67,7 @@ class PipeSendStream(trio.abc.SendStream):
         await self._stream.aclose()
 
     def send_nowait(self, data: bytes) -> int:
-        try:
-            return os.write(self._stream.fileno(), data)  # non-blocking: FdStream set it so
-        except BlockingIOError:
-            return 0
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise trio.BrokenResourceError(str(exc)) from exc
-        except OSError as exc:
-            if exc.errno == errno.EBADF:
-                raise trio.ClosedResourceError("the stream was closed") from exc
-            raise trio.BrokenResourceError(str(exc)) from exc
+        return write_nowait(self._stream, data)
 
 
 @attrs.frozen

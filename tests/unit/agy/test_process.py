@@ -6,6 +6,7 @@ the child), never for a fixed time.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sys
@@ -346,4 +347,45 @@ async def test_a_slow_owner_stops_the_reader(tmp_path: Path) -> None:
             async for message in receive:
                 if isinstance(message, ChildExited):
                     break
+    assert marked_processes(marker) == []
+
+
+async def test_stdin_lines_arrive_whole_in_order_then_eof(tmp_path: Path) -> None:
+    """User turns written at once or, past what the pipe takes (64 KiB; these
+    are bigger), by the writer: every line arrives whole and in order, and
+    closing stdin comes after the last one."""
+    marker = uuid.uuid4().hex
+    argv = script(
+        tmp_path,
+        f"""
+        import hashlib, json, sys
+        print('{INIT}', flush=True)
+        sys.stdin.readline()  # the first turn, read at once
+        for line in sys.stdin:
+            text = json.loads(line)["message"]["content"]
+            digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+            print(json.dumps({{"event": "result", "result": {{"status": "SUCCESS",
+                  "response": str(len(text)) + ":" + digest}}}}), flush=True)
+        print(json.dumps({{"event": "result", "result": {{"status": "SUCCESS",
+              "response": "eof"}}}}), flush=True)
+    """,
+    )
+    texts = [("x" * 10)] + [chr(ord("a") + n) * (n * 50_000 + 7) for n in range(6)]
+    child, receive = make_child(argv, marker)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(child.run)
+            for text in texts:
+                await child.send_user(text)
+            child.close_stdin()
+            with pytest.raises(trio.ClosedResourceError):
+                await child.send_user("after close")
+            messages = await collect(child, receive)
+    responses = [
+        m.event.result.response
+        for m in messages
+        if isinstance(m, ChildEvent) and isinstance(m.event, ResultEvent)
+    ]
+    expected = [f"{len(t)}:{hashlib.sha256(t.encode()).hexdigest()[:12]}" for t in texts[1:]]
+    assert responses == [*expected, "eof"]
     assert marked_processes(marker) == []
