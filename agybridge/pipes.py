@@ -1,5 +1,5 @@
 """Pipes with fewer trips through trio's scheduler: a read that yields once,
-and a write made at once when the pipe can take it.
+and a write made at once by its sender when the pipe's writer is idle.
 
 trio's ``FdStream.receive_some`` checkpoints first, then tries ``read(2)``, and
 only when that finds nothing (``EAGAIN``, raised and caught) waits for the fd.
@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 import trio
+
+T = TypeVar("T")
 
 #: What one read asks for (trio's own default).
 RECEIVE_BYTES = 65536
@@ -67,3 +71,27 @@ def write_nowait(stream: trio.lowlevel.FdStream, data: bytes | memoryview) -> in
         if exc.errno == errno.EBADF:
             raise trio.ClosedResourceError("the stream was closed") from exc
         raise trio.BrokenResourceError(str(exc)) from exc
+
+
+async def next_for_writer(
+    receive: trio.MemoryReceiveChannel[T], parked: Callable[[bool], None]
+) -> T:
+    """A pipe writer's next item. ``parked(True)`` only while it waits with
+    nothing queued (then a sender may write itself, without a task switch),
+    ``parked(False)`` once it has an item (a sender that hands one over clears
+    it too: the writer is no longer idle though it has not run yet).
+
+    Raises:
+        trio.EndOfChannel: the senders are gone.
+    """
+    try:
+        # Not `receive`, which yields holding an item taken at once: a line
+        # written meanwhile by a sender would pass it.
+        return receive.receive_nowait()
+    except trio.WouldBlock:
+        pass
+    parked(True)
+    try:
+        return await receive.receive()
+    finally:
+        parked(False)

@@ -37,7 +37,7 @@ import attrs
 import trio
 
 from ..lines import LineBuffer, LineTooLongError
-from ..pipes import receive_ready, write_nowait
+from ..pipes import next_for_writer, receive_ready, write_nowait
 from .events import AgyEvent, MalformedLine, StepUpdateEvent, parse_event
 from .stderr import StderrLine, classify_stderr
 from .tree import EscalationPolicy, ProcessTree
@@ -313,19 +313,15 @@ class AgyChild:
 
     async def _stdin_task(self, stream: trio.abc.SendStream) -> None:
         pipe = stream if type(stream) is trio.lowlevel.FdStream else None
+
+        def park(parked: bool) -> None:
+            # Idle with nothing queued: `send_user` may write itself.
+            self._stdin_idle = pipe if parked else None
+
         async with stream, self._stdin_receive:
             while True:
                 try:
-                    line = self._stdin_receive.receive_nowait()
-                except trio.WouldBlock:
-                    # Idle with nothing queued: `send_user` may write itself.
-                    self._stdin_idle = pipe
-                    try:
-                        line = await self._stdin_receive.receive()
-                    except trio.EndOfChannel:
-                        break
-                    finally:
-                        self._stdin_idle = None
+                    line = await next_for_writer(self._stdin_receive, park)
                 except trio.EndOfChannel:
                     break
                 try:

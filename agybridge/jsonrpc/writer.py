@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 import trio
 
-from ..pipes import write_nowait
+from ..pipes import next_for_writer, write_nowait
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +183,9 @@ class LineWriter:
         # The writer waits in receive: nothing is queued or being written.
         return self._parked and not self._closed
 
+    def _park(self, parked: bool) -> None:
+        self._parked = parked
+
     def _hand_over_nowait(self, item: bytes | _Rest) -> None:
         self._send.send_nowait(item)
         self._parked = False
@@ -207,17 +210,7 @@ class LineWriter:
     async def _write_lines(self) -> None:
         while True:
             try:
-                first = self._receive.receive_nowait()
-            except trio.WouldBlock:
-                # Parked only with nothing queued (receive would yield holding
-                # a line taken at once, and a line written now would pass it).
-                self._parked = True
-                try:
-                    first = await self._receive.receive()
-                except trio.EndOfChannel:
-                    return
-                finally:
-                    self._parked = False
+                first = await next_for_writer(self._receive, self._park)
             except trio.EndOfChannel:
                 return
             if isinstance(first, _Rest):
