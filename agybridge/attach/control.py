@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import fcntl
 import json
+import os
+import signal
 import socket
 import sys
 from typing import Any
 
-from .paths import socket_path
+from .paths import lock_path, socket_path
 from .relay import connect
 
 #: Answering status is quick; this only bounds a daemon that hangs.
 REQUEST_TIMEOUT_S = 10.0
 DEFAULT_STOP_TIMEOUT_S = 10.0
+#: After the connections close, how long the daemon may take to let go of its lock
+#: (closing its store and watchdog, removing its socket).
+LOCK_RELEASE_S = 15.0
 
 
 class ControlError(Exception):
@@ -110,8 +116,37 @@ def stop_main(argv: list[str]) -> int:
         pass
     finally:
         sock.close()
+    # The connections close before the daemon is done (its socket file, its
+    # lock): "stopped" once the lock it holds for its whole life is free, so
+    # that a daemon started right after does not find it running.
+    if not _wait_lock_free(lock_path(path), LOCK_RELEASE_S):
+        print(f"agybridge stop: daemon pid {result.get('pid')} is still running", file=sys.stderr)
+        return 1
     print(f"agybridge daemon (pid {result.get('pid')}) stopped")
     return 0
+
+
+def _wait_lock_free(path: str, timeout_s: float) -> bool:
+    """Wait until nobody holds ``path``'s flock (or it is gone); False after ``timeout_s``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True  # removed: its daemon is releasing it
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits for the daemon's exclusive lock itself
+    except TimeoutError:
+        return False
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.close(fd)
+    return True
+
+
+def _raise_timeout(signum: int, frame: object) -> None:
+    raise TimeoutError
 
 
 def format_status(status: dict[str, Any]) -> str:

@@ -29,6 +29,11 @@ def socket_path(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(temp, f"agybridge-{os.getuid()}", SOCKET_NAME)
 
 
+def lock_path(socket: str) -> str:
+    """The file a daemon holds locked (``flock``) for its whole life, beside its socket."""
+    return socket + ".lock"
+
+
 def ensure_private_dir(directory: str) -> None:
     """Create ``directory`` 0700, or check that an existing one is ours and
     private (made so if it is ours).

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import trio
 
-from ..attach.paths import ensure_private_dir
+from ..attach.paths import ensure_private_dir, lock_path
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ async def own_socket_path(path: Path) -> AsyncIterator[trio.socket.SocketType]:
 
 
 def _lock_path(path: Path) -> Path:
-    return path.with_name(path.name + ".lock")
+    return Path(lock_path(str(path)))
 
 
 def _take_lock(path: Path) -> int:
