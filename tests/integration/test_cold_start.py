@@ -61,6 +61,17 @@ DENIED = (
     "agybridge.store.db",
     "agybridge.store.models",
     "agybridge.store._opening",
+    # agy's process tree, discovery, sign-in probe and stderr classifier; the
+    # staging area; the quota notices (datetime): each loads with its first use.
+    "agybridge.agy.tree",
+    "agybridge.agy.argv",
+    "agybridge.agy.discovery",
+    "agybridge.agy.signin",
+    "agybridge.agy.stderr",
+    "agybridge.procfs",
+    "agybridge.session.staging",
+    "agybridge.session.notices",
+    "datetime",
 )
 INITIALIZE = {
     "jsonrpc": "2.0",
