@@ -192,20 +192,22 @@ class FloorBench:
         return elapsed
 
     async def cold(self, flip: bool) -> None:
-        """The floor, then each tree with bytecode, then each without (the trees'
-        order flips every repetition: each sees the same machine load)."""
-        floor_argv = [sys.executable, "-c", DEPENDENCY_FLOOR]
-        floor = await self.initialize_time(floor_argv, self.env(), "cold-floor")
-        self.add("cold_floor", floor * 1000)
-        trees = self.trees[::-1] if flip else self.trees
-        for bytecode in (True, False):
-            for tree in trees:
-                cwd, extra = tree.launch(bytecode=bytecode)
-                name = "cold-bridge" if bytecode else "cold-bridge-nobytecode"
-                # With a log file, as a bridge has by default.
-                env = self.env(AGYBRIDGE_LOG_FILE=str(self.tmp / "cold-bridge.log"), **extra)
-                elapsed = await self.initialize_time(BRIDGE_ARGV, env, name, cwd)
-                self.add(cold_key(tree, bytecode=bytecode), elapsed * 1000)
+        """The floor, each tree with bytecode, each without; the order is reversed
+        every other repetition, so that no start always comes first."""
+        runs: list[tuple[ColdTree | None, bool]] = [(None, True)]
+        runs += [(tree, bytecode) for bytecode in (True, False) for tree in self.trees]
+        for tree, bytecode in runs[::-1] if flip else runs:
+            if tree is None:
+                floor_argv = [sys.executable, "-c", DEPENDENCY_FLOOR]
+                floor = await self.initialize_time(floor_argv, self.env(), "cold-floor")
+                self.add("cold_floor", floor * 1000)
+                continue
+            cwd, extra = tree.launch(bytecode=bytecode)
+            name = "cold-bridge" if bytecode else "cold-bridge-nobytecode"
+            # With a log file, as a bridge has by default.
+            env = self.env(AGYBRIDGE_LOG_FILE=str(self.tmp / "cold-bridge.log"), **extra)
+            elapsed = await self.initialize_time(BRIDGE_ARGV, env, name, cwd)
+            self.add(cold_key(tree, bytecode=bytecode), elapsed * 1000)
 
     async def import_profile(self) -> dict[str, Any]:
         """``-X importtime`` up to the ``initialize`` answer: with stderr on the
