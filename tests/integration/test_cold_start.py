@@ -62,7 +62,8 @@ DENIED = (
     "agybridge.store.models",
     "agybridge.store._opening",
     # agy's process tree, discovery, sign-in probe and stderr classifier; the
-    # staging area; the quota notices (datetime): each loads with its first use.
+    # staging area; the quota notices (datetime); a session's spec: each loads
+    # with its first use.
     "agybridge.agy.tree",
     "agybridge.agy.argv",
     "agybridge.agy.discovery",
@@ -71,6 +72,7 @@ DENIED = (
     "agybridge.procfs",
     "agybridge.session.staging",
     "agybridge.session.notices",
+    "agybridge.session.spec",
     "datetime",
 )
 INITIALIZE = {
