@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     # Each command imports what it needs when it runs: serving, the path every
     # editor launch takes, loads only what answering initialize needs (issue 15).
     raw = sys.argv[1:] if argv is None else argv
+    serving = raw in ([], ["serve"])
+    if not serving:
+        gc.enable()  # __main__ defers it for serving's start-up only
     if raw[:1] == ["smoke"]:
         # A client of the bridge with its own options; it needs none of the bridge's settings.
         from .smoke import main as smoke_main  # noqa: PLC0415
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         from .attach import control  # noqa: PLC0415
 
         sys.exit((control.status_main if raw[0] == "status" else control.stop_main)(raw[1:]))
-    if raw in ([], ["serve"]):
+    if serving:
         sys.exit(_serve(_settings()))
     args = _parser().parse_args(argv)
     settings = _settings()
@@ -161,8 +164,11 @@ def _serve(settings: Settings) -> int:
     # What start-up built (modules, classes, converters) lives as long as the
     # process: frozen, it is no longer walked by every full collection, which
     # a long turn triggers again and again (smoke/bench_floor.py). What the
-    # first session loads is frozen then (agent/handlers.py).
+    # first session loads is frozen then (agent/handlers.py). The collector
+    # was off until now (__main__): the cycles start-up left are collected
+    # once initialize is answered (server.py).
     gc.freeze()
+    gc.enable()
     if sys.stdin.isatty():
         # A person, not an editor: say what this is instead of waiting silently.
         print(TTY_HINT, file=sys.stderr)

@@ -20,7 +20,6 @@ from .acp.limits import MAX_FILE_BYTES, MAX_PROMPT_BYTES, PromptLimits
 from .lines import DEFAULT_MAX_LINE_BYTES
 from .session.config import ConfigValueError, LaunchSettings, settings_from_env
 from .session.deps import DEFAULT_STALL_NOTICE_S, DEFAULT_STARTUP_TIMEOUT_S, Timeouts
-from .session.staging import default_base_dir as default_staging_dir
 from .store import LegacyPaths, default_db_path, legacy_paths
 
 APP_NAME = "agybridge"
@@ -209,6 +208,15 @@ def _agy_acp_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 
 
 _SAFETY_VARIABLES = ("AGYBRIDGE_SAFETY", "AGY_ACP_SAFETY", "AGYBRIDGE_MODE", "AGY_ACP_MODE")
+
+
+def default_staging_dir() -> str:
+    """``<user state dir>/staging`` (``~/.local/state/agybridge/staging`` on Linux).
+
+    Not the runtime dir: without ``XDG_RUNTIME_DIR`` platformdirs falls back
+    to a guessable ``/tmp/runtime-<uid>`` another user could create first.
+    """
+    return os.path.join(platformdirs.user_state_dir(APP_NAME), "staging")
 
 
 def _timeouts(env: Mapping[str, str]) -> Timeouts:

@@ -34,7 +34,6 @@ from .jsonrpc import Peer, PipeSendStream
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.deps import AskClient
-from .session.staging import StagingError, sweep_stale
 from .store import AsyncStore, StoreError, StorePathError, StoreUnavailableError, check_path
 
 if TYPE_CHECKING:
@@ -169,6 +168,8 @@ async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:
 
 async def sweep_staging(settings: Settings) -> None:
     """Remove staging left by bridges that are gone (crash, SIGKILL)."""
+    from .session.staging import StagingError, sweep_stale  # noqa: PLC0415 - after initialize
+
     try:
         removed = await trio.to_thread.run_sync(
             functools.partial(sweep_stale, settings.staging_dir, keep=settings.keep_staging)
@@ -257,6 +258,8 @@ async def _serve(
             assert peer is not None
             await agent.wait_initialized()
             await peer.flush()
+            if own_processes:
+                collect_start_up_garbage()
             housekeeping = functools.partial(
                 start_housekeeping,
                 nursery,
@@ -312,6 +315,15 @@ async def _serve(
                 "the client did not read for %.1f s: exiting mid-line", settings.shutdown_grace_s
             )
         nursery.cancel_scope.cancel(reason="shutdown")
+
+
+def collect_start_up_garbage() -> None:
+    """Free the cycles start-up left (attrs' discarded class drafts, ...): cli.py
+    froze the heap built with the collector off (__main__), garbage included.
+    One full collection, once initialize is answered; the rest is frozen again."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 def session_deps(

@@ -8,7 +8,10 @@
 * ``cold``: spawn -> ``initialize`` answered, for the bridge and for a floor that only
   imports the bridge's dependencies (trio, attrs, cattrs, platformdirs) and then answers
   one line; plus ``python -X importtime`` of a bridge up to its ``initialize``
-  answer: the self time of agybridge's own modules, and the slowest ones.
+  answer: the self time of agybridge's own modules, and the slowest ones. The bridge's
+  package is byte-compiled first, as ``pip install`` does (cold_trees.py); a copy without
+  bytecode gives the informational "no bytecode" row. Each ``--bridge-src DIR``
+  (repeatable: before, after) gets its own cold rows, started as in bench_latency.py.
 
 Both sides run in alternation within each repetition, so the ratios compare runs
 made under the same machine load (the numbers themselves are noisy on a shared
@@ -18,6 +21,7 @@ machine; the ratios much less). The client reads raw lines and only counts
     .venv/bin/python smoke/bench_floor.py                 # 3 reps, N = 10k and 100k
     .venv/bin/python smoke/bench_floor.py --quick         # 1 rep, N = 2k and 10k
     .venv/bin/python smoke/bench_floor.py --only cold --reps 10
+    .venv/bin/python smoke/bench_floor.py --only cold --bridge-src ../base --bridge-src .
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from time import perf_counter
 from typing import Any
 
 import trio
+from bench_latency import describe_tree
+from cold_trees import ColdTree, prepare
 from lineclient import INITIALIZE, LineClient, prompt, request, spawned
 from smokekit import (
     BRIDGE_ARGV,
@@ -68,10 +74,17 @@ TURN_LIMIT_S = 300.0
 STEP_LIMIT_S = 60.0
 
 
+def cold_key(tree: ColdTree, *, bytecode: bool) -> str:
+    """The samples' key of a tree's cold starts (``cold_bridge`` for the default tree)."""
+    key = "cold_bridge" if bytecode else "cold_bridge_nobytecode"
+    return f"{key}@{tree.label}" if tree.label else key
+
+
 class FloorBench:
-    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+    def __init__(self, args: argparse.Namespace, tmp: Path, trees: Sequence[ColdTree]) -> None:
         self.args = args
         self.tmp = tmp
+        self.trees = list(trees)
         self.stamp = utc_stamp()
         self.samples: dict[str, list[float]] = {}
         self.failures: list[str] = []
@@ -161,9 +174,11 @@ class FloorBench:
 
     # --- cold start --------------------------------------------------------------
 
-    async def initialize_time(self, argv: Sequence[str], env: dict[str, str], name: str) -> float:
+    async def initialize_time(
+        self, argv: Sequence[str], env: dict[str, str], name: str, cwd: Path | None = None
+    ) -> float:
         started = perf_counter()
-        async with spawned(argv, env, self.stderr_path(name)) as process:
+        async with spawned(argv, env, self.stderr_path(name), cwd=cwd) as process:
             client = LineClient(process)
             with trio.fail_after(STEP_LIMIT_S):
                 await client.send(INITIALIZE)
@@ -172,26 +187,42 @@ class FloorBench:
             await client.close()
             with trio.fail_after(STEP_LIMIT_S):
                 await process.wait()
+        if process.returncode != 0:
+            self.failures.append(f"{name}: exit status {process.returncode}")
         return elapsed
 
-    async def cold(self) -> None:
-        bridge = await self.initialize_time(BRIDGE_ARGV, self.env(), "cold-bridge")
-        floor_argv = [sys.executable, "-c", DEPENDENCY_FLOOR]
-        floor = await self.initialize_time(floor_argv, self.env(), "cold-floor")
-        self.add("cold_bridge", bridge * 1000)
-        self.add("cold_floor", floor * 1000)
+    async def cold(self, flip: bool) -> None:
+        """The floor, each tree with bytecode, each without; the order is reversed
+        every other repetition, so that no start always comes first."""
+        runs: list[tuple[ColdTree | None, bool]] = [(None, True)]
+        runs += [(tree, bytecode) for bytecode in (True, False) for tree in self.trees]
+        for tree, bytecode in runs[::-1] if flip else runs:
+            if tree is None:
+                floor_argv = [sys.executable, "-c", DEPENDENCY_FLOOR]
+                floor = await self.initialize_time(floor_argv, self.env(), "cold-floor")
+                self.add("cold_floor", floor * 1000)
+                continue
+            cwd, extra = tree.launch(bytecode=bytecode)
+            name = "cold-bridge" if bytecode else "cold-bridge-nobytecode"
+            # With a log file, as a bridge has by default.
+            env = self.env(AGYBRIDGE_LOG_FILE=str(self.tmp / "cold-bridge.log"), **extra)
+            elapsed = await self.initialize_time(BRIDGE_ARGV, env, name, cwd)
+            self.add(cold_key(tree, bytecode=bytecode), elapsed * 1000)
 
     async def import_profile(self) -> dict[str, Any]:
         """``-X importtime`` up to the ``initialize`` answer: with stderr on the
         stdout pipe, the import lines before the answer are what answering needed
-        (the start-up work after it imports more, off the critical path)."""
-        env = self.env(PYTHONPROFILEIMPORTTIME="1")
+        (the start-up work after it imports more, off the critical path). The last
+        tree, with bytecode."""
+        cwd, extra = self.trees[-1].launch(bytecode=True)
+        env = self.env(PYTHONPROFILEIMPORTTIME="1", **extra)
         process = await trio.lowlevel.open_process(
             list(BRIDGE_ARGV),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=cwd,
         )
         lines: list[bytes] = []
         try:
@@ -243,7 +274,7 @@ class FloorBench:
             try:
                 if "cold" in only:
                     for _ in range(self.args.cold_reps):
-                        await self.cold()
+                        await self.cold(flip=rep % 2 == 1)
                 if "flood" in only:
                     for count in self.args.sizes:
                         await self.floor_flood(count)
@@ -304,13 +335,26 @@ def render(bench: FloorBench, profile: dict[str, Any], facts: dict[str, Any]) ->
             f"| bridge peak RSS growth {small:,} → {big:,} deltas | "
             f"{fmt(_median(growth))} MiB | | |"
         )
-    if s.get("cold_bridge"):
-        bridge, floor = _median(s["cold_bridge"]), _median(s["cold_floor"])
-        ratio = bridge / floor if bridge and floor else None
-        lines.append(
-            f"| spawn → `initialize` answered (floor: dependency imports) | {fmt(bridge)} ms | "
-            f"{fmt(floor)} ms | {fmt(ratio, 2)}× |"
-        )
+    floor = _median(s.get("cold_floor", []))
+    for tree in bench.trees if floor else ():
+        of = f", {tree.label}" if tree.label else ""
+        for bytecode, what in ((True, ""), (False, ", no bytecode (informational)")):
+            bridge = _median(s.get(cold_key(tree, bytecode=bytecode), []))
+            ratio = bridge / floor if bridge and floor else None
+            lines.append(
+                f"| spawn → `initialize` answered{of}{what} (floor: dependency imports) | "
+                f"{fmt(bridge)} ms | {fmt(floor)} ms | {fmt(ratio, 2)}× |"
+            )
+    if floor:
+        lines += [
+            "",
+            "Cold starts: the bridge's package was byte-compiled first (`compileall`, as "
+            "`pip install` does), as a user has it; the dependencies load from the bytecode pip "
+            "wrote. The no-bytecode rows start a copy of the package without `__pycache__` "
+            "with `PYTHONDONTWRITEBYTECODE=1`: every launch compiles the bridge's own modules "
+            "(a machine that exports that variable and never wrote them, such as a CI job).",
+            *(f"- {tree.label or 'bridge'}: {tree.package}" for tree in bench.trees),
+        ]
     if profile:
         lines += [
             "",
@@ -330,6 +374,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cold-reps", type=int, default=5, help="cold starts per repetition")
     parser.add_argument("--sizes", default="10000,100000", help="deltas per flood turn")
     parser.add_argument("--only", default="flood,cold")
+    parser.add_argument(
+        "--bridge-src",
+        action="append",
+        type=Path,
+        help="cold rows for this tree holding agybridge/ (repeat: before, after; "
+        "default: the bridge this python imports from the current directory)",
+    )
     parser.add_argument("--quick", action="store_true", help="1 rep, sizes 2000,10000")
     parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR)
     args = parser.parse_args(argv)
@@ -342,14 +393,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 async def main_async(args: argparse.Namespace) -> int:
     facts = machine_facts()
     with tempfile.TemporaryDirectory(prefix="agyb-floor-") as tmp:
-        bench = FloorBench(args, Path(tmp))
+        trees = cold_trees(args, Path(tmp)) if "cold" in args.only.split(",") else []
+        bench = FloorBench(args, Path(tmp), trees)
         profile = await bench.run()
     markdown = render(bench, profile, facts)
     data = {"facts": facts, "samples": bench.samples, "profile": profile}
     data["failures"] = bench.failures
+    data["trees"] = {tree.label or "bridge": str(tree.package) for tree in bench.trees}
     write_reports(args.report_dir, "bench_floor", bench.stamp, data, markdown)
     print(markdown)
     return 1 if bench.failures else 0
+
+
+def cold_trees(args: argparse.Namespace, tmp: Path) -> list[ColdTree]:
+    """The trees of the cold rows, byte-compiled, each with a bytecode-free copy."""
+    if not args.bridge_src:
+        return [prepare("", None, None, tmp / "source-0")]
+    described = [describe_tree(path) for path in args.bridge_src]
+    return [
+        prepare(tree.label, tree.path, str(tree.path), tmp / f"source-{n}")
+        for n, tree in enumerate(described)
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

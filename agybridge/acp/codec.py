@@ -34,12 +34,18 @@ def to_camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+def _omitted_when_unset(field: attrs.Attribute[Any]) -> bool:
+    """Only fields whose default is None are left out (when None): discriminators
+    and other defaults are always written."""
+    return field.default is None
+
+
 def _overrides(cls: type) -> dict[str, Any]:
     result = {}
     for field in attrs.fields(cls):
         result[field.name] = override(
             rename=to_camel(field.name),
-            omit_if_default=field.default is None,
+            omit_if_default=_omitted_when_unset(field),
         )
     return result
 
@@ -214,6 +220,27 @@ def structure(data: Any, cls: type[T]) -> T:
 
 def unstructure(value: Any) -> Any:
     return converter().unstructure(value)
+
+
+def unstructure_plain(value: Any) -> Any:
+    """`unstructure` for values without tagged unions or enums (the ``initialize`` answer),
+    by reflection: the same wire value (`to_camel`, `_omitted_when_unset`) without the
+    per-class hooks cattrs generates on first use, ~3 ms of a cold start's answer
+    (issue 15). A union member would lose its discriminator here: use `unstructure`.
+    tests/unit/acp/test_acp_codec.py compares both on generated values."""
+    if attrs.has(type(value)):
+        wire = {}
+        for field in attrs.fields(type(value)):
+            item = getattr(value, field.name)
+            if item is None and _omitted_when_unset(field):
+                continue
+            wire[to_camel(field.name)] = unstructure_plain(item)
+        return wire
+    if isinstance(value, dict):
+        return {key: unstructure_plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [unstructure_plain(item) for item in value]  # as cattrs: tuples too
+    return value
 
 
 def describe_error(exc: Exception) -> list[str]:

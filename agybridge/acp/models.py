@@ -102,14 +102,6 @@ class AuthenticateRequest:
     meta: Meta | None = None
 
 
-@attrs.frozen
-class SessionIdParams:
-    """``session/cancel`` and ``session/close`` carry just the session id."""
-
-    session_id: str
-    meta: Meta | None = None
-
-
 STOP_END_TURN = "end_turn"
 STOP_CANCELLED = "cancelled"
 STOP_REFUSAL = "refusal"
@@ -141,6 +133,7 @@ if TYPE_CHECKING:
     from .session_models import ResourceLink as ResourceLink
     from .session_models import SessionConfigOption as SessionConfigOption
     from .session_models import SessionConfigSelectOption as SessionConfigSelectOption
+    from .session_models import SessionIdParams as SessionIdParams
     from .session_models import SessionInfo as SessionInfo
     from .session_models import SessionInfoUpdate as SessionInfoUpdate
     from .session_models import SessionMode as SessionMode
@@ -173,6 +166,7 @@ __getattr__ = exports(
             "UnknownContent",
             "ContentBlock",
             "NewSessionRequest",
+            "SessionIdParams",
             "SessionConfigSelectOption",
             "SessionConfigOption",
             "SessionMode",

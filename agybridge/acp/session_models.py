@@ -14,6 +14,15 @@ import attrs
 
 from .models import Meta
 
+
+@attrs.frozen
+class SessionIdParams:
+    """``session/cancel`` and ``session/close`` carry just the session id."""
+
+    session_id: str
+    meta: Meta | None = None
+
+
 # --- content ---------------------------------------------------------------
 
 

@@ -23,8 +23,9 @@ from typing import Any
 
 import trio
 
-from ..agy import ProbeResult, SignIn, probe_sign_in
-from ..agy.stderr import StderrKind, classify_stderr
+# Through the lazy face: agy's sign-in probe, its process tree and the stderr
+# classifier load on first use, not before initialize is answered (issue 15).
+from .. import agy
 from ..jsonrpc import ErrorCode, RpcError
 from ..session.errors import AuthRequiredError, auth_required
 
@@ -37,7 +38,7 @@ TERMINAL_METHOD_ID = "agy-login"
 #: A probe starts agy without a model turn (contract.md §6: ~6 s healthy).
 PROBE_TIMEOUT_S = 60.0
 
-Probe = Callable[[str], Awaitable[ProbeResult]]
+Probe = Callable[[str], Awaitable["agy.ProbeResult"]]
 
 
 def auth_methods(*, terminal: bool) -> list[dict[str, Any]]:
@@ -82,30 +83,34 @@ def check_method(method_id: str, *, terminal: bool) -> None:
     raise RpcError(ErrorCode.INVALID_PARAMS, message, {"methodId": method_id})
 
 
+async def _probe_sign_in(agy_bin: str) -> agy.ProbeResult:
+    return await agy.probe_sign_in(agy_bin)
+
+
 class SignInState:
     """What the bridge knows about agy's sign-in; see the module docstring."""
 
-    def __init__(self, agy_bin: str, probe: Probe = probe_sign_in) -> None:
+    def __init__(self, agy_bin: str, probe: Probe = _probe_sign_in) -> None:
         self._agy_bin = agy_bin
         self._probe = probe
-        self.last: ProbeResult | None = None
+        self.last: agy.ProbeResult | None = None
 
     def note_signed_out(self, detail: str) -> None:
-        if self.last is None or self.last.state is not SignIn.SIGNED_OUT:
+        if self.last is None or self.last.state is not agy.SignIn.SIGNED_OUT:
             logger.info("agy is signed out: %s", detail)
-        self.last = ProbeResult(SignIn.SIGNED_OUT, detail)
+        self.last = agy.ProbeResult(agy.SignIn.SIGNED_OUT, detail)
 
     def note_discovery_error(self, error: str | None) -> None:
         """``agy models`` failed: signed out if its words say so."""
-        if error and classify_stderr(error).kind is StderrKind.AUTH:
+        if error and agy.classify_stderr(error).kind is agy.StderrKind.AUTH:
             self.note_signed_out(error)
 
-    async def check(self) -> ProbeResult:
+    async def check(self) -> agy.ProbeResult:
         """Probe agy now (bounded by :data:`PROBE_TIMEOUT_S`) and remember it."""
-        result = ProbeResult(SignIn.UNKNOWN, f"no answer within {PROBE_TIMEOUT_S:.0f} s")
+        result = agy.ProbeResult(agy.SignIn.UNKNOWN, f"no answer within {PROBE_TIMEOUT_S:.0f} s")
         with trio.move_on_after(PROBE_TIMEOUT_S):
             result = await self._probe(self._agy_bin)
-        if result.state is not SignIn.UNKNOWN or self.last is None:
+        if result.state is not agy.SignIn.UNKNOWN or self.last is None:
             self.last = result
         logger.info("agy sign-in check: %s (%s)", result.state.value, result.detail)
         return result
@@ -113,10 +118,10 @@ class SignInState:
     async def require(self) -> None:
         """Before ``session/new``: raise if agy is known to be signed out and
         still is (probed again, so signing in meanwhile is noticed)."""
-        if self.last is None or self.last.state is not SignIn.SIGNED_OUT:
+        if self.last is None or self.last.state is not agy.SignIn.SIGNED_OUT:
             return
         result = await self.check()
-        if result.state is SignIn.SIGNED_OUT:
+        if result.state is agy.SignIn.SIGNED_OUT:
             raise auth_required(result.detail)
 
     async def authenticate(self) -> None:
@@ -126,9 +131,9 @@ class SignInState:
             AuthRequiredError: signed out, or agy could not tell.
         """
         result = await self.check()
-        if result.state is SignIn.SIGNED_IN:
+        if result.state is agy.SignIn.SIGNED_IN:
             return
-        if result.state is SignIn.SIGNED_OUT:
+        if result.state is agy.SignIn.SIGNED_OUT:
             raise auth_required(result.detail)
         raise AuthRequiredError(
             f"could not confirm that agy is signed in ({result.detail}); run "

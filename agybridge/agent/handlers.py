@@ -227,7 +227,7 @@ class AcpAgent:
             meta={"bridgeCapabilities": compat.bridge_capabilities(self._manager.deps.catalog())},
         )
         log_initialize(request)
-        return codec.unstructure(response)
+        return codec.unstructure_plain(response)
 
     def _client_has_terminal_auth(self) -> bool:
         auth = self.client_capabilities.auth or {}

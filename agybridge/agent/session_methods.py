@@ -19,10 +19,10 @@ from ..jsonrpc import ErrorCode, RequestContext, RpcError
 from ..session import Session, SessionManager
 from ..session.commands import BridgeCommand, SkillRequest
 from ..session.config import ConfigValueError, LaunchSettings
-from ..session.deps import SessionSpec
 from ..session.history import replay_updates
 from ..session.mcp import McpServerError, build_mcp_config
 from ..session.outlet import ClientSink
+from ..session.spec import SessionSpec
 from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
 from . import commands, compat, prompting

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .events import parse_event as parse_event
     from .ownership import end_orphans as end_orphans
     from .ownership import watched as watched
+    from .policy import EscalationPolicy as EscalationPolicy
     from .process import AgyChild as AgyChild
     from .process import AgySpawnError as AgySpawnError
     from .process import ChildEvent as ChildEvent
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from .stderr import StderrLine as StderrLine
     from .stderr import classify_stderr as classify_stderr
     from .tree import Completed as Completed
-    from .tree import EscalationPolicy as EscalationPolicy
     from .tree import ProcessTree as ProcessTree
     from .tree import bridge_identity as bridge_identity
     from .tree import run_owned as run_owned
@@ -70,6 +70,7 @@ __getattr__ = exports(
         ),
         ".signin": ("ProbeResult", "SignIn", "classify_probe", "probe_sign_in"),
         ".stderr": ("StderrKind", "StderrLine", "classify_stderr"),
-        ".tree": ("Completed", "EscalationPolicy", "ProcessTree", "bridge_identity", "run_owned"),
+        ".policy": ("EscalationPolicy",),
+        ".tree": ("Completed", "ProcessTree", "bridge_identity", "run_owned"),
     },
 )

@@ -39,8 +39,9 @@ import trio
 from ..lines import LineBuffer, LineTooLongError
 from ..pipes import next_for_writer, receive_ready, write_nowait
 from .events import AgyEvent, MalformedLine, StepUpdateEvent, parse_event
+from .policy import EscalationPolicy
 from .stderr import StderrLine, classify_stderr
-from .tree import EscalationPolicy, ProcessTree
+from .tree import ProcessTree
 
 logger = logging.getLogger(__name__)
 

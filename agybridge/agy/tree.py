@@ -37,6 +37,7 @@ import attrs
 import trio
 
 from .. import procfs
+from .policy import EscalationPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +54,6 @@ MAX_CAPTURE_BYTES = 4 * 2**20
 
 _BRIDGE = procfs.bridge_identity()
 _counter = itertools.count(1)
-
-
-@attrs.frozen
-class EscalationPolicy:
-    sigint_grace_s: float = 2.0
-    sigterm_grace_s: float = 1.0
 
 
 def bridge_identity() -> str:

@@ -6,7 +6,6 @@ from ..lazy import exports
 
 if TYPE_CHECKING:
     from .deps import SessionDeps as SessionDeps
-    from .deps import SessionSpec as SessionSpec
     from .deps import Timeouts as Timeouts
     from .errors import AgyExitedError as AgyExitedError
     from .errors import AgyStartError as AgyStartError
@@ -18,12 +17,13 @@ if TYPE_CHECKING:
     from .mapper import TurnMapper as TurnMapper
     from .prompts import PromptResult as PromptResult
     from .session import Session as Session
+    from .spec import SessionSpec as SessionSpec
 
 # Loaded on first use (agybridge/lazy.py): the bridge answers initialize without them.
 __getattr__ = exports(
     __name__,
     {
-        ".deps": ("SessionDeps", "SessionSpec", "Timeouts"),
+        ".deps": ("SessionDeps", "Timeouts"),
         ".errors": (
             "AgyExitedError",
             "AgyStartError",
@@ -35,5 +35,6 @@ __getattr__ = exports(
         ".mapper": ("MapperError", "TurnMapper"),
         ".prompts": ("PromptResult",),
         ".session": ("Session",),
+        ".spec": ("SessionSpec",),
     },
 )

@@ -16,13 +16,6 @@ from typing import Any
 
 import trio
 
-from ..agy.discovery import (
-    DiscoveryError,
-    ModelInfo,
-    discover_agents,
-    discover_models,
-    run_subcommand,
-)
 from .config import Catalog
 
 logger = logging.getLogger(__name__)
@@ -62,6 +55,15 @@ class CatalogService:
 
         Never raises for agy failures (logged, and kept in :attr:`error`).
         """
+        # agy's discovery (and its process tree) loads here, once initialize is
+        # answered: the service itself is built before (issue 15).
+        from ..agy.discovery import (  # noqa: PLC0415
+            DiscoveryError,
+            discover_agents,
+            discover_models,
+            run_subcommand,
+        )
+
         try:
             if cache_get is not None:
                 cached = await cache_get(_CACHE_KEY)
@@ -112,6 +114,8 @@ def _to_json(catalog: Catalog) -> dict[str, Any]:
 
 
 def _from_json(data: dict[str, Any]) -> Catalog:
+    from ..agy.discovery import ModelInfo  # noqa: PLC0415 - see CatalogService.run
+
     models = tuple(
         ModelInfo(slug=str(m["slug"]), name=str(m.get("name") or m["slug"]))
         for m in data.get("models", [])

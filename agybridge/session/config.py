@@ -25,13 +25,15 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..acp import models
-from ..agy import LaunchSpec
-from ..agy.discovery import ModelInfo
+
+if TYPE_CHECKING:  # the settings are read before initialize; agy's modules load later
+    from ..agy import LaunchSpec
+    from ..agy.discovery import ModelInfo
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +157,8 @@ class LaunchSettings:
         modes need it, and without it they run with agy's own checks (fail
         closed: never skip agy's checks without the gate).
         """
+        from ..agy import LaunchSpec  # noqa: PLC0415 - issue 15: not at start-up
+
         # The caller passes gate_dir only when the gate is verified and wanted.
         gated = gate_dir is not None
         extra = (*self.agy_flags(), "--dangerously-skip-permissions") if gated else self.agy_flags()

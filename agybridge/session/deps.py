@@ -1,5 +1,5 @@
-"""What a session is made of: what every session of a bridge shares
-(:class:`SessionDeps`, frozen) and what is its own (:class:`SessionSpec`)."""
+"""What every session of a bridge shares (:class:`SessionDeps`, frozen); what
+each is on its own is :class:`~agybridge.session.spec.SessionSpec`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .config import Catalog, LaunchSettings
+from .config import Catalog
 
 if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy start-up)
     from ..agy import EscalationPolicy
@@ -51,28 +51,3 @@ class SessionDeps:
     #: None: no client to ask, so no permission gate (tests).
     ask_client: AskClient | None = None
     timeouts: Timeouts = attrs.Factory(Timeouts)
-
-
-@attrs.frozen
-class SessionSpec:
-    """One session's own parameters (new, or restored from the store)."""
-
-    session_id: str
-    cwd: str
-    additional_dirs: tuple[str, ...] = ()
-    settings: LaunchSettings = attrs.Factory(LaunchSettings)
-    #: Zed's display-only terminal extension (client ``_meta.terminal_output``).
-    terminals: bool = False
-    conversation_id: str | None = None
-    title: str | None = None
-    next_turn: int = 0
-    created_at: str | None = None
-    mcp_config: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Its previous instance ended silent after a cancelled answer, and the
-    #: client has not spoken since: this one starts silent too.
-    muted: bool = False
-    #: What the supervisor does with its running turn when its client goes
-    #: away (``keep`` or ``cancel``; None: the supervisor's default).
-    on_disconnect: str | None = None
-    #: The last plan shown (``plan`` entries as JSON), re-sent on load.
-    plan: tuple[Mapping[str, Any], ...] = ()

@@ -5,8 +5,6 @@ Translated once, to JSON-RPC codes, by the agent (style.md §7).
 
 from __future__ import annotations
 
-from .notices import available_models
-
 
 class SessionError(Exception):
     """A turn or session operation failed in a way the client must hear about."""
@@ -36,6 +34,10 @@ class InvalidModelError(SessionError):
 def classify_agy_error(text: str, *, auth_failed: bool = False) -> SessionError | None:
     """The client-actionable error an agy error text is, if any (contract.md §4)."""
     if text.startswith("invalid model selection"):
+        # notices (datetime, regexes) loads with the first such error, not before
+        # initialize is answered (issue 15).
+        from .notices import available_models  # noqa: PLC0415
+
         models_known = available_models(text)
         message = text.split("\n", 1)[0]
         if models_known:

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .deps import SessionDeps, SessionSpec
+from .deps import SessionDeps
 
 if TYPE_CHECKING:
     from .outlet import ClientSink
     from .session import Session
+    from .spec import SessionSpec
 
 logger = logging.getLogger(__name__)
 

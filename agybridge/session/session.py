@@ -33,7 +33,7 @@ from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
 from .config import LaunchSettings, apply_option
 from .conversation import Conversation
-from .deps import SessionDeps, SessionSpec
+from .deps import SessionDeps
 from .errors import AgyStartError, InternalSessionError, SessionError, internal_error
 from .gating import start_gate
 from .images import snapshot_edit_target
@@ -44,6 +44,7 @@ from .outlet import Outlet
 from .persistence import SessionBook
 from .private_root import prepare_private_root
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
+from .spec import SessionSpec
 from .staging import StagingArea
 
 if TYPE_CHECKING:

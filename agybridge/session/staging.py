@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import attrs
-import platformdirs
 
 if TYPE_CHECKING:
     from ..acp.content import StagedFile
@@ -55,15 +54,6 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 class StagingError(Exception):
     """The staging directory could not be created or written."""
-
-
-def default_base_dir() -> str:
-    """``<user state dir>/staging`` (``~/.local/state/agybridge/staging`` on Linux).
-
-    Not the runtime dir: without ``XDG_RUNTIME_DIR`` platformdirs falls back
-    to a guessable ``/tmp/runtime-<uid>`` another user could create first.
-    """
-    return os.path.join(platformdirs.user_state_dir("agybridge"), "staging")
 
 
 @attrs.define

@@ -61,6 +61,19 @@ DENIED = (
     "agybridge.store.db",
     "agybridge.store.models",
     "agybridge.store._opening",
+    # agy's process tree, discovery, sign-in probe and stderr classifier; the
+    # staging area; the quota notices (datetime); a session's spec: each loads
+    # with its first use.
+    "agybridge.agy.tree",
+    "agybridge.agy.argv",
+    "agybridge.agy.discovery",
+    "agybridge.agy.signin",
+    "agybridge.agy.stderr",
+    "agybridge.procfs",
+    "agybridge.session.staging",
+    "agybridge.session.notices",
+    "agybridge.session.spec",
+    "datetime",
 )
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -143,3 +143,6 @@ def test_bench_floor_small_run_passes_and_writes_reports(tmp_path: Path) -> None
         for measure in ("eps", "cpu", "rss"):
             assert len(samples[f"{side}_{measure}_400"]) == 1
     assert len(samples["cold_bridge"]) == len(samples["cold_floor"]) == 1
+    # The bridge as installed (byte-compiled) and without bytecode of its own.
+    assert len(samples["cold_bridge_nobytecode"]) == 1
+    assert report["trees"] == {"bridge": str((REPO / "agybridge").resolve())}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import types
+import typing
 from typing import Any
 
+import attrs
 import cattrs
 import pytest
 from hypothesis import given
@@ -387,6 +390,64 @@ def test_round_trip(data: st.DataObject, strategy: st.SearchStrategy[Any], cls: 
     value = data.draw(strategy)
     wire = json.loads(json.dumps(codec.unstructure(value)))
     assert codec.structure(wire, cls) == value
+
+
+# --- the reflective path ---------------------------------------------------------------
+
+
+#: JSON values as code builds them: arrays may be tuples.
+_any_json = st.recursive(
+    _json,
+    lambda children: (
+        st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _values(tp: Any) -> st.SearchStrategy[Any]:
+    """Values of the field type ``tp`` (the types the initialize models use)."""
+    args = typing.get_args(tp)
+    if attrs.has(tp):
+        return _instances(tp)
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        return st.one_of([_values(arg) for arg in args])
+    if typing.get_origin(tp) is dict:
+        return st.dictionaries(st.text(max_size=5), _any_json, max_size=3)
+    if typing.get_origin(tp) is list:
+        return st.lists(_values(args[0]), max_size=3)
+    simple = {
+        type(None): st.none(),
+        bool: st.booleans(),
+        int: st.integers(-(2**53), 2**53),
+        str: _texts,
+    }
+    return simple[tp]
+
+
+def _instances(cls: type) -> st.SearchStrategy[Any]:
+    attrs.resolve_types(cls)
+    return st.builds(cls, **{field.name: _values(field.type) for field in attrs.fields(cls)})
+
+
+#: The models `initialize` and `authenticate` use (acp/models.py itself, not the lazy ones).
+INITIALIZE_MODELS = sorted(
+    (cls for cls in vars(models).values() if attrs.has(cls) and cls.__module__ == models.__name__),
+    key=lambda cls: cls.__name__,
+)
+
+
+def test_the_initialize_models_are_found() -> None:
+    assert {models.InitializeRequest, models.InitializeResponse} <= set(INITIALIZE_MODELS)
+
+
+@pytest.mark.parametrize("cls", INITIALIZE_MODELS, ids=lambda cls: cls.__name__)
+@given(data=st.data())
+def test_plain_unstructure_is_the_converters(data: st.DataObject, cls: type) -> None:
+    """The reflective path (initialize's answer) writes what the converter writes."""
+    value = data.draw(_instances(cls))
+    assert codec.unstructure_plain(value) == codec.unstructure(value)
 
 
 # --- resource links --------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from agybridge.acp import codec, models
@@ -165,6 +167,13 @@ def test_bad_env_values_stop_start_up(env: dict[str, str], message: str) -> None
     """A bad launch default is a start-up error naming the variable."""
     with pytest.raises(ConfigError, match=message):
         Settings.from_env(env)
+
+
+def test_default_staging_dir_is_in_the_state_area() -> None:
+    """The default staging base is the bridge's own state directory, not a project."""
+    staging_dir = Settings.from_env({"AGYBRIDGE_LOG_FILE": ""}).staging_dir
+    assert staging_dir.endswith(os.path.join("agybridge", "staging"))
+    assert Settings.from_env({"AGYBRIDGE_STAGING_DIR": "/x"}).staging_dir == "/x"
 
 
 def test_session_new_meta_overrides_defaults() -> None:

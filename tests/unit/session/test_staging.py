@@ -15,7 +15,6 @@ import pytest
 
 from agybridge.acp import models
 from agybridge.acp.content import StagedFile, convert_prompt
-from agybridge.session import staging
 from agybridge.session.staging import StagingArea, StagingError, sweep_stale
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and flock")
@@ -266,11 +265,6 @@ def test_base_writable_by_others_is_refused(tmp_path: Path, base_mode: int, ok: 
         with pytest.raises(StagingError, match="is writable by other users"):
             StagingArea.create(str(base))
         assert os.listdir(base) == []
-
-
-def test_default_base_dir_is_in_the_state_area() -> None:
-    """The default base is the bridge's own state directory, not a project."""
-    assert staging.default_base_dir().endswith(os.path.join("agybridge", "staging"))
 
 
 def test_each_prompt_has_its_own_directory(area: StagingArea) -> None:
