@@ -68,7 +68,6 @@ class Inbox:
             return item.message
         return item
 
-
     def _abort_get(self, _: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
         self._getter = None
         return trio.lowlevel.Abort.SUCCEEDED
