@@ -251,9 +251,9 @@ class Bench:
         )
 
     def phase_budget_s(self, phase: str) -> float:
-        reps = self.args.reps
+        reps: int = self.args.reps
         escalation = self.settings.sigint_grace_s + self.settings.sigterm_grace_s
-        per_rep = {
+        per_rep: float = {
             "basic": 20.0 + 5.0 * self.args.warm_turns,
             "cancel": 30.0 + 2 * escalation,
             "shutdown": 30.0 + escalation,

@@ -291,7 +291,7 @@ class FloorBench:
 
 
 def _median(values: list[float]) -> float | None:
-    return summarize(values)["median"]  # type: ignore[return-value]
+    return summarize(values)["median"]
 
 
 def render(bench: FloorBench, profile: dict[str, Any], facts: dict[str, Any]) -> str:
@@ -397,7 +397,7 @@ async def main_async(args: argparse.Namespace) -> int:
         bench = FloorBench(args, Path(tmp), trees)
         profile = await bench.run()
     markdown = render(bench, profile, facts)
-    data = {"facts": facts, "samples": bench.samples, "profile": profile}
+    data: dict[str, Any] = {"facts": facts, "samples": bench.samples, "profile": profile}
     data["failures"] = bench.failures
     data["trees"] = {tree.label or "bridge": str(tree.package) for tree in bench.trees}
     write_reports(args.report_dir, "bench_floor", bench.stamp, data, markdown)

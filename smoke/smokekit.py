@@ -95,6 +95,9 @@ class SmokeClient:
         self.stray_updates: Counter[str] = Counter()
         self.permission_requests = 0
 
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        """Nothing to note in wire order: every request is answered by its task."""
+
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         if method == "session/request_permission":
             self.permission_requests += 1
@@ -163,7 +166,7 @@ class WireTap(trio.abc.ReceiveStream):
         self.early_updates: list[str] = []
         self.lines = 0
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         data = await self._inner.receive_some(max_bytes)
         start = 0
         while True:
