@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -24,6 +25,8 @@ T = TypeVar("T")
 
 #: What one read asks for (trio's own default).
 RECEIVE_BYTES = 65536
+#: Streams epoll refuses (EPERM): regular files, /dev/null.
+_NOT_POLLABLE: weakref.WeakSet[trio.lowlevel.FdStream] = weakref.WeakSet()
 
 
 async def receive_ready(
@@ -35,12 +38,18 @@ async def receive_ready(
         trio.ClosedResourceError: the stream was closed (before or while waiting).
         trio.BrokenResourceError: the read failed.
     """
-    if type(stream) is not trio.lowlevel.FdStream:
+    if type(stream) is not trio.lowlevel.FdStream or stream in _NOT_POLLABLE:
         return await stream.receive_some(max_bytes)
     fd = stream.fileno()
     if fd < 0:
         raise trio.ClosedResourceError("the stream was closed")
-    await trio.lowlevel.wait_readable(fd)  # a closing stream wakes it with ClosedResourceError
+    try:
+        await trio.lowlevel.wait_readable(fd)  # a closing stream wakes it: ClosedResourceError
+    except PermissionError:
+        # Not pollable (stdin redirected from a regular file, /dev/null): its
+        # reads never wait, so trio's own read serves it from now on.
+        _NOT_POLLABLE.add(stream)
+        return await stream.receive_some(max_bytes)
     try:
         return os.read(fd, max_bytes)
     except BlockingIOError:
