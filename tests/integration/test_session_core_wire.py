@@ -71,8 +71,22 @@ def answers_to(client: RawClient, request_id: int) -> list[dict[str, Any]]:
 
 
 def agy_sessions(harness: Harness) -> list[str]:
-    """Live stream-json agy processes of this test (not discovery or the gate check)."""
-    return [p for p in leftover_processes(harness.marker) if "--input-format" in p]
+    """Live stream-json agy processes of this test (not discovery or the gate check).
+    A launcher's own subshells (bin/fake-agy's ``$(...)``: a forked bash with the
+    same command line, for a moment) are not agy processes of their own."""
+    found = [p for p in leftover_processes(harness.marker) if "--input-format" in p]
+    pids = {line.split()[0] for line in found}
+    parents = {line: _parent_pid(line.split()[0]) for line in found}
+    # A process gone meanwhile (no parent to read) is not live either.
+    return [line for line, parent in parents.items() if parent is not None and parent not in pids]
+
+
+def _parent_pid(pid: str) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[1]
 
 
 async def wait_no_agy_session(harness: Harness, timeout_s: float = 5.0) -> list[str]:
