@@ -790,6 +790,20 @@ class Harness:
         """`open_bridge` with `env` (an async context manager yielding a `RawClient`)."""
         return open_bridge(self.tmp_path, self.env(scenario, **extra), validator=validator)
 
+    async def spawn_bridge(self, **extra: str) -> trio.Process:
+        """The bridge as a bare process (stdin and stdout pipes, stderr appended to
+        ``bridge-stderr.log``), for a test that drives the pipes itself; the
+        caller owns it (kills and reaps it)."""
+        with (self.tmp_path / "bridge-stderr.log").open("ab") as stderr:
+            return await trio.lowlevel.open_process(
+                list(BRIDGE_CMD),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=self.env(**extra),
+                cwd=str(self.tmp_path),
+            )
+
     def launches(self) -> list[dict[str, Any]]:
         """The fake agy's launch log entries (``FAKE_AGY_LAUNCH_LOG``)."""
         path = self.tmp_path / "agy-launches.ndjson"

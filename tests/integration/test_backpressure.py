@@ -13,7 +13,6 @@ There is nothing to await from outside the processes: the test polls /proc
 from __future__ import annotations
 
 import json
-import subprocess
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 import trio
 
-from ..acp_wire import BRIDGE_CMD, Harness, iter_lines, leftover_processes
+from ..acp_wire import Harness, iter_lines, leftover_processes
 
 pytestmark = pytest.mark.integration
 
@@ -60,16 +59,7 @@ def _agy_blocked_writing(marker: str) -> bool:
 async def test_a_client_that_stops_reading_stops_agy_and_loses_nothing(
     harness: Harness,
 ) -> None:
-    env = harness.env()
-    with (harness.tmp_path / "bridge-stderr.log").open("ab") as stderr:
-        process = await trio.lowlevel.open_process(
-            list(BRIDGE_CMD),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=env,
-            cwd=str(harness.tmp_path),
-        )
+    process = await harness.spawn_bridge()
     assert process.stdin is not None and process.stdout is not None
     lines = iter_lines(process.stdout)
 

@@ -11,7 +11,6 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
 import termios
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.acp_wire import BRIDGE_CMD, Harness
+from tests.acp_wire import Harness
 
 pytestmark = pytest.mark.integration
 
@@ -72,15 +71,7 @@ class Client:
 
 @asynccontextmanager
 async def bridge(harness: Harness, **extra: str) -> AsyncIterator[Client]:
-    with (harness.tmp_path / "bridge-stderr.log").open("ab") as stderr:
-        process = await trio.lowlevel.open_process(
-            list(BRIDGE_CMD),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=harness.env(**extra),
-            cwd=str(harness.tmp_path),
-        )
+    process = await harness.spawn_bridge(**extra)
     try:
         yield Client(process)
     finally:
