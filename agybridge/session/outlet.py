@@ -72,8 +72,7 @@ class Outlet:
         self._unseen_outcome: models.SessionInfoUpdate | None = None
         # Orders attaching (history + replay) against live updates and the
         # turn's journalling, so a client sees every update exactly once.
-        self._lock = trio.Lock()
-        self._guard = _Guard(self._lock)
+        self._guard = _Guard()
         #: Updates collected while the session loop maps a batch (``holding``).
         self._held: list[models.SessionUpdate] | None = None
 
@@ -238,12 +237,12 @@ def _lost_notice(count: int) -> models.SessionUpdate:
 
 
 class _Guard:
-    """``async with self._lock``, without yielding when the lock is free."""
+    """A ``trio.Lock`` held in an ``async with``, without yielding when it is free."""
 
     __slots__ = ("_lock",)
 
-    def __init__(self, lock: trio.Lock) -> None:
-        self._lock = lock
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
 
     async def __aenter__(self) -> None:
         try:
