@@ -61,13 +61,7 @@ def _walk(value: Any, path: str, nul_ok: Callable[[str], bool]) -> tuple[str, st
 
 
 def _check(text: str, path: str, nul_ok: Callable[[str], bool]) -> tuple[str, str] | None:
-    if text.isascii():
-        if "\x00" in text and not nul_ok(path):
-            return path, "contains a NUL character (\\u0000)"
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
+    if not text.isascii() and not _encodes(text):
         return path, "is not valid Unicode (it contains a lone surrogate such as \\ud800)"
     if "\x00" in text and not nul_ok(path):
         return path, "contains a NUL character (\\u0000)"

@@ -59,14 +59,11 @@ def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
 
 def _flat_update(update: models.SessionUpdate) -> bytes | None:
     """The ``update`` object of a plain usage or session info update, else None."""
-    kind = type(update)
-    if kind is models.UsageUpdate:
-        assert isinstance(update, models.UsageUpdate)
+    if isinstance(update, models.UsageUpdate):
         used, size = update.used, update.size
         if update.cost is None and update.meta is None and type(used) is type(size) is int:
             return b'{"used":%d,"size":%d,"sessionUpdate":"usage_update"}' % (used, size)
-    elif kind is models.SessionInfoUpdate:
-        assert isinstance(update, models.SessionInfoUpdate)
+    elif isinstance(update, models.SessionInfoUpdate):
         if update.meta is None:
             title, updated_at = update.title, update.updated_at
             return b"".join(
