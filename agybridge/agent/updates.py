@@ -63,19 +63,18 @@ def _flat_update(update: models.SessionUpdate) -> bytes | None:
         used, size = update.used, update.size
         if update.cost is None and update.meta is None and type(used) is type(size) is int:
             return b'{"used":%d,"size":%d,"sessionUpdate":"usage_update"}' % (used, size)
-    elif isinstance(update, models.SessionInfoUpdate):
-        if update.meta is None:
-            title, updated_at = update.title, update.updated_at
-            return b"".join(
-                (
-                    b"{",
-                    b"" if title is None else b'"title":' + _dump_str(title).encode() + b",",
-                    b""
-                    if updated_at is None
-                    else b'"updatedAt":' + _dump_str(updated_at).encode() + b",",
-                    b'"sessionUpdate":"session_info_update"}',
-                )
+    elif isinstance(update, models.SessionInfoUpdate) and update.meta is None:
+        title, updated_at = update.title, update.updated_at
+        return b"".join(
+            (
+                b"{",
+                b"" if title is None else b'"title":' + _dump_str(title).encode() + b",",
+                b""
+                if updated_at is None
+                else b'"updatedAt":' + _dump_str(updated_at).encode() + b",",
+                b'"sessionUpdate":"session_info_update"}',
             )
+        )
     return None
 
 
