@@ -128,11 +128,12 @@ class Outlet:
     # --- holding a batch -------------------------------------------------------
 
     async def flush(self) -> None:
-        """Hand over what is held (and go on holding)."""
-        held = self._held
-        if held:
-            self._held = []
-            async with self._guard:
+        """Hand over what is held (and go on holding). Returns once it is all
+        with the client: what another task adds meanwhile goes too, and a part
+        another task's send is handing over (at HOLD_LIMIT) has gone first."""
+        async with self._guard:
+            while self._held:
+                held, self._held = self._held, []
                 await self._deliver(held)
 
     def holding(self) -> _Holding:

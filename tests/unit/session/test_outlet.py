@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -175,3 +176,80 @@ async def test_held_updates_go_as_one_batch_in_order() -> None:
     assert client.texts() == ["a", "b", "c", "d", *[str(n) for n in range(HOLD_LIMIT)]]
     await outlet.send_all([chunk("e"), chunk("f")])  # not holding: one batch
     assert client.sizes[-1] == 2
+
+
+class Gated(Client):
+    """A client whose first hand-over waits until ``go`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = trio.Event()
+        self.go = trio.Event()
+
+    async def __call__(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+        if not self.waiting.is_set():
+            self.waiting.set()
+            await self.go.wait()
+        await super().__call__(session_id, updates)
+
+
+async def _send_during_hand_over(outlet: Outlet, client: Gated, text: str) -> None:
+    # Another task (e.g. session/load's announcements) sends while the
+    # loop's held batch is being handed over.
+    await client.waiting.wait()
+    await outlet.send(chunk(text))
+    client.go.set()
+
+
+async def test_an_update_sent_while_a_held_batch_is_handed_over_is_not_lost() -> None:
+    """Another task's update, sent while the end of a holding block hands the
+    batch to a slow client, is handed over after it."""
+    client = Gated()
+    outlet = Outlet("s", client)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_send_during_hand_over, outlet, client, "other")
+        async with outlet.holding():
+            await outlet.send(chunk("a"))
+    await outlet.send(chunk("b"))
+    assert client.texts() == ["a", "other", "b"]
+
+
+async def test_an_update_sent_while_unheld_hands_over_the_batch_is_not_lost() -> None:
+    """The same while ``unheld`` hands over what is held before its block."""
+    client = Gated()
+    outlet = Outlet("s", client)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_send_during_hand_over, outlet, client, "other")
+        async with outlet.holding():
+            await outlet.send(chunk("a"))
+            async with outlet.unheld():
+                await outlet.send(chunk("b"))
+    assert client.texts() == ["a", "other", "b"]
+
+
+@pytest.mark.parametrize("end", ["unheld", "holding ends"])
+async def test_held_updates_another_task_is_handing_over_go_first(end: str) -> None:
+    """Held updates that another task's send hands over (at HOLD_LIMIT) are
+    with the client before an ``unheld`` block (where a prompt is answered)
+    begins, and before the holding block is over."""
+    client = Gated()
+    outlet = Outlet("s", client)
+    seen: list[int] = []
+    async with trio.open_nursery() as nursery:
+        async with outlet.holding():
+            await outlet.send_all([chunk(str(n)) for n in range(HOLD_LIMIT - 1)])
+            # The loop awaits something mid-batch; another task's update fills
+            # the batch and hands it over, to a client slow to take it.
+            nursery.start_soon(outlet.send, chunk("other"))
+            await client.waiting.wait()
+            nursery.start_soon(_release, client)
+            if end == "unheld":
+                async with outlet.unheld():
+                    seen.append(len(client.got))
+        seen.append(len(client.got))
+    assert seen[0] == HOLD_LIMIT
+
+
+async def _release(client: Gated) -> None:
+    await trio.testing.wait_all_tasks_blocked()
+    client.go.set()
