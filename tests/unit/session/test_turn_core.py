@@ -160,6 +160,16 @@ class TurnCoreMachine(RuleBasedStateMachine):
             self.answers.setdefault(seq, []).append(turns.AnswerPrompt(seq, error=ERROR))
             self.feed(turns.PromptDropped(seq))
 
+    @rule(data=st.data())
+    def drop_answered(self, data: st.DataObject) -> None:
+        """A request task ends after its prompt was answered: the driver does not
+        post the drop (Session.drop_prompt), so it must change nothing at all."""
+        if self.core.answered:
+            seq = data.draw(st.sampled_from(sorted(self.core.answered)))
+            trial = copy.deepcopy(self.core)
+            assert trial.handle(turns.PromptDropped(seq)) == []
+            assert _state(trial) == _state(self.core)
+
     @rule()
     def cancel(self) -> None:
         seq = self.next_seq()
