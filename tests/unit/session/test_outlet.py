@@ -201,29 +201,21 @@ async def _send_during_hand_over(outlet: Outlet, client: Gated, text: str) -> No
     client.go.set()
 
 
-async def test_an_update_sent_while_a_held_batch_is_handed_over_is_not_lost() -> None:
-    """Another task's update, sent while the end of a holding block hands the
-    batch to a slow client, is handed over after it."""
+@pytest.mark.parametrize("end", ["holding ends", "unheld"])
+async def test_an_update_sent_while_a_held_batch_is_handed_over_is_not_lost(end: str) -> None:
+    """Another task's update, sent while the end of a holding block (or an
+    ``unheld`` block) hands the batch to a slow client, is handed over after it."""
     client = Gated()
     outlet = Outlet("s", client)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_send_during_hand_over, outlet, client, "other")
         async with outlet.holding():
             await outlet.send(chunk("a"))
-    await outlet.send(chunk("b"))
-    assert client.texts() == ["a", "other", "b"]
-
-
-async def test_an_update_sent_while_unheld_hands_over_the_batch_is_not_lost() -> None:
-    """The same while ``unheld`` hands over what is held before its block."""
-    client = Gated()
-    outlet = Outlet("s", client)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_send_during_hand_over, outlet, client, "other")
-        async with outlet.holding():
-            await outlet.send(chunk("a"))
-            async with outlet.unheld():
-                await outlet.send(chunk("b"))
+            if end == "unheld":
+                async with outlet.unheld():
+                    await outlet.send(chunk("b"))
+    if end == "holding ends":
+        await outlet.send(chunk("b"))
     assert client.texts() == ["a", "other", "b"]
 
 
