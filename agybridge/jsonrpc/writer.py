@@ -112,6 +112,8 @@ class LineWriter:
 
     def close(self) -> None:
         """No more lines will be handed over: the writer drains and stops."""
+        # The writer is woken (EndOfChannel) but has not run yet: not idle any more.
+        self._parked = False
         self._send.close()
 
     async def wait_broken(self) -> None:

@@ -174,3 +174,41 @@ async def test_a_real_pipe_takes_writes_now_and_reports_a_closed_reader() -> Non
     await stream.aclose()
     with pytest.raises(trio.ClosedResourceError):
         stream.send_nowait(b"z")
+
+
+class Plain(trio.abc.SendStream):
+    """A stream that cannot write without waiting (a socket, a memory stream)."""
+
+    def __init__(self) -> None:
+        self.wire = bytearray()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await trio.lowlevel.checkpoint()
+        self.wire += data
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize("stream", ["plain", "partial pipe"])
+async def test_a_line_sent_as_the_idle_writer_is_closed_is_dropped_not_raised(
+    stream: str,
+) -> None:
+    """close() wakes the parked writer, which has not run yet: a line sent in
+    that moment is dropped (never raised, never half written) and
+    close_output does not wait for it."""
+    sink: Plain | Pipe = Plain() if stream == "plain" else Pipe(room=[3])
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            writer = LineWriter(sink, [].append)
+            await nursery.start(writer.run)
+            await trio.testing.wait_all_tasks_blocked()  # parked, nothing queued
+            writer.close()
+            await writer.send(b"late line\n")  # no checkpoint since close()
+            assert writer.send_nowait(b"later line\n")
+            await writer.close_output()
+    assert bytes(sink.wire) in (b"", b"late line\n", b"late line\nlater line\n")
+    assert not writer.writing
