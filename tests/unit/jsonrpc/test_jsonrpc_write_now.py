@@ -212,3 +212,26 @@ async def test_a_line_sent_as_the_idle_writer_is_closed_is_dropped_not_raised(
             await writer.close_output()
     assert bytes(sink.wire) in (b"", b"late line\n", b"late line\nlater line\n")
     assert not writer.writing
+
+
+@pytest.mark.parametrize("stream", ["plain", "partial pipe"])
+async def test_a_line_sent_as_the_idle_writer_is_cancelled_is_not_raised(stream: str) -> None:
+    """A writer cancelled while parked has not run yet when a sender (not
+    cancelled itself, e.g. shielded) sends: the sender sees no WouldBlock,
+    and the writer is not left "writing" a line nobody will finish."""
+    sink: Plain | Pipe = Plain() if stream == "plain" else Pipe(room=[3])
+    writer = LineWriter(sink, [].append)
+    scope = trio.CancelScope()
+
+    async def run_writer(*, task_status: trio.TaskStatus[None]) -> None:
+        with scope:
+            await writer.run(task_status=task_status)
+
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_writer)
+            await trio.testing.wait_all_tasks_blocked()  # parked, nothing queued
+            scope.cancel()
+            await writer.send(b"late line\n")  # no checkpoint since cancel()
+        await writer.finished.wait()
+    assert not writer.writing
