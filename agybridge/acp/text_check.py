@@ -28,10 +28,16 @@ def _plainly_clean(value: Any) -> bool:
     """No string in ``value`` holds a NUL or a lone surrogate (False: look closer)."""
     if isinstance(value, str):
         return "\x00" not in value and (value.isascii() or _encodes(value))
+    # Loops, not all(...): one frame per level, as the full walk (a generator
+    # per level would halve the depth a request may have).
     if isinstance(value, dict):
-        return all(_plainly_clean(key) and _plainly_clean(item) for key, item in value.items())
-    if isinstance(value, list):
-        return all(_plainly_clean(item) for item in value)
+        for key, item in value.items():
+            if not (_plainly_clean(key) and _plainly_clean(item)):
+                return False
+    elif isinstance(value, list):
+        for item in value:
+            if not _plainly_clean(item):
+                return False
     return True
 
 

@@ -50,10 +50,10 @@ def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
     else:
         try:
             flat = _flat_update(update)
+            if flat is not None:
+                return b"".join((_params_head(session_id), flat, b"}}\n"))
         except UnicodeEncodeError:
-            flat = None
-        if flat is not None:
-            return b"".join((_params_head(session_id), flat, b"}}\n"))
+            pass  # a lone surrogate: the general path escapes the message
     return encode_update_general(session_id, update)
 
 

@@ -112,6 +112,8 @@ class LineWriter:
 
     def close(self) -> None:
         """No more lines will be handed over: the writer drains and stops."""
+        # The writer is woken (EndOfChannel) but has not run yet: not idle any more.
+        self._parked = False
         self._send.close()
 
     async def wait_broken(self) -> None:
@@ -129,8 +131,11 @@ class LineWriter:
                 self._write_now(lines)
                 return
             # Nobody queued: the writer takes it without this task yielding.
-            self._hand_over_nowait(lines)
-            return
+            try:
+                self._hand_over_nowait(lines)
+                return
+            except trio.WouldBlock:
+                pass  # the writer was cancelled while parked: the plain way
         try:
             await self._send.send(lines)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -187,8 +192,10 @@ class LineWriter:
         self._parked = parked
 
     def _hand_over_nowait(self, item: bytes | _Rest) -> None:
-        self._send.send_nowait(item)
-        self._parked = False
+        try:
+            self._send.send_nowait(item)
+        finally:
+            self._parked = False
 
     def _write_now(self, lines: bytes) -> None:
         assert self._send_nowait is not None
@@ -201,9 +208,14 @@ class LineWriter:
             self.lines_sent += lines.count(b"\n")
             return
         # The pipe is full: the writer finishes the line(s), before anything else.
+        try:
+            self._hand_over_nowait(_Rest(lines[written:], lines.count(b"\n")))
+        except trio.WouldBlock:
+            # The writer was cancelled while parked (it has not run yet):
+            # cancelling it may cut the line being written (peer.py).
+            return
         self._line_done = trio.Event()
         self._writing = True
-        self._hand_over_nowait(_Rest(lines[written:], lines.count(b"\n")))
 
     # --- the writer task ---------------------------------------------------------
 

@@ -4,6 +4,7 @@ what the converter builds."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given
@@ -56,3 +57,12 @@ def test_a_plain_prompt_takes_the_shortcut() -> None:
     assert codec.structure_plain_prompt(request) == models.PromptRequest(
         session_id="s", prompt=[models.TextContent(text="hé")]
     )
+
+
+def test_a_deeply_nested_request_is_checked_as_deep_as_the_full_walk_goes() -> None:
+    """The quick pass costs no more stack per level than the walk: a value
+    nested 600 deep (json parses it) gets its answer, not a RecursionError."""
+    depth = 600
+    value = json.loads('{"_meta":' + "[" * depth + '"\\ud800"' + "]" * depth + "}")
+    assert text_check.find_bad_text(value) == _full_walk(value)
+    assert text_check.find_bad_text(json.loads("[" * depth + '"ok"' + "]" * depth)) is None

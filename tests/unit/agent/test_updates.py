@@ -64,6 +64,18 @@ def test_usage_and_info_fast_paths_write_the_general_paths_bytes(
     assert encode_update(session_id, update) == encode_update_general(session_id, update)
 
 
+@pytest.mark.parametrize(
+    "update",
+    [models.UsageUpdate(used=1, size=2), models.SessionInfoUpdate(updated_at="now")],
+)
+def test_a_session_id_with_a_lone_surrogate_is_escaped_not_raised(
+    update: models.SessionUpdate,
+) -> None:
+    """The usage and info fast paths leave a session id without UTF-8 form to
+    the general path (ASCII escapes), as the text chunk path does."""
+    assert encode_update("s\ud800", update) == encode_update_general("s\ud800", update)
+
+
 @given(texts=st.lists(_ANY_TEXT, max_size=5))
 def test_a_batch_is_its_lines_in_order(texts: list[str]) -> None:
     batch = [models.AgentMessageChunk(content=models.TextContent(text=t)) for t in texts]

@@ -7,6 +7,7 @@ pipe accepts. No sleeps: waiting is done with `wait_all_tasks_blocked`."""
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 import trio
@@ -174,3 +175,131 @@ async def test_a_real_pipe_takes_writes_now_and_reports_a_closed_reader() -> Non
     await stream.aclose()
     with pytest.raises(trio.ClosedResourceError):
         stream.send_nowait(b"z")
+
+
+def _plain() -> trio.testing.MemorySendStream:
+    """A stream that cannot write without waiting (a socket, say)."""
+    stream = trio.testing.MemorySendStream()
+    assert not isinstance(stream, NowaitSendStream)
+    return stream
+
+
+def _wire(sink: trio.testing.MemorySendStream | Pipe) -> bytes:
+    if isinstance(sink, Pipe):
+        return bytes(sink.wire)
+    try:
+        return bytes(sink.get_data_nowait())
+    except trio.WouldBlock:  # nothing was written
+        return b""
+
+
+@pytest.mark.parametrize("stream", ["plain", "partial pipe"])
+async def test_a_line_sent_as_the_idle_writer_is_closed_is_dropped_not_raised(
+    stream: str,
+) -> None:
+    """close() wakes the parked writer, which has not run yet: a line sent in
+    that moment is dropped (never raised, never half written) and
+    close_output does not wait for it."""
+    sink: trio.testing.MemorySendStream | Pipe = _plain() if stream == "plain" else Pipe(room=[3])
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            writer = LineWriter(sink, [].append)
+            await nursery.start(writer.run)
+            await trio.testing.wait_all_tasks_blocked()  # parked, nothing queued
+            writer.close()
+            await writer.send(b"late line\n")  # no checkpoint since close()
+            assert writer.send_nowait(b"later line\n")
+            await writer.close_output()
+    assert _wire(sink) in (b"", b"late line\n", b"late line\nlater line\n")
+    assert not writer.writing
+
+
+@pytest.mark.parametrize("stream", ["plain", "partial pipe"])
+async def test_a_line_sent_as_the_idle_writer_is_cancelled_is_not_raised(stream: str) -> None:
+    """A writer cancelled while parked has not run yet when a sender (not
+    cancelled itself, e.g. shielded) sends: the sender sees no WouldBlock,
+    and the writer is not left "writing" a line nobody will finish."""
+    sink: trio.testing.MemorySendStream | Pipe = _plain() if stream == "plain" else Pipe(room=[3])
+    writer = LineWriter(sink, [].append)
+    scope = trio.CancelScope()
+
+    async def run_writer(*, task_status: trio.TaskStatus[None]) -> None:
+        with scope:
+            await writer.run(task_status=task_status)
+
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_writer)
+            await trio.testing.wait_all_tasks_blocked()  # parked, nothing queued
+            scope.cancel()
+            await writer.send(b"late line\n")  # no checkpoint since cancel()
+        await writer.finished.wait()
+    assert not writer.writing
+
+
+@settings(max_examples=300, deadline=None)
+@given(rng=st.randoms(use_true_random=False), pipe=st.booleans())
+def test_senders_close_and_close_output_in_any_order_keep_the_wire_whole(
+    rng: random.Random, pipe: bool
+) -> None:
+    """Senders (send, send_nowait, flush), close and close_output in any
+    interleaving, a pipe taking any amount per call: no sender raises,
+    close_output returns, the wire is whole lines, each sender's in order."""
+
+    async def main() -> tuple[bytes, dict[int, list[bytes]]]:
+        sink: trio.testing.MemorySendStream | Pipe = _plain()
+        if pipe:
+            sink = Pipe(room=[rng.randint(0, 12) for _ in range(rng.randint(0, 10))])
+            sink.gate = trio.Event()
+        writer = LineWriter(sink, [].append)
+        handed: dict[int, list[bytes]] = {}
+
+        async def sender(who: int, count: int) -> None:
+            mine = handed[who] = []
+            for n in range(count):
+                line = b"%d:%d:%s\n" % (who, n, b"x" * rng.randint(0, 20))
+                if rng.random() < 0.2:
+                    if writer.send_nowait(line):
+                        mine.append(line)
+                else:
+                    await writer.send(line)
+                    mine.append(line)
+                if rng.random() < 0.3:
+                    await trio.lowlevel.checkpoint()
+                if rng.random() < 0.1:
+                    await writer.flush()
+
+        async def closer() -> None:
+            for _ in range(rng.randint(0, 8)):
+                await trio.lowlevel.checkpoint()
+            what = rng.choice(["close", "close_output", "both", "none"])
+            if what in ("close_output", "both"):
+                await writer.close_output()
+            if what in ("close", "both"):
+                writer.close()
+
+        async def open_gate() -> None:
+            for _ in range(rng.randint(0, 5)):
+                await trio.lowlevel.checkpoint()
+            if isinstance(sink, Pipe):
+                sink.gate.set()
+
+        with trio.fail_after(TIMEOUT_S):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(writer.run)
+                async with trio.open_nursery() as senders:
+                    for who in range(rng.randint(1, 4)):
+                        senders.start_soon(sender, who, rng.randint(0, 6))
+                    senders.start_soon(closer)
+                    senders.start_soon(open_gate)
+                writer.close()
+                await writer.close_output()
+        return _wire(sink), handed
+
+    wire, handed = trio.run(main)
+    assert wire.endswith(b"\n") or not wire
+    got = [line + b"\n" for line in wire.split(b"\n")[:-1]]
+    assert all(line.count(b":") == 2 for line in got)
+    for who, mine in handed.items():
+        written = [line for line in got if line.startswith(b"%d:" % who)]
+        assert written == mine[: len(written)]  # in order; later ones may be dropped
