@@ -84,3 +84,28 @@ async def test_cancel_and_the_next_prompt_in_one_write(harness: Harness) -> None
                 assert len(answers_to(client, request_id)) == 1
         assert_clean(client)
     await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("startup_delay", ["0", "0.3"])
+async def test_cancel_request_in_the_prompts_own_write_answers_cancelled(
+    harness: Harness, startup_delay: str
+) -> None:
+    """``$/cancel_request`` for a prompt, written together with that prompt (before its
+    task has started): the prompt is answered with the ``cancelled`` result, as when
+    its turn is running, not with -32800 (ACP: a cancelled session/prompt answers
+    ``stopReason: cancelled``); the session goes on."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY=startup_delay) as client:
+            await client.initialize()
+            session_id = await client.new_session()
+            doomed = prompt(client, session_id, SLOW)
+            cancel = request(
+                client, "$/cancel_request", {"requestId": doomed["id"]}, notification=True
+            )
+            await write_together(client, doomed, cancel)
+            response = await client.response(doomed["id"])
+            assert stop_reason(response) == "cancelled", f"{response}\n{client.diagnostics()}"
+            again = await client.response(await client.start_prompt(session_id, "still here?"))
+            assert stop_reason(again) == "end_turn", again
+        assert_clean(client)
+    await harness.assert_no_leftovers()
