@@ -120,10 +120,14 @@ class AcpAgent:
             if isinstance(session_id, str):
                 self._manager.client_spoke(session_id)
             return
-        if method == "session/prompt":
-            session.prompt_arrived(ctx.seq)  # its place in the FIFO queue
-        elif method == STEER:
-            session.steer_arrived(ctx.seq)  # ahead of the prompts waiting
+        if method in ("session/prompt", STEER):
+            if method == STEER:
+                session.steer_arrived(ctx.seq)  # ahead of the prompts waiting
+            else:
+                session.prompt_arrived(ctx.seq)  # its place in the FIFO queue
+            # $/cancel_request for a prompt cancels its turn and is answered with
+            # the cancelled result, also before the prompt's task has started.
+            ctx.on_cancel = functools.partial(session.cancel_prompt, ctx.seq)
         else:
             session.client_request(ctx.seq)
 

@@ -16,6 +16,7 @@ core; this module and its helpers (``actions``, ``child_events``,
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -109,6 +110,8 @@ class Session:
         self.nursery: trio.Nursery | None = None
         #: Callers waiting for the loop (released if it ends first).
         self._waiting: set[trio.Event] = set()
+        #: The core's actions not yet performed, while some are being performed.
+        self._performing: collections.deque[turns.Action] | None = None
 
     def _turn_number(self) -> int:
         # The running turn's journal index (it is journalled when it ends).
@@ -235,14 +238,25 @@ class Session:
     async def feed(self, event: turns.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
         actions = self.core.handle(event)
-        if actions:
-            # Updates held for the batch go first: an action may answer the prompt.
-            async with self.outlet.unheld():
-                await self._perform(actions)
+        if not actions:
+            return
+        if self._performing is not None:
+            # Fed by an action (a child spawned): the core decided these after
+            # the actions still being performed, so they are performed after them.
+            self._performing.extend(actions)
+            return
+        # Updates held for the batch go first: an action may answer the prompt.
+        async with self.outlet.unheld():
+            await self._perform(actions)
 
     async def _perform(self, todo: list[turns.Action]) -> None:
-        for action in todo:
-            await actions.PERFORM[type(action)](self, action)
+        queue = self._performing = collections.deque(todo)
+        try:
+            while queue:
+                action = queue.popleft()
+                await actions.PERFORM[type(action)](self, action)
+        finally:
+            self._performing = None
 
     async def _run_in_loop(self, step: Step) -> None:
         """Post ``step`` and wait until the loop has run it (or has ended)."""

@@ -1,0 +1,111 @@
+"""Client messages that arrive together: every prompt still gets its one right answer.
+
+Through the real bridge process and the fake agy, over raw NDJSON (`acp_wire.RawClient`,
+every message schema-checked), ending with the marker scan for leftovers. Each test
+writes several messages in one write, so the bridge reads them in one chunk and their
+request tasks start in no fixed order: the hardest case for the session's ordering.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+
+from ..acp_wire import Harness, RawClient, stop_reason
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 40
+SLOW = "[fake-agy:slow] tick until cancelled"
+
+
+def request(client: RawClient, method: str, params: Any, *, notification: bool = False) -> Any:
+    """One message, checked by the validator, for `write_together`."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if not notification:
+        message["id"] = client.new_id()
+    client.validator.feed("c2a", message)
+    return message
+
+
+def prompt(client: RawClient, session_id: str, text: str) -> Any:
+    return request(
+        client,
+        "session/prompt",
+        {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
+    )
+
+
+async def write_together(client: RawClient, *messages: Any) -> None:
+    await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+
+def answers_to(client: RawClient, request_id: int) -> list[dict[str, Any]]:
+    return [
+        m
+        for m in client.received
+        if "method" not in m and m.get("id") == request_id and ("result" in m or "error" in m)
+    ]
+
+
+def assert_clean(client: RawClient) -> None:
+    """Zero schema problems and no request left unanswered, in both directions."""
+    problems = client.validator.problems + [
+        f"never answered: {u}" for u in client.validator.unanswered()
+    ]
+    assert not problems, client.validator.report() + "\n" + client.diagnostics()
+
+
+async def test_cancel_and_the_next_prompt_in_one_write(harness: Harness) -> None:
+    """The user stops a turn and sends the next message at once (session/cancel and
+    session/prompt in one write): the first prompt is answered ``cancelled``, the
+    second runs on the fresh agy that replaces the cancelled one and ends normally
+    (it was answered -32603 "internal error" when it was ready before the cancelled
+    agy had exited)."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            await client.initialize()
+            session_id = await client.new_session()
+            mark = client.mark()
+            first = await client.start_prompt(session_id, SLOW)
+            await client.wait_update(session_id, "agent_message_chunk", since=mark)
+            cancel = request(client, "session/cancel", {"sessionId": session_id}, notification=True)
+            second = prompt(client, session_id, "and now this")
+            mark = client.mark()
+            await write_together(client, cancel, second)
+            assert stop_reason(await client.response(first)) == "cancelled"
+            response = await client.response(second["id"])
+            assert stop_reason(response) == "end_turn", f"{response}\n{client.diagnostics()}"
+            assert "and now this" in client.message_text(session_id, since=mark)
+            for request_id in (first, second["id"]):
+                assert len(answers_to(client, request_id)) == 1
+        assert_clean(client)
+    await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("startup_delay", ["0", "0.3"])
+async def test_cancel_request_in_the_prompts_own_write_answers_cancelled(
+    harness: Harness, startup_delay: str
+) -> None:
+    """``$/cancel_request`` for a prompt, written together with that prompt (before its
+    task has started): the prompt is answered with the ``cancelled`` result, as when
+    its turn is running, not with -32800 (ACP: a cancelled session/prompt answers
+    ``stopReason: cancelled``); the session goes on."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY=startup_delay) as client:
+            await client.initialize()
+            session_id = await client.new_session()
+            doomed = prompt(client, session_id, SLOW)
+            cancel = request(
+                client, "$/cancel_request", {"requestId": doomed["id"]}, notification=True
+            )
+            await write_together(client, doomed, cancel)
+            response = await client.response(doomed["id"])
+            assert stop_reason(response) == "cancelled", f"{response}\n{client.diagnostics()}"
+            again = await client.response(await client.start_prompt(session_id, "still here?"))
+            assert stop_reason(again) == "end_turn", again
+        assert_clean(client)
+    await harness.assert_no_leftovers()
