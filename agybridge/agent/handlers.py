@@ -86,6 +86,9 @@ class AcpAgent:
         self._initialized = False
         #: Each request's params, checked once in wire order (or the error).
         self._checked: dict[int, RpcError | None] = {}
+        #: Requests for a session not live yet, sent behind its load or resume:
+        #: whether ``$/cancel_request`` came for them while they waited.
+        self._behind: dict[int, bool] = {}
         self._lifecycle = LifecycleOrder()
         self.client_capabilities = models.ClientCapabilities()
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
@@ -118,8 +121,20 @@ class AcpAgent:
         session = self._named_session(params)
         if session is None:
             if isinstance(session_id, str):
+                if method not in LIFECYCLE_METHODS and self._lifecycle.pending(session_id):
+                    # Sent right behind a load or resume of the session (a client
+                    # that does not wait for its answer): it arrives once that is done.
+                    self._lifecycle.ticket(session_id, ctx.seq)
+                    self._behind[ctx.seq] = False
+                    if method in ("session/prompt", STEER):
+                        # Answered cancelled, as any prompt (else: -32800).
+                        ctx.on_cancel = functools.partial(self._cancel_behind, ctx.seq)
                 self._manager.client_spoke(session_id)
             return
+        self._arrive(session, method, ctx)
+
+    def _arrive(self, session: Session, method: str, ctx: RequestContext) -> None:
+        """Make a request known to its session, in wire order."""
         if method in ("session/prompt", STEER):
             if method == STEER:
                 session.steer_arrived(ctx.seq)  # ahead of the prompts waiting
@@ -130,6 +145,26 @@ class AcpAgent:
             ctx.on_cancel = functools.partial(session.cancel_prompt, ctx.seq)
         else:
             session.client_request(ctx.seq)
+
+    def _cancel_behind(self, seq: int) -> None:
+        if seq in self._behind:
+            self._behind[seq] = True
+
+    async def _arrive_behind(self, method: str, session_id: str, ctx: RequestContext) -> bool:
+        """Wait for the lifecycle requests sent before this one, then make it
+        known to the session (if it is live now); whether it was cancelled meanwhile."""
+        try:
+            async with self._lifecycle.turn(session_id, ctx.seq):
+                pass  # its place is only for waiting: later requests need not wait for it
+        finally:
+            cancelled = self._behind.pop(ctx.seq)
+        session = self._manager.get(session_id)
+        if session is None:
+            return cancelled  # not loaded (its load said why): the request's own error
+        self._arrive(session, method, ctx)
+        if cancelled:
+            session.cancel_prompt(ctx.seq)  # answered cancelled, by its session
+        return False
 
     def _named_session(self, params: Any) -> Session | None:
         session_id = params.get("sessionId") if isinstance(params, dict) else None
@@ -146,6 +181,14 @@ class AcpAgent:
                 if ordered and isinstance(session_id, str)
                 else contextlib.nullcontext()
             ):
+                # First, so that its place is given up whatever happens next.
+                if (
+                    ctx.seq in self._behind
+                    and isinstance(session_id, str)
+                    and await self._arrive_behind(method, session_id, ctx)
+                ):
+                    cancelled = models.PromptResponse(stop_reason=models.STOP_CANCELLED)
+                    return codec.unstructure_prompt_response(cancelled)
                 if handler is None:
                     raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
                 if method != "initialize":

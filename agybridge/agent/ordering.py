@@ -6,6 +6,10 @@ Each runs in its own task and awaits I/O (the store, agy starting), so a
 and leave open a session the client closed. A ticket taken in wire order
 (``request_received``) and a wait for every earlier ticket of the same
 session id restore the order; requests for other sessions never wait.
+
+A session's other requests (a prompt...) sent right behind its load or resume,
+before the session is live, wait the same way, then arrive at the session at
+once: they hold their place only until the requests before them are done.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ class LifecycleOrder:
     def ticket(self, session_id: str, seq: int) -> None:
         """Take a place (call in wire order)."""
         bisect.insort(self._pending.setdefault(session_id, []), seq)
+
+    def pending(self, session_id: str) -> bool:
+        """Whether a request for ``session_id`` holds a place (in wire order:
+        one sent before the caller's)."""
+        return session_id in self._pending
 
     @asynccontextmanager
     async def turn(self, session_id: str, seq: int) -> AsyncIterator[None]:

@@ -44,9 +44,7 @@ def format_timestamp(moment: dt.datetime) -> str:
 #: The canonical form, ``2026-05-01T12:00:00.000000Z``. Hours stop at 23: Python
 #: 3.14's ``fromisoformat`` takes ``T24:00`` (the next midnight), which the long way
 #: rewrites, so it must not be kept as it is.
-_CANONICAL = re.compile(
-    r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z", re.ASCII
-)
+_CANONICAL = re.compile(r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z", re.ASCII)
 
 
 def canonical_timestamp(value: str) -> str:

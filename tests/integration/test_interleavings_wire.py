@@ -109,3 +109,50 @@ async def test_cancel_request_in_the_prompts_own_write_answers_cancelled(
             assert stop_reason(again) == "end_turn", again
         assert_clean(client)
     await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("then", ["runs", "cancel_request", "close"])
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+async def test_a_prompt_sent_behind_its_sessions_load(
+    harness: Harness, method: str, then: str
+) -> None:
+    """A client that does not wait for ``session/load`` (or resume) to be answered
+    before prompting, while agy is still starting: the prompt is served once the
+    session is live, after the load's answer (it was answered -32002 "no live
+    session"); a ``$/cancel_request`` or a ``session/close`` sent behind it answers it
+    ``cancelled``."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as first:
+            await first.initialize()
+            session_id = await first.new_session()
+            answer = await first.response(await first.start_prompt(session_id, "hello"))
+            assert stop_reason(answer) == "end_turn"
+        async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
+            await client.initialize()
+            params: dict[str, Any] = {"sessionId": session_id, "cwd": str(client.tmp_path)}
+            if method == "session/load":
+                params["mcpServers"] = []
+            load = request(client, method, params)
+            follow = prompt(client, session_id, SLOW if then != "runs" else "hello again")
+            extra = []
+            if then == "cancel_request":
+                cancel = {"requestId": follow["id"]}
+                extra.append(request(client, "$/cancel_request", cancel, notification=True))
+            elif then == "close":
+                extra.append(request(client, "session/close", {"sessionId": session_id}))
+            await write_together(client, load, follow, *extra)
+            response = await client.response(follow["id"])
+            expected = "end_turn" if then == "runs" else "cancelled"
+            assert stop_reason(response) == expected, f"{response}\n{client.diagnostics()}"
+            loaded = await client.response(load["id"])
+            assert "result" in loaded, loaded
+            order = [m.get("id") for m in client.received if "method" not in m]
+            assert order.index(load["id"]) < order.index(follow["id"])
+            if then == "runs":
+                assert "hello again" in client.message_text(session_id)
+            for message in (load, follow, *extra):
+                if "id" in message:
+                    await client.response(message["id"])
+                    assert len(answers_to(client, message["id"])) == 1
+        assert_clean(client)
+    await harness.assert_no_leftovers()
