@@ -156,3 +156,26 @@ async def test_a_prompt_sent_behind_its_sessions_load(
                     assert len(answers_to(client, message["id"])) == 1
         assert_clean(client)
     await harness.assert_no_leftovers()
+
+
+async def test_a_mode_change_sent_behind_its_sessions_load(harness: Harness) -> None:
+    """Any request for the session, not only a prompt, waits for a load sent before it
+    instead of failing -32002 while agy starts."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as first:
+            await first.initialize()
+            session_id = await first.new_session()
+        async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
+            await client.initialize()
+            load = request(
+                client,
+                "session/load",
+                {"sessionId": session_id, "cwd": str(client.tmp_path), "mcpServers": []},
+            )
+            mode = request(client, "session/set_mode", {"sessionId": session_id, "modeId": "ask"})
+            await write_together(client, load, mode)
+            assert "result" in await client.response(load["id"])
+            changed = await client.response(mode["id"])
+            assert changed.get("result") == {}, f"{changed}\n{client.diagnostics()}"
+        assert_clean(client)
+    await harness.assert_no_leftovers()
