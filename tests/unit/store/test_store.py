@@ -118,8 +118,9 @@ def test_any_moment_has_one_canonical_form(moment: dt.datetime) -> None:
 
 
 @given(
-    text=st.from_regex(r"\A\d{4}-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d\.\d{6}Z\Z").filter(
-        str.isascii
+    # [0-9], not \d: \d draws any Unicode digit, and filtering those out was slow.
+    text=st.from_regex(
+        r"\A[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\.[0-9]{6}Z\Z"
     )
 )
 def test_canonical_looking_text_is_checked(text: str) -> None:
