@@ -9,7 +9,6 @@ exits 130.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shlex
@@ -230,10 +229,10 @@ def _write_reports(
     }
     data = reports.json_report(results, meta, duration)
     if args.json is not None:
-        reports.write(args.json, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        reports.write(args.json, reports.json_text(data))
     counted = data["counts"]
     if args.update_baseline and not (counted["failed"] or counted["error"]):
-        reports.write(args.baseline, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        reports.write(args.baseline, reports.json_text(data))
     elif args.update_baseline:
         print(f"agybridge smoke: the run failed: {args.baseline} is not updated", file=sys.stderr)
     if args.junit is not None:

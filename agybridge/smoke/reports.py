@@ -9,6 +9,8 @@ JUnit: one ``<testcase>`` per cell (``classname`` = case, ``name`` = axis values
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -17,12 +19,13 @@ from typing import Any
 from .. import __version__
 from .results import CellResult
 
-# XML 1.0 cannot carry most control characters, even escaped.
-_XML_BAD = dict.fromkeys(c for c in range(32) if chr(c) not in "\t\n\r")
+# XML 1.0 cannot carry most control characters, surrogates, U+FFFE or U+FFFF, even
+# escaped (a lone surrogate reaches us from a "\ud800" escape in the bridge's JSON).
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _xml_text(text: str) -> str:
-    return text.translate(_XML_BAD)
+    return _XML_BAD.sub("", text)
 
 
 def counts(results: list[CellResult]) -> dict[str, int]:
@@ -36,7 +39,7 @@ def junit(results: list[CellResult], suite: str, duration_s: float) -> bytes:
     element = ET.SubElement(
         root,
         "testsuite",
-        name=suite,
+        name=_xml_text(suite),
         tests=str(len(results)),
         failures=str(tally["failed"]),
         errors=str(tally["error"]),
@@ -48,12 +51,12 @@ def junit(results: list[CellResult], suite: str, duration_s: float) -> bytes:
         case = ET.SubElement(
             element,
             "testcase",
-            classname=result.cell.case.name,
-            name=result.cell.label,
+            classname=_xml_text(result.cell.case.name),
+            name=_xml_text(result.cell.label),
             time=f"{result.duration_s:.3f}",
         )
         if result.status == "skipped":
-            ET.SubElement(case, "skipped", message=result.skip_reason or "skipped")
+            ET.SubElement(case, "skipped", message=_xml_text(result.skip_reason or "skipped"))
         elif result.error is not None:
             error = ET.SubElement(
                 case, "error", type=result.error.kind, message=_xml_text(result.error.message)
@@ -164,14 +167,25 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")[:400]
 
 
+def json_text(data: Any) -> str:
+    """``data`` as indented JSON that is valid UTF-8 (a lone surrogate stays an escape)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, indent=2)
+    return text + "\n"
+
+
 def write(path: Path, data: bytes | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, str):
-        path.write_text(data, encoding="utf-8")
+        # errors="replace": a lone surrogate from agy's output becomes "?", not a crash.
+        path.write_text(data, encoding="utf-8", errors="replace")
     else:
         path.write_bytes(data)
 
 
 def append(path: Path, text: str) -> None:
-    with path.open("a", encoding="utf-8") as handle:
+    with path.open("a", encoding="utf-8", errors="replace") as handle:
         handle.write(text if text.endswith("\n") else text + "\n")

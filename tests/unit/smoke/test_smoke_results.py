@@ -265,3 +265,29 @@ async def test_progress_plain_lines_and_live_block() -> None:
     assert "1/2 done · 1 passed" in second and "▸" not in second
     live.close()
     assert live_out.getvalue().endswith("\x1b[1F\x1b[J")
+
+
+def test_reports_stay_valid_with_any_character_in_names_and_output(tmp_path: Path) -> None:
+    """Control characters, U+FFFE/U+FFFF and a lone surrogate (a "\\ud800" escape the
+    bridge passed on) in a case name, a skip reason or agy's output: the JUnit file is
+    still well-formed XML and the JSON and Markdown files are still written as UTF-8."""
+    odd = "a\x01b\ufffe\uffffc\ud800d"
+    passed = result(f"name{odd}")
+    passed.record.transcript = [f"agent: {odd}"]
+    passed.record.turns[-1].text = odd
+    skipped = CellResult(
+        Cell(1, Case(name=f"s{odd}", prompts=("p",)), {"mode": odd}),
+        "skipped",
+        skip_reason=f"skip_if: mode == '{odd}'",
+    )
+    data = reports.junit([passed, skipped], f"m{odd}.toml", 1.0)
+    root = ET.fromstring(data)
+    names = [tc.attrib["classname"] for tc in root.iter("testcase")]
+    assert all(name.startswith(("name", "s")) for name in names)
+    report = reports.json_report([passed, skipped], {"matrix": "m.toml"}, 1.0)
+    reports.write(tmp_path / "r.json", reports.json_text(report))
+    loaded = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert loaded["cells"][0]["turns"][0]["text"].startswith("a\x01b")
+    reports.write(tmp_path / "r.md", reports.markdown([passed, skipped], "m.toml", 1.0))
+    reports.append(tmp_path / "summary.md", reports.markdown([passed], "m.toml", 1.0))
+    assert "name" in (tmp_path / "r.md").read_text(encoding="utf-8")
