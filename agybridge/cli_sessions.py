@@ -53,7 +53,8 @@ def run(args: argparse.Namespace, db_path: Path | None) -> int:
 
 
 def _list(store: Store, args: argparse.Namespace) -> int:
-    records = list(_all_sessions(store, args.cwd))
+    # A --cwd that is not UTF-8 (stray bytes on the command line) matches no session.
+    records = list(_all_sessions(store, args.cwd)) if _stored(args.cwd or "") else []
     if args.json:
         print(json.dumps([_record_json(r) for r in records], indent=2, ensure_ascii=False))
         return 0
@@ -80,7 +81,7 @@ def _show(store: Store, args: argparse.Namespace) -> int:
 def _delete(store: Store, args: argparse.Namespace) -> int:
     missing = 0
     for session_id in args.session_id:
-        if store.delete_session(session_id):
+        if _stored(session_id) and store.delete_session(session_id):
             print(f"deleted {session_id}")
         else:
             print(f"agybridge: no session {session_id!r}", file=sys.stderr)
@@ -96,7 +97,11 @@ def _export(store: Store, args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"agybridge: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         print(f"wrote {args.output}")
     return 0
 
@@ -104,8 +109,18 @@ def _export(store: Store, args: argparse.Namespace) -> int:
 _ACTIONS = {"list": _list, "show": _show, "delete": _delete, "export": _export}
 
 
+def _stored(text: str) -> bool:
+    """Whether ``text`` can be a stored id or path: not one with a lone surrogate, which
+    is how a command-line argument that is not UTF-8 reaches Python."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _get(store: Store, session_id: str) -> SessionRecord | None:
-    record = store.get_session(session_id)
+    record = store.get_session(session_id) if _stored(session_id) else None
     if record is None:
         print(
             f"agybridge: no session {session_id!r} (`agybridge sessions list` shows them)",
