@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -46,9 +47,16 @@ def run(args: argparse.Namespace, db_path: Path | None) -> int:
         return 1
     try:
         with Store.open(db_path) as store:
-            return _ACTIONS[args.action](store, args)
+            status = _ACTIONS[args.action](store, args)
+        sys.stdout.flush()  # here, so a closed pipe is seen below, not at exit
+        return status
     except StoreError as exc:
         print(f"agybridge: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (`agybridge sessions list | head`): stop quietly, as
+        # other Unix tools do; what is still buffered goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,23 @@ def test_export_to_an_unwritable_path_says_so(
     assert run(db, "export", "abc", "-o", str(target)) == 1
     out, err = capsys.readouterr()
     assert out == "" and str(target) in err and "cannot write" in err
+
+
+@pytest.mark.parametrize("action", [["list"], ["list", "--json"], ["show", "abc"]])
+def test_a_reader_that_went_away_is_no_traceback(db: Path, action: list[str]) -> None:
+    """``agybridge sessions list | head -1``: the pipe closes under us; stop quietly."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "agybridge", "sessions", *action],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "AGYBRIDGE_DB": str(db)},
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode != 0
