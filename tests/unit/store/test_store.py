@@ -588,3 +588,15 @@ def test_list_queries_use_an_index_for_order(store: Store, query: dict[str, Any]
     plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select))
     assert "USING INDEX" in plan
     assert "TEMP B-TREE" not in plan
+
+
+def test_a_cursor_naming_a_lone_surrogate_is_refused(store: Store) -> None:
+    """A forged cursor whose JSON holds a "\\ud800" escape: InvalidCursorError, not a
+    UnicodeEncodeError from computing its signature (an internal error on the wire)."""
+    store.upsert_session(record("s0", minute=0))
+    for forged in (
+        _forged({"u": "\ud800", "s": "a", "m": "0" * 32}),
+        _forged({"u": "2026-05-01T10:00:00.000000Z", "s": "\udcff", "m": "0" * 32}),
+    ):
+        with pytest.raises(InvalidCursorError, match="list again without one"):
+            store.list_sessions(cursor=forged)
