@@ -159,6 +159,8 @@ class _Reader:
             raise MatrixError(self.path, None, "no [[case]]: the matrix has nothing to run")
         if not isinstance(raw_cases, list):
             raise self.fail(("case",), "case must be an array of tables: write [[case]]")
+        if not raw_cases:  # `case = []`: as empty as no [[case]] at all
+            raise self.fail(("case",), "no [[case]]: the matrix has nothing to run")
         cases = [self.case(raw, ("case", i), axes) for i, raw in enumerate(raw_cases)]
         seen: dict[str, int] = {}
         for i, case in enumerate(cases):

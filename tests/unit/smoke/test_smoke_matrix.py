@@ -142,6 +142,7 @@ def test_no_axes_gives_one_default_cell_per_case(tmp_path: Path) -> None:
         ("[runn]\n[[case]]\nname='a'\nprompt='p'\n", 1, "unknown key 'runn'"),
         ("case = 'x'\n", 1, "write [[case]]"),
         ("[run]\n", None, "no [[case]]"),
+        ("case = []\n", 1, "no [[case]]"),
         ("[[case]\nname='a'\n", 1, "not valid TOML"),
     ],
 )
