@@ -102,6 +102,15 @@ def main(argv: list[str]) -> int:
     if args.concurrency is not None and args.concurrency < 1:
         print("agybridge smoke: --concurrency must be 1 or more", file=sys.stderr)
         return EXIT_INVALID
+    if args.bridge is not None:
+        try:
+            args.bridge_argv = tuple(shlex.split(args.bridge))
+        except ValueError as exc:
+            print(f"agybridge smoke: --bridge {args.bridge!r}: {exc}", file=sys.stderr)
+            return EXIT_INVALID
+        if not args.bridge_argv and args.bridge:
+            print("agybridge smoke: --bridge is blank: give a command line", file=sys.stderr)
+            return EXIT_INVALID
     try:
         matrix = load_matrix(args.matrix)
     except MatrixError as exc:
@@ -164,7 +173,7 @@ async def _run(
     if args.concurrency is not None:
         run = attrs.evolve(run, concurrency=args.concurrency)
     env = _environment(args, scratch)
-    argv = tuple(shlex.split(args.bridge)) if args.bridge else (sys.executable, "-m", "agybridge")
+    argv = args.bridge_argv if args.bridge else (sys.executable, "-m", "agybridge")
     setup = Setup(argv, env, scratch, run, uuid.uuid4().hex[:12])
     cells = matrix.cells()
     skipped = {

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agybridge.smoke import cli as smoke_cli
 from agybridge.smoke.condition import ConditionError, parse_condition
 from agybridge.smoke.lineindex import LineIndex
 from agybridge.smoke.matrix import MatrixError, load_matrix
@@ -255,3 +256,16 @@ def test_conditions_agree_with_python(
     results = [(axes[axis] == value) == (op == "==") for axis, op, value in tests]
     expected = all(results) if joiner == "and" else any(results)
     assert parse_condition(text, AXES).holds(axes) is expected
+
+
+@pytest.mark.parametrize(
+    ("bridge", "words"), [('agybridge "attach', "--bridge"), ("   ", "--bridge")]
+)
+def test_a_bridge_command_line_that_does_not_parse_is_invalid(
+    tmp_path: Path, bridge: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 and a message naming --bridge, before any cell runs (not a traceback)."""
+    matrix = write(tmp_path, "[[case]]\nname='a'\nprompt='p'\n")
+    assert smoke_cli.main(["run", str(matrix), "--bridge", bridge]) == smoke_cli.EXIT_INVALID
+    out, err = capsys.readouterr()
+    assert out == "" and words in err and "Traceback" not in err
