@@ -202,7 +202,9 @@ async def _run(
     if before:
         baseline.compare(results, before, args.max_slowdown, args.max_token_growth)
     agent = next((r.record.agent_info for r in results if r.record.agent_info), None)
-    _write_reports(args, matrix, results, duration=duration, agent=agent, note=note, setup=setup)
+    unwritten = _write_reports(
+        args, matrix, results, duration=duration, agent=agent, note=note, setup=setup
+    )
     tally = reports.counts(results)
     print(
         f"agybridge smoke: {len(results)} cells: {tally['passed']} passed, {tally['failed']} "
@@ -210,6 +212,8 @@ async def _run(
     )
     if agy_missing and args.require_agy:
         return EXIT_NO_AGY
+    if unwritten:
+        return EXIT_INVALID  # a report path on the command line cannot be written
     ran = [r for r in results if r.status != "skipped"]
     if ran and all(r.error is not None and r.error.kind == "bridge_start" for r in ran):
         assert ran[0].error is not None
@@ -227,7 +231,21 @@ def _write_reports(
     agent: dict[str, Any] | None,
     note: str,
     setup: Setup,
-) -> None:
+) -> bool:
+    """Write every report asked for; True when one of them could not be written."""
+    failed = False
+
+    def write(path: Path, data: bytes | str, *, append: bool = False) -> None:
+        nonlocal failed
+        try:
+            if isinstance(data, str) and append:
+                reports.append(path, data)
+            else:
+                reports.write(path, data)
+        except OSError as exc:
+            failed = True
+            print(f"agybridge smoke: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+
     title = matrix.path.name
     meta = {
         "matrix": str(matrix.path),
@@ -238,17 +256,18 @@ def _write_reports(
     }
     data = reports.json_report(results, meta, duration)
     if args.json is not None:
-        reports.write(args.json, reports.json_text(data))
+        write(args.json, reports.json_text(data))
     counted = data["counts"]
     if args.update_baseline and not (counted["failed"] or counted["error"]):
-        reports.write(args.baseline, reports.json_text(data))
+        write(args.baseline, reports.json_text(data))
     elif args.update_baseline:
         print(f"agybridge smoke: the run failed: {args.baseline} is not updated", file=sys.stderr)
     if args.junit is not None:
-        reports.write(args.junit, reports.junit(results, title, duration))
+        write(args.junit, reports.junit(results, title, duration))
     text = reports.markdown(results, title, duration, note)
     if args.markdown is not None:
-        reports.write(args.markdown, text)
+        write(args.markdown, text)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        reports.append(Path(summary), text)
+        write(Path(summary), text, append=True)
+    return failed

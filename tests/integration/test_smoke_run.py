@@ -521,3 +521,15 @@ async def test_ctrl_c_stops_every_bridge(harness: Harness) -> None:
     assert process.returncode == 130, stderr.decode()
     assert b"interrupted; every bridge was stopped" in stderr
     await harness.assert_no_leftovers()
+
+
+async def test_a_report_that_cannot_be_written_is_a_message(harness: Harness) -> None:
+    """--json naming a directory: the other reports are still written, the run says which
+    file it could not write and exits 2 (the command line is wrong), not a traceback."""
+    blocked = harness.tmp_path / "a-directory"
+    blocked.mkdir()
+    matrix = '[[case]]\nname = "echo"\nprompt = "Reply with PONG."\n'
+    run = await smoke(harness, matrix, "--fake", "echo", "--json", str(blocked))
+    assert run.code == 2, run.explain()
+    assert "Traceback" not in run.stderr and f"cannot write {blocked}" in run.stderr
+    assert run.junit is not None and run.markdown is not None
