@@ -125,7 +125,12 @@ class SessionMethods:
 
     async def _list_sessions(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.ListSessionsRequest)
-        cwd = check_directory(request.cwd, "cwd", must_exist=False) if request.cwd else None
+        # `is not None`: an empty cwd is no absolute path (-32602), not "no filter".
+        cwd = (
+            check_directory(request.cwd, "cwd", must_exist=False)
+            if request.cwd is not None
+            else None
+        )
         dirs = None
         if request.additional_directories is not None:
             dirs = tuple(normalise(d) for d in request.additional_directories)

@@ -212,3 +212,17 @@ async def test_list_pages_over_250_sessions(harness: Harness) -> None:
     assert len(seen) == 250 and pages > 1
     assert seen[0] == "sess_0249"
     assert validator.problems == []
+
+
+@pytest.mark.parametrize("cwd", ["", "relative/dir"])
+async def test_a_list_filter_that_is_not_an_absolute_path_is_refused(
+    harness: Harness, cwd: str
+) -> None:
+    """The schema: cwd "Must be an absolute path". An empty one is not "no filter"
+    (which would list every directory's sessions): it is -32602 like a relative one."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            await client.initialize()
+            answer = await client.request("session/list", {"cwd": cwd})
+            assert answer["error"]["code"] == -32602, answer
+        await harness.assert_no_leftovers()
