@@ -9,6 +9,7 @@ the deltas for the Markdown. Cells the baseline lacks (or that errored) are not 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,15 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
     return {str(c["id"]): c for c in cells}
 
 
-def _growth(now: float | int | None, before: Any) -> float | None:
-    if now is None or not isinstance(before, int | float) or before <= 0:
+def _number(value: Any) -> float | int | None:
+    """A finite number from the baseline, else None (Python's json reads NaN, Infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _growth(now: float | int | None, before: float | int | None) -> float | None:
+    if now is None or before is None or before <= 0:
         return None
     return float(now) / float(before)
 
@@ -50,11 +58,12 @@ def compare(
             continue
         if before.get("status") not in ("passed", "failed"):
             continue
-        duration = _growth(result.duration_s, before.get("duration_s"))
-        tokens = _growth(result.record.tokens, before.get("tokens"))
+        before_s, before_tokens = _number(before.get("duration_s")), _number(before.get("tokens"))
+        duration = _growth(result.duration_s, before_s)
+        tokens = _growth(result.record.tokens, before_tokens)
         result.baseline = {
-            "duration_s": before.get("duration_s"),
-            "tokens": before.get("tokens"),
+            "duration_s": before_s,
+            "tokens": before_tokens,
             "duration_ratio": None if duration is None else round(duration, 3),
             "token_ratio": None if tokens is None else round(tokens, 3),
         }

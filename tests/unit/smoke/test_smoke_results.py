@@ -291,3 +291,18 @@ def test_reports_stay_valid_with_any_character_in_names_and_output(tmp_path: Pat
     reports.write(tmp_path / "r.md", reports.markdown([passed, skipped], "m.toml", 1.0))
     reports.append(tmp_path / "summary.md", reports.markdown([passed], "m.toml", 1.0))
     assert "name" in (tmp_path / "r.md").read_text(encoding="utf-8")
+
+
+def test_a_baseline_holding_nan_keeps_the_json_report_valid(tmp_path: Path) -> None:
+    """A hand-edited baseline with NaN or Infinity (Python's json reads both) is not
+    compared, so the run's --json report does not carry a bare NaN (not JSON)."""
+    path = tmp_path / "b.json"
+    path.write_text(
+        '{"cells": [{"id": "a [mode=safe]", "status": "passed", "duration_s": NaN, '
+        '"tokens": Infinity}]}'
+    )
+    cell = result("a")
+    baseline.compare([cell], baseline.load(path), max_slowdown=1.5, max_token_growth=1.5)
+    text = reports.json_text(reports.json_report([cell], {}, 1.0))
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the report"))
+    assert cell.status == "passed"
