@@ -86,7 +86,7 @@ def _ratio(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
+    if not value >= 1:  # NaN too: it would compare as never exceeded
         raise argparse.ArgumentTypeError(f"a growth factor is 1 or more, not {value:g}")
     return value
 

@@ -306,3 +306,15 @@ def test_a_baseline_holding_nan_keeps_the_json_report_valid(tmp_path: Path) -> N
     text = reports.json_text(reports.json_report([cell], {}, 1.0))
     json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the report"))
     assert cell.status == "passed"
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "0.5"])
+def test_growth_limits_that_compare_nothing_are_refused(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-slowdown nan would pass every cell whatever its time: a usage error."""
+    from agybridge.smoke import cli as smoke_cli  # noqa: PLC0415
+
+    with pytest.raises(SystemExit) as exited:
+        smoke_cli.parser().parse_args(["run", "m.toml", "--max-slowdown", value])
+    assert exited.value.code == 2 and "--max-slowdown" in capsys.readouterr().err
