@@ -22,6 +22,7 @@ rollback is itself recorded (``source: "rollback"``), so it can be undone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -106,6 +107,8 @@ class Restore:
     restorable: bool
     #: The current bytes (kept so that the rollback can be undone too).
     current_data: bytes | None = attrs.field(default=None, eq=False, repr=False)
+    #: The path is a directory now: no file can be put there, nor removed.
+    directory: bool = False
 
     @property
     def conflict(self) -> bool:
@@ -113,7 +116,7 @@ class Restore:
 
     @property
     def action(self) -> str:
-        if self.target is None or not self.restorable:
+        if self.target is None or not self.restorable or self.directory:
             return "unrestorable"
         if self.current is not None and self.current.same_as(self.target):
             return "unchanged"
@@ -318,13 +321,19 @@ class MutationLog:
                 first.setdefault(mutation.path, mutation)
                 last[mutation.path] = mutation
         paths = list(first)
-        now = await trio.to_thread.run_sync(lambda: [read_snapshot(p) for p in paths])
+        now = await trio.to_thread.run_sync(
+            lambda: [(read_snapshot(p), os.path.isdir(p)) for p in paths]
+        )
         plan = []
-        for path, read in zip(paths, now, strict=True):
+        for path, (read, directory) in zip(paths, now, strict=True):
             target = first[path].before
             restorable = target is not None and self.blobs.has(target)
             current, data = (None, None) if read is None else read
-            plan.append(Restore(path, target, last[path].after, current, restorable, data))
+            plan.append(
+                Restore(
+                    path, target, last[path].after, current, restorable, data, directory=directory
+                )
+            )
         return plan
 
     async def rollback(self, to_turn: int, *, force: bool, dry_run: bool) -> list[Restore]:
@@ -335,6 +344,14 @@ class MutationLog:
                 ``force``), or a file's earlier state is unknown.
         """
         plan = await self.plan(to_turn)
+        directories = [r.path for r in plan if r.directory]
+        if directories:
+            what = "is a directory" if len(directories) == 1 else "are directories"
+            raise RollbackRefused(
+                f"cannot roll back: {', '.join(directories)} {what} now, where agy wrote "
+                "a file; move it away first",
+                plan,
+            )
         unrestorable = [r.path for r in plan if r.action == "unrestorable"]
         if unrestorable:
             raise RollbackRefused(
@@ -389,9 +406,14 @@ def _put(path: str, data: bytes | None) -> None:
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     temp = f"{path}.agybridge-rollback"
-    with open(temp, "wb") as file:
-        file.write(data)
-    os.replace(temp, path)
+    try:
+        with open(temp, "wb") as file:
+            file.write(data)
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(temp)  # never leave the temporary file behind
+        raise
 
 
 def _note_for_agy(to_turn: int, done: Sequence[Restore], roots: Sequence[str]) -> str:
