@@ -162,6 +162,8 @@ class MutationLog:
         self.agy_note: str | None = None
         self._loaded = store is None
         self._lock = trio.Lock()
+        #: One rollback at a time: each plans from the files the last one left.
+        self._rollback_lock = trio.Lock()
 
     # --- recording -----------------------------------------------------------
 
@@ -343,6 +345,10 @@ class MutationLog:
             RollbackRefused: a file changed since agy wrote it (without
                 ``force``), or a file's earlier state is unknown.
         """
+        async with self._rollback_lock:
+            return await self._rollback(to_turn, force=force, dry_run=dry_run)
+
+    async def _rollback(self, to_turn: int, *, force: bool, dry_run: bool) -> list[Restore]:
         plan = await self.plan(to_turn)
         directories = [r.path for r in plan if r.directory]
         if directories:

@@ -3,10 +3,12 @@ and history pages (real files in tmp_path, no store)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -210,3 +212,21 @@ def test_a_failed_restore_leaves_no_temporary_file(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         _put(str(target), b"restored")
     assert [p.name for p in tmp_path.iterdir()] == ["z.txt"]
+
+
+async def test_two_rollbacks_at_once_restore_each_file_once(tmp_path: Path) -> None:
+    """A client sending the same rollback twice without waiting: the second sees
+    the files already restored; the log holds one rollback per file and no
+    change made by nobody (changedAfter stays false)."""
+    log, turns = make_log(tmp_path)
+    files = [tmp_path / name for name in ("a.txt", "b.txt")]
+    for step, path in enumerate(files):
+        path.write_bytes(b"before\n")
+        await agy_writes(log, step, path, b"agy\n")
+    turns.now = 1
+    async with trio.open_nursery() as nursery:
+        for _ in range(2):
+            nursery.start_soon(functools.partial(log.rollback, 0, force=False, dry_run=False))
+    assert [p.read_bytes() for p in files] == [b"before\n", b"before\n"]
+    assert [m.source for m in log.entries] == ["agy", "agy", "rollback", "rollback"]
+    assert [changed for _, changed in await log.with_provenance()] == [False] * 4
