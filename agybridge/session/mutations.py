@@ -164,6 +164,9 @@ class MutationLog:
         self._lock = trio.Lock()
         #: One rollback at a time: each plans from the files the last one left.
         self._rollback_lock = trio.Lock()
+        #: Rollback requests read but not answered yet (``rollback_arrived``).
+        self._rollbacks_due = 0
+        self._rollback_done = trio.Event()
 
     # --- recording -----------------------------------------------------------
 
@@ -398,6 +401,26 @@ class MutationLog:
         if done:
             self.agy_note = _note_for_agy(to_turn, done, self.roots)
         return plan
+
+    def rollback_arrived(self) -> None:
+        """A rollback request was read (wire order): prompts read after it
+        wait for it in :meth:`settled`."""
+        self._rollbacks_due += 1
+
+    def rollback_left(self) -> None:
+        """That request was answered (whatever the answer)."""
+        self._rollbacks_due = max(0, self._rollbacks_due - 1)
+        self._rollback_done.set()
+        self._rollback_done = trio.Event()
+
+    async def settled(self) -> None:
+        """Return once no rollback is due or running (at once, without a
+        checkpoint, when none is)."""
+        while self._rollbacks_due:
+            await self._rollback_done.wait()
+        if self._rollback_lock.locked():  # /undo, a prompt itself
+            async with self._rollback_lock:
+                pass
 
     def take_agy_note(self) -> str | None:
         note, self.agy_note = self.agy_note, None
