@@ -129,6 +129,16 @@ def _configure_unions(conv: cattrs.Converter) -> None:
         tag_name="type",
         default=models.UnknownContent,
     )
+    # A block that is not an object never reaches the default's own check: the
+    # tagged hook fails first, with no message a client could act on.
+    structure_block = conv.get_structure_hook(models.ContentBlock)
+
+    def structure_object_block(raw: Any, cl: Any) -> Any:
+        if not isinstance(raw, dict):
+            raise TypeError(f"expected a content block object, got {_json_type(raw)}")
+        return structure_block(raw, cl)
+
+    conv.register_structure_hook(models.ContentBlock, structure_object_block)
     # An unknown block is written back exactly as it was read (its own "type").
     tagged = conv.get_unstructure_hook(models.ContentBlock)
     conv.register_unstructure_hook(
@@ -246,8 +256,18 @@ def unstructure_plain(value: Any) -> Any:
 def describe_error(exc: Exception) -> list[str]:
     """Human-readable paths for a structuring failure (``... @ $.prompt[0]``)."""
     if isinstance(exc, cattrs.BaseValidationError):
-        return [_camel_path(line) for line in cattrs.transform_error(exc)]
+        return [
+            _camel_path(line)
+            for line in cattrs.transform_error(exc, format_exception=_format_exception)
+        ]
     return [str(exc)]
+
+
+def _format_exception(exc: BaseException, type: Any) -> str:
+    # This module's own hooks say what was expected in JSON terms.
+    if isinstance(exc, TypeError) and str(exc).startswith("expected a content block"):
+        return str(exc)
+    return cattrs.v.format_exception(exc, type)
 
 
 def _camel_path(line: str) -> str:

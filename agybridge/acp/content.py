@@ -115,7 +115,8 @@ class PromptContentError(Exception):
     """The prompt holds a block the bridge cannot pass to agy (JSON-RPC -32602)."""
 
     message: str
-    index: int
+    #: The offending block; None when the prompt has none (an empty array).
+    index: int | None
     block_type: str
     #: JSON path below the block (``".data"``, ``".resource.blob"``), or "".
     field: str = ""
@@ -127,8 +128,9 @@ class PromptContentError(Exception):
 
     @property
     def data(self) -> dict[str, Any]:
+        block = "" if self.index is None else f"[{self.index}]"
         return {
-            "path": f"$.prompt[{self.index}]{self.field}",
+            "path": f"$.prompt{block}{self.field}",
             "type": self.block_type,
             **self.details,
         }
@@ -218,7 +220,9 @@ class _Converter:
     def finish(self) -> ConvertedPrompt:
         if not self.files and not any(part.strip() for part in self.parts):
             raise PromptContentError(
-                "The prompt is empty: send some text, an image or a resource.", 0, "text"
+                "The prompt is empty: send some text, an image or a resource.",
+                0 if self.parts else None,
+                "text",
             )
         return ConvertedPrompt(text="\n\n".join(self.parts), files=tuple(self.files.values()))
 

@@ -19,6 +19,8 @@ EXTENSIONS_VERSION = 1
 
 #: Served by the agent itself (it runs a turn like ``session/prompt``).
 STEER = "_agybridge/session/steer"
+#: Prompts sent after it wait for it (its note reaches agy first).
+ROLLBACK = "_agybridge/session/rollback"
 
 #: method -> version, in the order ``initialize`` lists them.
 EXTENSION_METHODS: dict[str, int] = {
@@ -26,7 +28,7 @@ EXTENSION_METHODS: dict[str, int] = {
     "_agybridge/session/history": 1,
     "_agybridge/session/mutations": 1,
     "_agybridge/session/diff": 1,
-    "_agybridge/session/rollback": 1,
+    ROLLBACK: 1,
     "_agybridge/mcp/list": 1,
     "_agybridge/skills/list": 1,
     STEER: 1,

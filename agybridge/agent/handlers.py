@@ -24,7 +24,7 @@ from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session.config import LaunchSettings
 from . import compat
-from .advertised import EXTENSION_METHODS, STEER, extension_capabilities
+from .advertised import EXTENSION_METHODS, ROLLBACK, STEER, extension_capabilities
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
 from .params import check_text, parse, translate_session_errors
@@ -32,6 +32,7 @@ from .wirelog import log_initialize
 
 if TYPE_CHECKING:
     from ..session import Session, SessionManager
+    from ..session.mutations import MutationLog
     from ..session.outlet import ClientSink
     from .session_methods import SessionMethods
 
@@ -90,6 +91,9 @@ class AcpAgent:
         #: whether ``$/cancel_request`` came for them while they waited.
         self._behind: dict[int, bool] = {}
         self._lifecycle = LifecycleOrder()
+        #: Rollback requests in flight -> their session's mutation log, which
+        #: holds back the prompts sent after them (``MutationLog.settled``).
+        self._rollbacks: dict[int, MutationLog] = {}
         self.client_capabilities = models.ClientCapabilities()
         self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
             "initialize": self._initialize,
@@ -145,6 +149,9 @@ class AcpAgent:
             ctx.on_cancel = functools.partial(session.cancel_prompt, ctx.seq)
         else:
             session.client_request(ctx.seq)
+            if method == ROLLBACK:
+                session.mutations.rollback_arrived()
+                self._rollbacks[ctx.seq] = session.mutations
 
     def _cancel_behind(self, seq: int) -> None:
         if seq in self._behind:
@@ -202,6 +209,9 @@ class AcpAgent:
                 self._sign_in.note_signed_out(str(details or exc.message))
             raise
         finally:
+            log = self._rollbacks.pop(ctx.seq, None)
+            if log is not None:
+                log.rollback_left()
             if method in ("session/prompt", STEER):
                 # A prompt answered without a turn must not hold its place.
                 session = self._named_session(params)

@@ -306,6 +306,9 @@ class SessionMethods:
         ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
         try:
             with translate_session_errors():
+                # A rollback sent just before: agy must read its note, and
+                # must not run while the files are being restored.
+                await session.mutations.settled()
                 result = await session.prompt(
                     ctx.seq, _with_rollback_note(session, prepared.text), prepared.display_text
                 )

@@ -22,6 +22,7 @@ rollback is itself recorded (``source: "rollback"``), so it can be undone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -106,6 +107,8 @@ class Restore:
     restorable: bool
     #: The current bytes (kept so that the rollback can be undone too).
     current_data: bytes | None = attrs.field(default=None, eq=False, repr=False)
+    #: The path is a directory now: no file can be put there, nor removed.
+    directory: bool = False
 
     @property
     def conflict(self) -> bool:
@@ -113,7 +116,7 @@ class Restore:
 
     @property
     def action(self) -> str:
-        if self.target is None or not self.restorable:
+        if self.target is None or not self.restorable or self.directory:
             return "unrestorable"
         if self.current is not None and self.current.same_as(self.target):
             return "unchanged"
@@ -159,6 +162,11 @@ class MutationLog:
         self.agy_note: str | None = None
         self._loaded = store is None
         self._lock = trio.Lock()
+        #: One rollback at a time: each plans from the files the last one left.
+        self._rollback_lock = trio.Lock()
+        #: Rollback requests read but not answered yet (``rollback_arrived``).
+        self._rollbacks_due = 0
+        self._rollback_done = trio.Event()
 
     # --- recording -----------------------------------------------------------
 
@@ -318,13 +326,19 @@ class MutationLog:
                 first.setdefault(mutation.path, mutation)
                 last[mutation.path] = mutation
         paths = list(first)
-        now = await trio.to_thread.run_sync(lambda: [read_snapshot(p) for p in paths])
+        now = await trio.to_thread.run_sync(
+            lambda: [(read_snapshot(p), os.path.isdir(p)) for p in paths]
+        )
         plan = []
-        for path, read in zip(paths, now, strict=True):
+        for path, (read, directory) in zip(paths, now, strict=True):
             target = first[path].before
             restorable = target is not None and self.blobs.has(target)
             current, data = (None, None) if read is None else read
-            plan.append(Restore(path, target, last[path].after, current, restorable, data))
+            plan.append(
+                Restore(
+                    path, target, last[path].after, current, restorable, data, directory=directory
+                )
+            )
         return plan
 
     async def rollback(self, to_turn: int, *, force: bool, dry_run: bool) -> list[Restore]:
@@ -334,7 +348,19 @@ class MutationLog:
             RollbackRefused: a file changed since agy wrote it (without
                 ``force``), or a file's earlier state is unknown.
         """
+        async with self._rollback_lock:
+            return await self._rollback(to_turn, force=force, dry_run=dry_run)
+
+    async def _rollback(self, to_turn: int, *, force: bool, dry_run: bool) -> list[Restore]:
         plan = await self.plan(to_turn)
+        directories = [r.path for r in plan if r.directory]
+        if directories:
+            what = "is a directory" if len(directories) == 1 else "are directories"
+            raise RollbackRefused(
+                f"cannot roll back: {', '.join(directories)} {what} now, where agy wrote "
+                "a file; move it away first",
+                plan,
+            )
         unrestorable = [r.path for r in plan if r.action == "unrestorable"]
         if unrestorable:
             raise RollbackRefused(
@@ -376,6 +402,26 @@ class MutationLog:
             self.agy_note = _note_for_agy(to_turn, done, self.roots)
         return plan
 
+    def rollback_arrived(self) -> None:
+        """A rollback request was read (wire order): prompts read after it
+        wait for it in :meth:`settled`."""
+        self._rollbacks_due += 1
+
+    def rollback_left(self) -> None:
+        """That request was answered (whatever the answer)."""
+        self._rollbacks_due = max(0, self._rollbacks_due - 1)
+        self._rollback_done.set()
+        self._rollback_done = trio.Event()
+
+    async def settled(self) -> None:
+        """Return once no rollback is due or running (at once, without a
+        checkpoint, when none is)."""
+        while self._rollbacks_due:
+            await self._rollback_done.wait()
+        if self._rollback_lock.locked():  # /undo, a prompt itself
+            async with self._rollback_lock:
+                pass
+
     def take_agy_note(self) -> str | None:
         note, self.agy_note = self.agy_note, None
         return note
@@ -389,9 +435,14 @@ def _put(path: str, data: bytes | None) -> None:
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     temp = f"{path}.agybridge-rollback"
-    with open(temp, "wb") as file:
-        file.write(data)
-    os.replace(temp, path)
+    try:
+        with open(temp, "wb") as file:
+            file.write(data)
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(temp)  # never leave the temporary file behind
+        raise
 
 
 def _note_for_agy(to_turn: int, done: Sequence[Restore], roots: Sequence[str]) -> str:

@@ -123,17 +123,22 @@ class StagingArea:
             StagingError: a file is not meant for this area, or writing failed.
         """
         written: list[str] = []
+        made: list[str] = []
         try:
             for file in files:
                 directory = self._directory_for(file)
-                with contextlib.suppress(FileExistsError):
+                if directory != self.attachments_dir and not os.path.isdir(directory):
                     os.mkdir(directory, 0o700)
+                    made.append(directory)
                 _write_private(file.path, file.data)
                 written.append(file.path)
         except (OSError, StagingError) as exc:
             for path in written:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
+            for directory in made:
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)  # only if empty
             if isinstance(exc, StagingError):
                 raise
             raise StagingError(f"cannot write a staged file in {self.root!r}: {exc}") from exc
@@ -260,9 +265,14 @@ def _check_base(base: str) -> None:
 
 def _write_private(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | _NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        os.fchmod(out.fileno(), 0o600)  # an existing file keeps its mode otherwise
-        out.write(data)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), 0o600)  # an existing file keeps its mode otherwise
+            out.write(data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # no partial file (disk full, file-size limit)
+        raise
 
 
 def _remove_entry(path: str) -> None:

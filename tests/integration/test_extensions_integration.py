@@ -9,6 +9,7 @@ checked against docs/extensions.schema.json.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,40 @@ async def test_mutations_survive_a_restart(harness: Harness) -> None:
             assert target.read_bytes() == original
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_a_prompt_sent_right_behind_a_rollback_tells_agy(harness: Harness) -> None:
+    """A client that does not wait for the rollback's answer before prompting:
+    the prompt waits for the rollback, and agy reads the note with it (not one
+    turn late, after it may have edited the files being restored)."""
+    workspace = make_workspace(harness)
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            session_id, target = await two_editing_turns(client, workspace)
+            rollback_id, prompt_id = client.new_id(), client.new_id()
+            messages = [
+                {
+                    "jsonrpc": "2.0",
+                    "id": rollback_id,
+                    "method": "_agybridge/session/rollback",
+                    "params": {"sessionId": session_id, "toTurn": 0},
+                },
+                {
+                    "jsonrpc": "2.0",
+                    "id": prompt_id,
+                    "method": "session/prompt",
+                    "params": {
+                        "sessionId": session_id,
+                        "prompt": [{"type": "text", "text": "[fake-agy:echo] hello again"}],
+                    },
+                },
+            ]
+            mark = client.mark()
+            await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+            rolled = await client.response(rollback_id)
+            assert rolled["result"]["applied"] is True, rolled
+            assert "result" in await client.response(prompt_id)
+            assert not target.exists()
+            echoed = client.message_text(session_id, since=mark)
+            assert "rolled back" in echoed and "- notes.txt: deleted" in echoed, echoed
+        await harness.assert_no_leftovers()

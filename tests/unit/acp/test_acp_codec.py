@@ -488,3 +488,15 @@ _JSON = st.recursive(
 def test_the_prompt_answers_shortcut_equals_the_converter(stop: str, meta: Any) -> None:
     response = models.PromptResponse(stop_reason=stop, meta=meta)
     assert codec.unstructure_prompt_response(response) == codec.unstructure(response)
+
+
+@pytest.mark.parametrize("block", ["hello", None, 5, [1]])
+def test_non_object_prompt_block_is_described_in_json_terms(block: Any) -> None:
+    """The problem names what the client sent wrong, not the bridge's Python
+    classes ("expected agybridge.acp.session_models.TextContent | ...")."""
+    with pytest.raises(cattrs.BaseValidationError) as caught:
+        codec.structure({"sessionId": "s", "prompt": [block]}, models.PromptRequest)
+    [problem] = codec.describe_error(caught.value)
+    assert problem.startswith("expected a content block object, got ")
+    assert problem.endswith("@ $.prompt[0]")
+    assert "agybridge" not in problem

@@ -303,8 +303,6 @@ REJECTIONS: list[tuple[str, list[Any], int, str, str, str]] = [
      "Embedded resource is labelled 'text/plain' but is not valid UTF-8 text."),
     ("text with NUL", [blob(b"a\x00b", "text/csv")], 0, "resource", ".resource.blob",
      "Embedded resource is labelled 'text/csv' but is not valid UTF-8 text."),
-    ("no blocks", [], 0, "text", "",
-     "The prompt is empty: send some text, an image or a resource."),
     ("blank text", [text(" \n"), text("")], 0, "text", "",
      "The prompt is empty: send some text, an image or a resource."),
     ("first bad block wins", [text("x"), image(BMP), models.AudioContent("", "audio/x")],
@@ -455,7 +453,8 @@ def test_prompt_converts_completely_or_not_at_all(tagged: list[tuple[Any, bool]]
             assert all(isinstance(b, models.TextContent) and not b.text.strip() for b in prompt)
         else:
             assert error.index == first_bad
-        assert error.data["path"].startswith(f"$.prompt[{error.index}]")
+        block = "" if error.index is None else f"[{error.index}]"
+        assert error.data["path"].startswith(f"$.prompt{block}")
         return
     assert first_bad is None
     alone = [_alone(block) for block in prompt]
@@ -473,3 +472,11 @@ def test_module_constants() -> None:
         "Unsupported image format. Use PNG, JPEG, GIF, or WebP."
     )
     assert content.AUDIO_MESSAGE == "Audio content is not supported"
+
+
+def test_no_blocks_is_refused_at_the_prompt_itself() -> None:
+    """An empty array has no block 0: the refusal names $.prompt."""
+    with pytest.raises(PromptContentError) as caught:
+        convert([])
+    assert str(caught.value) == "The prompt is empty: send some text, an image or a resource."
+    assert caught.value.data["path"] == "$.prompt"

@@ -3,16 +3,19 @@ and history pages (real files in tmp_path, no store)."""
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agybridge.agent.history_pages import page
 from agybridge.jsonrpc import RpcError
 from agybridge.session.diffs import unified
-from agybridge.session.mutations import MutationLog, RollbackRefused
+from agybridge.session.mutations import MutationLog, RollbackRefused, _put
 from agybridge.session.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
 
 
@@ -173,3 +176,57 @@ def test_history_cursor_pages_and_rejects_foreign_cursors() -> None:
             page([], [], bad, None)
     with pytest.raises(RpcError):
         page([], [], None, 0)
+
+
+@pytest.mark.parametrize("earlier", [b"before\n", None])
+async def test_forced_rollback_of_a_file_replaced_by_a_directory(
+    tmp_path: Path, earlier: bytes | None
+) -> None:
+    """A file agy wrote that is now a directory cannot be restored: the rollback
+    refuses (force or not) naming it, and changes nothing, not even the other
+    files, and leaves no temporary file behind."""
+    log, _ = make_log(tmp_path)
+    other = tmp_path / "a.txt"
+    other.write_bytes(b"a before\n")
+    await agy_writes(log, 1, other, b"a by agy\n")
+    target = tmp_path / "z.txt"
+    if earlier is not None:
+        target.write_bytes(earlier)
+    await agy_writes(log, 2, target, b"z by agy\n")
+    target.unlink()
+    target.mkdir()  # someone replaced the file by a directory
+    (target / "inside").write_bytes(b"keep")
+    with pytest.raises(RollbackRefused) as refused:
+        await log.rollback(0, force=True, dry_run=False)
+    assert str(target) in str(refused.value)
+    assert other.read_bytes() == b"a by agy\n"
+    assert (target / "inside").read_bytes() == b"keep"
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "z.txt"]
+
+
+def test_a_failed_restore_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """The file could not be replaced (here: a directory appeared since the
+    plan was made): the error is raised and the temporary file is removed."""
+    target = tmp_path / "z.txt"
+    target.mkdir()
+    with pytest.raises(IsADirectoryError):
+        _put(str(target), b"restored")
+    assert [p.name for p in tmp_path.iterdir()] == ["z.txt"]
+
+
+async def test_two_rollbacks_at_once_restore_each_file_once(tmp_path: Path) -> None:
+    """A client sending the same rollback twice without waiting: the second sees
+    the files already restored; the log holds one rollback per file and no
+    change made by nobody (changedAfter stays false)."""
+    log, turns = make_log(tmp_path)
+    files = [tmp_path / name for name in ("a.txt", "b.txt")]
+    for step, path in enumerate(files):
+        path.write_bytes(b"before\n")
+        await agy_writes(log, step, path, b"agy\n")
+    turns.now = 1
+    async with trio.open_nursery() as nursery:
+        for _ in range(2):
+            nursery.start_soon(functools.partial(log.rollback, 0, force=False, dry_run=False))
+    assert [p.read_bytes() for p in files] == [b"before\n", b"before\n"]
+    assert [m.source for m in log.entries] == ["agy", "agy", "rollback", "rollback"]
+    assert [changed for _, changed in await log.with_provenance()] == [False] * 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import signal
 import stat
 import sys
 import time
@@ -317,4 +318,26 @@ def test_write_refuses_other_directories(area: StagingArea, relative: str) -> No
     )
     with pytest.raises(StagingError, match="refusing to stage"):
         area.write([spec])
+    assert os.listdir(area.attachments_dir) == []
+
+
+def test_write_failure_mid_file_leaves_no_partial_file(area: StagingArea) -> None:
+    """A write that fails inside a file's bytes (disk full, file-size limit)
+    removes that file too, and the prompt directory the write made."""
+    resource = pytest.importorskip("resource")  # POSIX only
+    directory = area.prompt_dir(7)
+    files = [
+        StagedFile(name=name, path=os.path.join(directory, name), data=data, mime_type="x", index=0)
+        for name, data in (("small.txt", b"x"), ("big.txt", bytes(4096)))
+    ]
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+    try:
+        with pytest.raises(StagingError, match="cannot write a staged file"):
+            area.write(files)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert not os.path.exists(os.path.join(directory, "big.txt"))
     assert os.listdir(area.attachments_dir) == []
