@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .acp.text_check import encodes_utf8
 from .store import JournalEntry, SessionRecord, Store, StoreError
 
 _PAGE = 200
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace, db_path: Path | None) -> int:
 
 def _list(store: Store, args: argparse.Namespace) -> int:
     # A --cwd that is not UTF-8 (stray bytes on the command line) matches no session.
-    records = list(_all_sessions(store, args.cwd)) if _stored(args.cwd or "") else []
+    records = list(_all_sessions(store, args.cwd)) if encodes_utf8(args.cwd or "") else []
     if args.json:
         print(json.dumps([_record_json(r) for r in records], indent=2, ensure_ascii=False))
         return 0
@@ -89,7 +90,7 @@ def _show(store: Store, args: argparse.Namespace) -> int:
 def _delete(store: Store, args: argparse.Namespace) -> int:
     missing = 0
     for session_id in args.session_id:
-        if _stored(session_id) and store.delete_session(session_id):
+        if encodes_utf8(session_id) and store.delete_session(session_id):
             print(f"deleted {session_id}")
         else:
             print(f"agybridge: no session {session_id!r}", file=sys.stderr)
@@ -117,18 +118,8 @@ def _export(store: Store, args: argparse.Namespace) -> int:
 _ACTIONS = {"list": _list, "show": _show, "delete": _delete, "export": _export}
 
 
-def _stored(text: str) -> bool:
-    """Whether ``text`` can be a stored id or path: not one with a lone surrogate, which
-    is how a command-line argument that is not UTF-8 reaches Python."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _get(store: Store, session_id: str) -> SessionRecord | None:
-    record = store.get_session(session_id) if _stored(session_id) else None
+    record = store.get_session(session_id) if encodes_utf8(session_id) else None
     if record is None:
         print(
             f"agybridge: no session {session_id!r} (`agybridge sessions list` shows them)",

@@ -27,7 +27,7 @@ def find_bad_text(value: Any, path: str = "$") -> tuple[str, str] | None:
 def _plainly_clean(value: Any) -> bool:
     """No string in ``value`` holds a NUL or a lone surrogate (False: look closer)."""
     if isinstance(value, str):
-        return "\x00" not in value and (value.isascii() or _encodes(value))
+        return "\x00" not in value and (value.isascii() or encodes_utf8(value))
     # Loops, not all(...): one frame per level, as the full walk (a generator
     # per level would halve the depth a request may have).
     if isinstance(value, dict):
@@ -41,7 +41,9 @@ def _plainly_clean(value: Any) -> bool:
     return True
 
 
-def _encodes(text: str) -> bool:
+def encodes_utf8(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (no lone surrogate: what a ``"\\ud800"``
+    escape, or a command-line argument that is not UTF-8, becomes in Python)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -67,7 +69,7 @@ def _walk(value: Any, path: str, nul_ok: Callable[[str], bool]) -> tuple[str, st
 
 
 def _check(text: str, path: str, nul_ok: Callable[[str], bool]) -> tuple[str, str] | None:
-    if not text.isascii() and not _encodes(text):
+    if not text.isascii() and not encodes_utf8(text):
         return path, "is not valid Unicode (it contains a lone surrogate such as \\ud800)"
     if "\x00" in text and not nul_ok(path):
         return path, "contains a NUL character (\\u0000)"

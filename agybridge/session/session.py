@@ -16,9 +16,8 @@ core; this module and its helpers (``actions``, ``child_events``,
 
 from __future__ import annotations
 
-import collections
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +110,7 @@ class Session:
         #: Callers waiting for the loop (released if it ends first).
         self._waiting: set[trio.Event] = set()
         #: The core's actions not yet performed, while some are being performed.
-        self._performing: collections.deque[turns.Action] | None = None
+        self._performing: deque[turns.Action] | None = None
 
     def _turn_number(self) -> int:
         # The running turn's journal index (it is journalled when it ends).
@@ -250,7 +249,7 @@ class Session:
             await self._perform(actions)
 
     async def _perform(self, todo: list[turns.Action]) -> None:
-        queue = self._performing = collections.deque(todo)
+        queue = self._performing = deque(todo)
         try:
             while queue:
                 action = queue.popleft()

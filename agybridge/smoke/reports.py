@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..acp.text_check import encodes_utf8
 from .results import CellResult
 
 # XML 1.0 cannot carry most control characters, surrogates, U+FFFE or U+FFFF, even
@@ -170,9 +171,7 @@ def _cell(text: str) -> str:
 def json_text(data: Any) -> str:
     """``data`` as indented JSON that is valid UTF-8 (a lone surrogate stays an escape)."""
     text = json.dumps(data, indent=2, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
+    if not encodes_utf8(text):
         text = json.dumps(data, indent=2)
     return text + "\n"
 
