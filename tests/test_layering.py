@@ -1,6 +1,6 @@
 """The architecture's layering is what the code does (architecture.md):
 ``cli → server → agent → session → {agy, permissions, store}``, with
-``jsonrpc``, ``acp``, ``lines``, ``media``, ``procfs`` and ``watchdog`` as leaves every
+``jsonrpc``, ``acp``, ``lines``, ``locks``, ``media``, ``procfs`` and ``watchdog`` as leaves every
 layer may use.
 A lower layer never imports a higher one; the three lower packages do not
 import each other; the leaves import only leaves. Checked on the source's
@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
 #: ``procfs`` (process ownership primitives), ``watchdog`` (run without
 #: site-packages) are stdlib-only leaves: agy and permissions share them.
-LEAVES = {"jsonrpc", "acp", "lines", "pipes", "media", "procfs", "watchdog", "lazy"}
+LEAVES = {"jsonrpc", "acp", "lines", "locks", "pipes", "media", "procfs", "watchdog", "lazy"}
 LOWER = {"agy", "permissions", "store"}
 #: Layer rank; a module may import its own rank or lower (leaves: rank 0).
 RANK = {

@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from ..acp import models
+from ..locks import EagerLock
 from .turn_log import TurnLog
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class Outlet:
         self._unseen_outcome: models.SessionInfoUpdate | None = None
         # Orders attaching (history + replay) against live updates and the
         # turn's journalling, so a client sees every update exactly once.
-        self._guard = _Guard()
+        self._guard = EagerLock()
         #: Updates collected while the session loop maps a batch (``holding``).
         self._held: list[models.SessionUpdate] | None = None
 
@@ -233,26 +234,8 @@ def _lost_notice(count: int) -> models.SessionUpdate:
     )
 
 
-# The three below are small classes rather than @asynccontextmanager
+# The two below are small classes rather than @asynccontextmanager
 # generators: they run for every read of agy's output and every core step.
-
-
-class _Guard:
-    """A ``trio.Lock`` held in an ``async with``, without yielding when it is free."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = trio.Lock()
-
-    async def __aenter__(self) -> None:
-        try:
-            self._lock.acquire_nowait()  # fair: refused while others wait
-        except trio.WouldBlock:
-            await self._lock.acquire()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self._lock.release()
 
 
 class _Holding:

@@ -1,8 +1,8 @@
 """`AsyncStore`: the `Store` for trio code, every call in a worker thread.
 
-SQLite work is serialised by one `trio.CapacityLimiter` (one thread at a time; the
-store's own lock would serialise it anyway, this keeps threads from piling up on
-it), and the trio loop never blocks on disk or on another process's lock.
+SQLite work is serialised by one limiter (one thread at a time, first come first
+served; the store's own lock would serialise it anyway, this keeps threads from
+piling up on it), and the trio loop never blocks on disk or on another process's lock.
 
 Cancellation: reads are abandoned when cancelled (``abandon_on_cancel=True``): the
 caller gets `trio.Cancelled` at once, the thread finishes its statement in the
@@ -23,10 +23,11 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import trio
 
+from ..locks import EagerLock
 from .errors import StoreClosedError
 
 if TYPE_CHECKING:  # the database module (sqlite3) is imported by the opener
@@ -48,7 +49,9 @@ class AsyncStore:
         #: Opens the store at the first call (`deferred`); None once opened or closed.
         self._opener = opener
         self._opening = trio.Lock()
-        self._limiter = trio.CapacityLimiter(1)
+        # Not a CapacityLimiter: one that yields when free cost every journal write
+        # a pass through the scheduler (issue 15).
+        self._limiter = cast(trio.CapacityLimiter, EagerLock())
 
     @classmethod
     def deferred(cls, opener: Callable[[], Store]) -> AsyncStore:

@@ -170,6 +170,64 @@ async def test_write_cancelled_before_its_thread_starts_writes_nothing(tmp_path:
     await astore.aclose()
 
 
+async def test_calls_queued_behind_a_busy_thread_run_in_arrival_order(
+    gated: tuple[AsyncStore, GatedStore],
+) -> None:
+    """One thread at a time, first come first served; one cancelled while it waits
+    for the thread writes nothing and holds nobody up."""
+    astore, store = gated
+    done: list[str] = []
+
+    async def put(key: str) -> None:
+        await astore.meta_put(key, 1)
+        done.append(key)
+
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(astore.upsert_session, record("first"))
+            await wait_entered(store)
+            waiting = trio.CancelScope()
+            nursery.start_soon(put, "a")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(_run_in, waiting, lambda: put("cancelled"))
+            await trio.testing.wait_all_tasks_blocked()
+            for key in ("b", "c"):
+                nursery.start_soon(put, key)
+                await trio.testing.wait_all_tasks_blocked()
+            waiting.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert done == [] and store.meta_get("a") is None
+            store.gate.set()
+    assert done == ["a", "b", "c"]
+    assert waiting.cancelled_caught
+    assert await astore.meta_get("cancelled") is None
+
+
+async def test_a_call_on_a_free_store_passes_the_scheduler_once(tmp_path: Path) -> None:
+    """A free store starts the call's thread at once: the caller is resumed only
+    when the thread is done (a journal write per turn, issue 15)."""
+    astore = await AsyncStore.open(tmp_path / "a.db")
+    caller: list[trio.lowlevel.Task] = []
+    resumed = 0
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            nonlocal resumed
+            resumed += task in caller  # known from its first step on: later steps count
+
+    async def call() -> None:
+        caller.append(trio.lowlevel.current_task())
+        await astore.meta_put("k", 1)
+
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            trio.lowlevel.add_instrument(Steps())
+            nursery.start_soon(call)
+    assert resumed == 1  # after its first step: once, with the thread's result
+    assert await astore.meta_get("k") == 1
+    await astore.aclose()
+
+
 async def test_open_cancelled_while_running_closes_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
