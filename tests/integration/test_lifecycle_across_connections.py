@@ -185,7 +185,9 @@ def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Settings
 
 
 @asynccontextmanager
-async def _two_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[TwoClients]:
+async def _two_clients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[TwoClients]:
     """A daemon in-process and two initialized clients of it; when the block
     ends the daemon is stopped and no agy is left."""
     settings, marker = _settings(tmp_path, monkeypatch)
@@ -195,24 +197,26 @@ async def _two_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Async
     try:
         daemon = Daemon(settings, socket_dir / "agybridge.sock", store)
         with trio.fail_after(TIMEOUT_S):
-            async with own_socket_path(daemon.socket_path) as listener:
-                async with trio.open_nursery() as nursery:
-                    ready = trio.Event()
-                    nursery.start_soon(daemon.run, listener, ready)
-                    await ready.wait()
-                    clients = []
-                    for _ in range(2):
-                        stream = await trio.open_unix_socket(str(daemon.socket_path))
-                        client = LineClient(stream)  # type: ignore[arg-type]
-                        init = {"protocolVersion": 1, "clientCapabilities": {}}
-                        await client.request("initialize", init)
-                        clients.append(client)
-                    try:
-                        yield TwoClients(daemon, store, *clients, tmp_path, nursery)
-                    finally:
-                        daemon.stop(2.0)
-                        for client in clients:
-                            await client.stream.aclose()
+            async with (
+                own_socket_path(daemon.socket_path) as listener,
+                trio.open_nursery() as nursery,
+            ):
+                ready = trio.Event()
+                nursery.start_soon(daemon.run, listener, ready)
+                await ready.wait()
+                clients = []
+                for _ in range(2):
+                    stream = await trio.open_unix_socket(str(daemon.socket_path))
+                    client = LineClient(stream)  # type: ignore[arg-type]
+                    init = {"protocolVersion": 1, "clientCapabilities": {}}
+                    await client.request("initialize", init)
+                    clients.append(client)
+                try:
+                    yield TwoClients(daemon, store, *clients, tmp_path, nursery)
+                finally:
+                    daemon.stop(2.0)
+                    for client in clients:
+                        await client.stream.aclose()
     finally:
         await store.aclose()
         shutil.rmtree(socket_dir, ignore_errors=True)
@@ -309,3 +313,33 @@ async def test_delete_then_load_from_another_client_is_an_unknown_session(
         loaded = await _answered(bridge.load(bridge.a, session_id))
         assert loaded["error"]["code"] == UNKNOWN_SESSION, loaded
         await bridge.assert_deleted(session_id)
+
+
+async def test_a_prompt_right_behind_a_load_waiting_for_another_client_is_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sends load and prompt without waiting while B's load of the same session
+    holds it: A's load waits for B's, then the prompt is served on A's session."""
+    async with _two_clients(tmp_path, monkeypatch) as bridge:
+        session_id = await bridge.stored_session()
+        gate = bridge.store.hold("journal")
+        other = bridge.load(bridge.b, session_id)
+        await gate.reached.wait()
+        load = {"sessionId": session_id, "cwd": str(bridge.cwd), "mcpServers": []}
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]}
+        for request_id, method, params in (
+            (101, "session/load", load),
+            (102, "session/prompt", prompt),
+        ):
+            await bridge.a.send(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
+        gate.opened.set()
+        assert "result" in await _answered(other)
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < 2:
+            message = await bridge.a.receive()
+            if message.get("id") in (101, 102) and "method" not in message:
+                answers[message["id"]] = message
+        assert "result" in answers[101], answers
+        assert answers[102]["result"]["stopReason"] == "end_turn", answers
