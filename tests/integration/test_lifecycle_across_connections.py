@@ -17,7 +17,6 @@ other one has done all it can (every task blocked, no store call running).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,13 +29,12 @@ import pytest
 import trio
 import trio.testing
 
-from agybridge.config import Settings
 from agybridge.daemon.listener import own_socket_path
 from agybridge.daemon.supervisor import Daemon
 from agybridge.store import AsyncStore, Store
 
-from ..acp_wire import bridge_env, new_marker, wait_no_leftovers
-from .test_internal_error import LineClient
+from ..acp_wire import wait_no_leftovers
+from .test_internal_error import LineClient, echo_bridge
 
 pytestmark = pytest.mark.integration
 
@@ -145,6 +143,22 @@ class TwoClients:
         params = {"sessionId": session_id, "cwd": str(self.cwd), "mcpServers": []}
         return self.send(client, "session/load", params)
 
+    def delete(self, client: LineClient, session_id: str) -> Request:
+        return self.send(client, "session/delete", {"sessionId": session_id})
+
+    async def race(
+        self, held: str, first: Callable[[], Request], second: Callable[[], Request]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``first`` parked at its store call ``held`` while ``second`` runs as
+        far as it can, then ``first`` goes on: both answers."""
+        gate = self.store.hold(held)
+        parked = first()
+        await gate.reached.wait()
+        other = second()
+        await self.settle(other)
+        gate.opened.set()
+        return await _answered(parked), await _answered(other)
+
     async def settle(self, request: Request) -> None:
         """Until ``request`` is answered or can go no further: every task is
         blocked and no store call is running."""
@@ -175,22 +189,13 @@ class TwoClients:
         assert session_id not in await self.listed()
 
 
-def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, str]:
-    marker = new_marker()
-    for key in [k for k in os.environ if k.startswith(("AGYBRIDGE_", "FAKE_AGY_", "AGY_"))]:
-        monkeypatch.delenv(key)
-    for key, value in bridge_env(tmp_path, marker, "echo").items():
-        monkeypatch.setenv(key, value)
-    return Settings.from_env(), marker
-
-
 @asynccontextmanager
 async def _two_clients(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[TwoClients]:
     """A daemon in-process and two initialized clients of it; when the block
     ends the daemon is stopped and no agy is left."""
-    settings, marker = _settings(tmp_path, monkeypatch)
+    settings, marker = echo_bridge(tmp_path, monkeypatch)
     # A Unix socket path must fit in 108 bytes: pytest's tmp_path may not.
     socket_dir = Path(tempfile.mkdtemp(prefix="agyb-"))
     store = GatedStore(Store.open(tmp_path / "sessions.db"))
@@ -228,40 +233,36 @@ async def _answered(request: Request) -> dict[str, Any]:
     return request.answer
 
 
-async def test_a_delete_while_a_load_reads_the_store_does_not_bring_the_session_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("held", "parked"),
+    [
+        # A's load has read the record (held before the journal, so before
+        # the open); B's delete closes nothing live and deletes the row.
+        pytest.param("journal", "load", id="delete-after-the-load-read-the-store"),
+        # B's delete has closed nothing live, not yet deleted the row; A's
+        # load reads that row and opens the session.
+        pytest.param("delete_session", "delete", id="load-inside-the-delete"),
+    ],
+)
+async def test_a_delete_racing_another_clients_load_ends_as_if_one_came_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str, parked: str
 ) -> None:
-    """A's load has read the record; B's delete runs before A opens the
-    session: the deleted session must not be live, stored or listed after."""
+    """Load then delete (the delete closes the loaded session) or delete then
+    load (unknown session): either way the session is not live, stored or
+    listed after, never live in A while deleted, nor stored again."""
     async with _two_clients(tmp_path, monkeypatch) as bridge:
         session_id = await bridge.stored_session()
-        gate = bridge.store.hold("journal")  # after get_session, before the open
-        load = bridge.load(bridge.a, session_id)
-        await gate.reached.wait()
-        delete = bridge.send(bridge.b, "session/delete", {"sessionId": session_id})
-        await bridge.settle(delete)
-        gate.opened.set()
-        loaded, deleted = await _answered(load), await _answered(delete)
-        assert deleted["result"] == {}, deleted
-        # Load then delete (the delete closed it), or delete then load (unknown).
-        assert "result" in loaded or loaded["error"]["code"] == UNKNOWN_SESSION, loaded
-        await bridge.assert_deleted(session_id)
 
+        def load() -> Request:
+            return bridge.load(bridge.a, session_id)
 
-async def test_a_load_between_a_deletes_close_and_its_store_delete_fails_or_is_closed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """B's delete has closed nothing live and not yet deleted the row; A's
-    load reads that row: A must not end with a live session the store has lost."""
-    async with _two_clients(tmp_path, monkeypatch) as bridge:
-        session_id = await bridge.stored_session()
-        gate = bridge.store.hold("delete_session")
-        delete = bridge.send(bridge.b, "session/delete", {"sessionId": session_id})
-        await gate.reached.wait()
-        load = bridge.load(bridge.a, session_id)
-        await bridge.settle(load)
-        gate.opened.set()
-        loaded, deleted = await _answered(load), await _answered(delete)
+        def delete() -> Request:
+            return bridge.delete(bridge.b, session_id)
+
+        if parked == "load":
+            loaded, deleted = await bridge.race(held, load, delete)
+        else:
+            deleted, loaded = await bridge.race(held, delete, load)
         assert deleted["result"] == {}, deleted
         assert "result" in loaded or loaded["error"]["code"] == UNKNOWN_SESSION, loaded
         await bridge.assert_deleted(session_id)
@@ -274,13 +275,11 @@ async def test_a_close_while_a_load_starts_agy_leaves_the_session_closed(
     the new session saves its row): once both are answered it is not live."""
     async with _two_clients(tmp_path, monkeypatch) as bridge:
         session_id = await bridge.stored_session()
-        gate = bridge.store.hold("upsert_session")
-        load = bridge.load(bridge.a, session_id)
-        await gate.reached.wait()
-        close = bridge.send(bridge.b, "session/close", {"sessionId": session_id})
-        await bridge.settle(close)
-        gate.opened.set()
-        loaded, closed = await _answered(load), await _answered(close)
+        loaded, closed = await bridge.race(
+            "upsert_session",
+            lambda: bridge.load(bridge.a, session_id),
+            lambda: bridge.send(bridge.b, "session/close", {"sessionId": session_id}),
+        )
         assert "result" in loaded, loaded
         assert closed["result"] == {}, closed
         assert bridge.daemon.manager.get(session_id) is None
