@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -173,6 +173,14 @@ class AcpAgent:
             session.cancel_prompt(ctx.seq)  # answered cancelled, by its session
         return False
 
+    @contextlib.asynccontextmanager
+    async def _lifecycle_turn(self, session_id: str, seq: int) -> AsyncIterator[None]:
+        """A load, resume, close or delete runs after this client's earlier
+        ones (wire order), then as a whole against other clients' (the shared
+        manager's lock: the daemon serves many clients)."""
+        async with self._lifecycle.turn(session_id, seq), self._manager.lifecycle(session_id):
+            yield
+
     def _named_session(self, params: Any) -> Session | None:
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         return self._manager.get(session_id) if isinstance(session_id, str) else None
@@ -184,7 +192,7 @@ class AcpAgent:
         ordered = method in LIFECYCLE_METHODS and isinstance(session_id, str)
         try:
             async with (
-                self._lifecycle.turn(session_id, ctx.seq)
+                self._lifecycle_turn(session_id, ctx.seq)
                 if ordered and isinstance(session_id, str)
                 else contextlib.nullcontext()
             ):
