@@ -133,6 +133,51 @@ async def test_replaced_client_is_told_and_gets_nothing_more() -> None:
     assert new.texts() == ["x"]
 
 
+class Stuck(Client):
+    """A client that stopped reading: every hand-over waits forever."""
+
+    async def __call__(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+        await trio.sleep_forever()
+
+
+async def test_a_client_that_stopped_reading_does_not_block_the_next_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A session blocked handing updates to a client that stopped reading is
+    taken over by a client that opens it: the new one gets the turn so far and
+    the rest live (the stuck one is given up)."""
+    stuck, new = Stuck(), Client()
+    outlet = Outlet("s", stuck)
+    await outlet.turn_started("p")
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(outlet.send, chunk("a"))
+            await trio.testing.wait_all_tasks_blocked()
+            await outlet.attach_replaying(new, None)
+        await outlet.send(chunk("b"))
+        await outlet.turn_ended(ENDED)
+    assert new.texts() == ["p", "a", "b"]
+    assert new.turns() == [{"state": "running"}, {"state": "ended", "stopReason": "end_turn"}]
+
+
+async def test_a_stuck_client_being_replaced_holds_up_no_update(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Updates waiting to go to a client that stopped reading, while another
+    client takes the session over, go to the new client's replay instead."""
+    stuck, new = Stuck(), Client()
+    outlet = Outlet("s", stuck)
+    await outlet.turn_started("p")
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(outlet.send, chunk("a"))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(outlet.send, chunk("b"))  # waits behind "a"
+            await trio.testing.wait_all_tasks_blocked()
+            await outlet.attach_replaying(new, None)
+    assert new.texts() == ["p", "ab"]  # the turn log joins a run of text
+
+
 async def test_a_long_detached_turn_is_kept_bounded() -> None:
     """Beyond MAX_ENTRIES the oldest updates go, and the client is told how many."""
     outlet = Outlet("s", None)
