@@ -176,11 +176,15 @@ class Daemon:
                     if session.outlet.client is client:
                         session.outlet.detach()
                     continue
-                try:
-                    return await connection.peer.request(method, params)
-                except PeerClosedError:
-                    if session.outlet.client is client:
-                        session.outlet.detach()
+                # A client that another one took the session from is not
+                # asked any more: the question is withdrawn ($/cancel_request)
+                # and asked of the client that drives the session now.
+                with session.outlet.while_attached(client):
+                    try:
+                        return await connection.peer.request(method, params)
+                    except PeerClosedError:
+                        if session.outlet.client is client:
+                            session.outlet.detach()
         finally:
             self.questions[session.session_id] -= 1
             if not self.questions[session.session_id]:

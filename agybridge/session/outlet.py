@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import trio
@@ -82,6 +82,9 @@ class Outlet:
         #: Clients taking the session over, waiting for the guard: the client
         #: they replace is sent nothing meanwhile (it may have stopped reading).
         self._takers: list[ClientSink] = []
+        #: Work done for one client (its questions), cancelled when it is not
+        #: the attached client any more (``while_attached``).
+        self._bound: list[tuple[ClientSink, trio.CancelScope]] = []
 
     @property
     def attached(self) -> bool:
@@ -94,11 +97,33 @@ class Outlet:
     def attach(self, client: ClientSink) -> None:
         self._client = client
         self._attached.set()
+        self._unbind()
 
     def detach(self) -> None:
         self._client = None
         if self._attached.is_set():
             self._attached = trio.Event()
+        self._unbind()
+
+    def _unbind(self) -> None:
+        for client, scope in self._bound:
+            if client is not self._client:
+                scope.cancel(reason="the client was detached from the session")
+
+    @contextmanager
+    def while_attached(self, client: ClientSink) -> Iterator[trio.CancelScope]:
+        """A cancel scope that is cancelled once ``client`` is not the attached
+        client (detached, or another client took the session over): a
+        question asked of it is then asked of the next client instead."""
+        with trio.CancelScope() as scope:
+            bound = (client, scope)
+            self._bound.append(bound)
+            try:
+                if client is not self._client:
+                    scope.cancel(reason="the client is not attached to the session")
+                yield scope
+            finally:
+                self._bound.remove(bound)
 
     async def wait_attached(self) -> ClientSink:
         """The attached client, once there is one (a plain wait)."""

@@ -358,6 +358,41 @@ async def test_a_permission_question_waits_for_the_next_client(
     await harness.assert_no_leftovers()
 
 
+async def test_a_permission_question_follows_the_client_that_takes_the_session(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A question open with a client when another client opens the session is
+    withdrawn from the first ($/cancel_request) and asked of the second, which
+    now drives the session (README "Two clients on one session")."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        first.permission_choice = "hold"
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await first.start_prompt(session_id, "[fake-agy:permission-tool]")
+        await first.wait_for(lambda: first.permission_requests or None, "a question")
+        second.permission_choice = "allow_once"
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        with trio.fail_after(WAIT_S):
+            await second.wait_for(lambda: second.permission_requests or None, "the question")
+        asked = first.permission_requests[0]
+        assert second.permission_requests[0]["params"] == asked["params"]
+        withdrawn = [
+            m
+            for m in first.received
+            if m.get("method") == "$/cancel_request" and m["params"]["requestId"] == asked["id"]
+        ]
+        assert withdrawn, "the first client was not told the question is withdrawn"
+        await second.wait_for(lambda: _turn_states(second, session_id)[1:], "the outcome")
+        assert _turn_states(second, session_id)[-1] == {"state": "ended", "stopReason": "end_turn"}
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_on_disconnect_cancel_cancels_the_turn(
     supervisor: Supervisor, harness: Harness
 ) -> None:
