@@ -48,7 +48,7 @@ from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
 from ..store import AsyncStore, StorePathError
 from .connection import Connection
-from .listener import DaemonRunningError, own_socket_path, peer_allowed
+from .listener import DaemonRunningError, SocketPathError, own_socket_path, peer_allowed
 from .status import status_of
 
 logger = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ def run_daemon(settings: Settings, socket_path: Path, ready_fd: int | None = Non
     """``agybridge daemon``: the process exit status."""
     try:
         trio.run(serve_daemon, settings, socket_path, ready_fd)
-    except (DaemonRunningError, PermissionError) as exc:
+    except (DaemonRunningError, SocketPathError, PermissionError) as exc:
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return 1
     except StorePathError as exc:
