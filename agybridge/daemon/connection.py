@@ -9,7 +9,7 @@ ACP requests go to the connection's own :class:`~agybridge.agent.AcpAgent`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -37,13 +37,10 @@ class Connection:
         daemon: Daemon,
         *,
         doctor: Callable[[], list[str]],
-        first_seq: int,
-        seq_range: int,
+        seqs: Iterator[int],
     ) -> None:
         self.number = number
         self._daemon = daemon
-        #: After every seq this connection can use (cancel "everything it sent").
-        self.last_seq = first_seq + seq_range - 1
         # Stored once: outlets are matched to their client by identity, and
         # each access to a bound method makes a new object.
         self.sink: ClientSink = self._send_updates
@@ -62,7 +59,7 @@ class Connection:
             stream,
             _Handler(self.agent, daemon),
             max_line_bytes=settings.max_line_bytes,
-            first_seq=first_seq,
+            seqs=seqs,
         )
 
     async def _send_updates(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:

@@ -23,6 +23,7 @@ cancelled and the socket removed.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import signal
@@ -56,11 +57,6 @@ logger = logging.getLogger(__name__)
 #: After the sessions are closed, how long their answers may take to reach
 #: the clients still connected.
 RESPONSE_FLUSH_S = 1.0
-#: Each connection's seqs start at its number times this, so seqs from two
-#: connections compare as "the newer connection's messages came later".
-#: 2**32 messages per connection, and exact as floats (the turn core's seqs)
-#: for two million connections.
-SEQ_STRIDE = 2**32
 
 
 class Daemon:
@@ -76,6 +72,12 @@ class Daemon:
         self.sign_in = SignInState(settings.resolve_agy_bin() or settings.agy_bin)
         self.connections: dict[int, Connection] = {}
         self._next_connection = 1
+        #: Every connection's incoming messages are numbered from this one
+        #: counter, in the order they arrive: a session/cancel cancels what
+        #: arrived before it, whichever client sent that (a range per
+        #: connection made every prompt of an older connection come "before" a
+        #: newer connection's cancel, for ever).
+        self.seqs = itertools.count()
         self.started_at = trio.current_time()
         self.shutdown = trio.Event()
         self.stop_budget_s = (
@@ -102,8 +104,7 @@ class Daemon:
                 doctor=functools.partial(
                     doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
                 ),
-                first_seq=number * SEQ_STRIDE,
-                seq_range=SEQ_STRIDE,
+                seqs=self.seqs,
             )
             self.connections[number] = connection
             self._note_activity()
@@ -153,7 +154,7 @@ class Daemon:
                 )
                 policy = session.on_disconnect or self.settings.on_disconnect
                 if policy == "cancel":
-                    session.cancel(connection.last_seq)
+                    session.cancel(next(self.seqs))  # everything that arrived so far
 
     def connection_of(self, session: Session) -> Connection | None:
         client = session.outlet.client

@@ -255,6 +255,37 @@ async def test_the_newer_client_drives_and_the_older_is_told(
     await harness.assert_no_leftovers()
 
 
+async def test_a_cancel_from_a_newer_client_does_not_cancel_later_prompts_of_an_older_one(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """session/cancel cancels what was sent before it, whichever client sends
+    it: a prompt an older connection sends afterwards runs (before, every prompt
+    of a client that connected earlier was answered cancelled at once)."""
+    tmp = harness.tmp_path
+    harness.tmp_path.joinpath("release").touch()  # every turn: one tick
+    async with supervisor.attach() as older:
+        await older.initialize()  # connected first
+        async with supervisor.attach() as newer:
+            await newer.initialize()
+            session_id = await newer.new_session(tmp)
+            await newer.notify("session/cancel", {"sessionId": session_id})
+            done = await newer.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]},
+            )
+            assert stop_reason(done) == "end_turn", done
+        loaded = await older.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        done = await older.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        assert stop_reason(done) == "end_turn", done
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_second_daemon_refuses_and_socket_is_private(
     supervisor: Supervisor, harness: Harness
 ) -> None:
