@@ -286,6 +286,32 @@ async def test_a_cancel_from_a_newer_client_does_not_cancel_later_prompts_of_an_
     await harness.assert_no_leftovers()
 
 
+async def test_a_client_the_session_was_taken_from_cannot_cancel_its_turns(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """The newer client drives: a session/cancel from the client it took the
+    session from is ignored (as that client's prompts are refused)."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        prompt = await second.start_prompt(session_id, "count for me")
+        await second.wait_for(lambda: "tick 2" in second.message_text(session_id), "two ticks")
+        await first.notify("session/cancel", {"sessionId": session_id})
+        # Answered after the cancel was handled (one connection's messages in order).
+        listed = await first.request("session/list", {})
+        assert "result" in listed, listed
+        harness.tmp_path.joinpath("release").touch()
+        assert stop_reason(await second.response(prompt)) == "end_turn"
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_second_daemon_refuses_and_socket_is_private(
     supervisor: Supervisor, harness: Harness
 ) -> None:
