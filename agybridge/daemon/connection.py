@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CONTROL_PREFIX = "_agybridge/"
+#: The daemon's own methods; every other ``_agybridge/...`` name is one of the
+#: ACP extensions the agent serves (docs/extensions.md).
+CONTROL_METHODS = frozenset({"_agybridge/status", "_agybridge/stop"})
 
 
 class Connection:
@@ -75,17 +77,15 @@ class _Handler:
         self._daemon = daemon
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
-        if not method.startswith(CONTROL_PREFIX):
+        if method not in CONTROL_METHODS:
             self._agent.request_received(method, params, ctx)
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        if not method.startswith(CONTROL_PREFIX):
-            return await self._agent.handle_request(method, params, ctx)
         if method == "_agybridge/status":
             return self._daemon.status()
         if method == "_agybridge/stop":
             return self._daemon.stop(_stop_budget(params))
-        raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+        return await self._agent.handle_request(method, params, ctx)
 
     async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
         await self._agent.handle_notification(method, params, ctx)

@@ -312,6 +312,24 @@ async def test_a_client_the_session_was_taken_from_cannot_cancel_its_turns(
     await harness.assert_no_leftovers()
 
 
+async def test_the_advertised_extensions_work_through_the_daemon(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """Every ``_agybridge/...`` extension initialize advertises is served through
+    the daemon too (only status and stop are the daemon's own)."""
+    async with supervisor.attach() as client:
+        init = await client.initialize()
+        advertised = init["result"]["agentCapabilities"]["_meta"]["agybridge"]["extensions"]
+        assert "_agybridge/session/runtime" in advertised
+        session_id = await client.new_session(harness.tmp_path)
+        runtime = await client.request("_agybridge/session/runtime", {"sessionId": session_id})
+        assert runtime.get("result", {}).get("sessionId") == session_id, runtime
+        unknown = await client.request("_agybridge/no/such", {})
+        assert unknown["error"]["code"] == -32601, unknown
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_second_daemon_refuses_and_socket_is_private(
     supervisor: Supervisor, harness: Harness
 ) -> None:
