@@ -132,6 +132,18 @@ def _assert_ticks_once(text: str) -> None:
     assert text.strip() == " ".join(f"tick {n}" for n in range(1, count + 1)), text
 
 
+async def _second_takes_over(first: RawClient, second: RawClient, cwd: Path) -> str:
+    """``first`` opens a session, then ``second`` loads it (and drives it)."""
+    await first.initialize()
+    session_id = await first.new_session(cwd)
+    await second.initialize()
+    loaded = await second.request(
+        "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+    )
+    assert "result" in loaded, loaded
+    return session_id
+
+
 async def _start_slow_turn(client: RawClient, tmp_path: Path) -> tuple[str, int]:
     await client.initialize()
     session_id = await client.new_session(tmp_path)
@@ -232,13 +244,7 @@ async def test_the_newer_client_drives_and_the_older_is_told(
     tmp = harness.tmp_path
     harness.tmp_path.joinpath("release").touch()  # every turn: one tick
     async with supervisor.attach() as first, supervisor.attach() as second:
-        await first.initialize()
-        session_id = await first.new_session(tmp)
-        await second.initialize()
-        loaded = await second.request(
-            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
-        )
-        assert "result" in loaded, loaded
+        session_id = await _second_takes_over(first, second, tmp)
         notice = await first.wait_update(session_id, "session_info_update")
         assert notice["_meta"]["agybridge"]["attached"] is False
         refused = await first.request(
@@ -293,13 +299,7 @@ async def test_a_client_the_session_was_taken_from_cannot_cancel_its_turns(
     session from is ignored (as that client's prompts are refused)."""
     tmp = harness.tmp_path
     async with supervisor.attach() as first, supervisor.attach() as second:
-        await first.initialize()
-        session_id = await first.new_session(tmp)
-        await second.initialize()
-        loaded = await second.request(
-            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
-        )
-        assert "result" in loaded, loaded
+        session_id = await _second_takes_over(first, second, tmp)
         prompt = await second.start_prompt(session_id, "count for me")
         await second.wait_for(lambda: "tick 2" in second.message_text(session_id), "two ticks")
         await first.notify("session/cancel", {"sessionId": session_id})

@@ -140,42 +140,27 @@ class Stuck(Client):
         await trio.sleep_forever()
 
 
+@pytest.mark.parametrize("waiting", [0, 1])
 async def test_a_client_that_stopped_reading_does_not_block_the_next_one(
-    autojump_clock: trio.testing.MockClock,
+    waiting: int, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """A session blocked handing updates to a client that stopped reading is
-    taken over by a client that opens it: the new one gets the turn so far and
-    the rest live (the stuck one is given up)."""
+    """A session blocked handing updates to a client that stopped reading (and
+    ``waiting`` more updates queued behind) is taken over by a client that opens
+    it: the new one gets the turn so far, the rest live, then the outcome."""
     stuck, new = Stuck(), Client()
     outlet = Outlet("s", stuck)
     await outlet.turn_started("p")
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(outlet.send, chunk("a"))
-            await trio.testing.wait_all_tasks_blocked()
+            for text in "ab"[: 1 + waiting]:
+                nursery.start_soon(outlet.send, chunk(text))
+                await trio.testing.wait_all_tasks_blocked()
             await outlet.attach_replaying(new, None)
-        await outlet.send(chunk("b"))
+        await outlet.send(chunk("c"))
         await outlet.turn_ended(ENDED)
-    assert new.texts() == ["p", "a", "b"]
+    # The turn log joins a run of text.
+    assert new.texts() == ["p", "ab" if waiting else "a", "c"]
     assert new.turns() == [{"state": "running"}, {"state": "ended", "stopReason": "end_turn"}]
-
-
-async def test_a_stuck_client_being_replaced_holds_up_no_update(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """Updates waiting to go to a client that stopped reading, while another
-    client takes the session over, go to the new client's replay instead."""
-    stuck, new = Stuck(), Client()
-    outlet = Outlet("s", stuck)
-    await outlet.turn_started("p")
-    with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(outlet.send, chunk("a"))
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(outlet.send, chunk("b"))  # waits behind "a"
-            await trio.testing.wait_all_tasks_blocked()
-            await outlet.attach_replaying(new, None)
-    assert new.texts() == ["p", "ab"]  # the turn log joins a run of text
 
 
 async def test_a_long_detached_turn_is_kept_bounded() -> None:
