@@ -390,6 +390,32 @@ async def test_attach_reports_a_daemon_that_cannot_start(
     await harness.assert_no_leftovers()
 
 
+async def test_attach_relays_the_answers_to_what_it_read_before_stdin_ended(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A client that writes its requests and closes stdin still gets their
+    answers (as from the in-process bridge), then attach exits 0."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}},
+    ]
+    with trio.fail_after(WAIT_S):
+        done = await trio.run_process(
+            list(ATTACH_CMD),
+            env=supervisor.env(),
+            stdin=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("id") for a in answers if "id" in a] == [0, 1], answers
+    assert all("result" in a for a in answers if "id" in a), answers
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 def test_peer_of_another_uid_is_refused() -> None:
     """SO_PEERCRED: a peer whose uid is not the daemon's is refused (the other
     uid is simulated: tests cannot run as another user)."""
