@@ -255,6 +255,15 @@ class AcpAgent:
             if session is None:
                 logger.info("session/cancel for unknown session %r", cancel.session_id)
                 return
+            if session.outlet.client is not self._client:
+                # Two clients rule (README "Long-running sessions"): the newest
+                # client to open a session drives it; the others' prompts for
+                # it are refused, their cancels ignored.
+                logger.info(
+                    "session/cancel for %s from a client not attached to it: ignored",
+                    cancel.session_id,
+                )
+                return
             session.cancel(ctx.seq)
         else:
             logger.debug("ignoring notification %r", method)

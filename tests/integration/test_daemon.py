@@ -132,6 +132,18 @@ def _assert_ticks_once(text: str) -> None:
     assert text.strip() == " ".join(f"tick {n}" for n in range(1, count + 1)), text
 
 
+async def _second_takes_over(first: RawClient, second: RawClient, cwd: Path) -> str:
+    """``first`` opens a session, then ``second`` loads it (and drives it)."""
+    await first.initialize()
+    session_id = await first.new_session(cwd)
+    await second.initialize()
+    loaded = await second.request(
+        "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+    )
+    assert "result" in loaded, loaded
+    return session_id
+
+
 async def _start_slow_turn(client: RawClient, tmp_path: Path) -> tuple[str, int]:
     await client.initialize()
     session_id = await client.new_session(tmp_path)
@@ -232,13 +244,7 @@ async def test_the_newer_client_drives_and_the_older_is_told(
     tmp = harness.tmp_path
     harness.tmp_path.joinpath("release").touch()  # every turn: one tick
     async with supervisor.attach() as first, supervisor.attach() as second:
-        await first.initialize()
-        session_id = await first.new_session(tmp)
-        await second.initialize()
-        loaded = await second.request(
-            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
-        )
-        assert "result" in loaded, loaded
+        session_id = await _second_takes_over(first, second, tmp)
         notice = await first.wait_update(session_id, "session_info_update")
         assert notice["_meta"]["agybridge"]["attached"] is False
         refused = await first.request(
@@ -251,6 +257,75 @@ async def test_the_newer_client_drives_and_the_older_is_told(
         )
         assert stop_reason(done) == "end_turn", done
         assert "tick 1" in second.message_text(session_id)
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_cancel_from_a_newer_client_does_not_cancel_later_prompts_of_an_older_one(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """session/cancel cancels what was sent before it, whichever client sends
+    it: a prompt an older connection sends afterwards runs (before, every prompt
+    of a client that connected earlier was answered cancelled at once)."""
+    tmp = harness.tmp_path
+    harness.tmp_path.joinpath("release").touch()  # every turn: one tick
+    async with supervisor.attach() as older:
+        await older.initialize()  # connected first
+        async with supervisor.attach() as newer:
+            await newer.initialize()
+            session_id = await newer.new_session(tmp)
+            await newer.notify("session/cancel", {"sessionId": session_id})
+            done = await newer.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]},
+            )
+            assert stop_reason(done) == "end_turn", done
+        loaded = await older.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        done = await older.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        assert stop_reason(done) == "end_turn", done
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_client_the_session_was_taken_from_cannot_cancel_its_turns(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """The newer client drives: a session/cancel from the client it took the
+    session from is ignored (as that client's prompts are refused)."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id = await _second_takes_over(first, second, tmp)
+        prompt = await second.start_prompt(session_id, "count for me")
+        await second.wait_for(lambda: "tick 2" in second.message_text(session_id), "two ticks")
+        await first.notify("session/cancel", {"sessionId": session_id})
+        # Answered after the cancel was handled (one connection's messages in order).
+        listed = await first.request("session/list", {})
+        assert "result" in listed, listed
+        harness.tmp_path.joinpath("release").touch()
+        assert stop_reason(await second.response(prompt)) == "end_turn"
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_the_advertised_extensions_work_through_the_daemon(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """Every ``_agybridge/...`` extension initialize advertises is served through
+    the daemon too (only status and stop are the daemon's own)."""
+    async with supervisor.attach() as client:
+        init = await client.initialize()
+        advertised = init["result"]["agentCapabilities"]["_meta"]["agybridge"]["extensions"]
+        assert "_agybridge/session/runtime" in advertised
+        session_id = await client.new_session(harness.tmp_path)
+        runtime = await client.request("_agybridge/session/runtime", {"sessionId": session_id})
+        assert runtime.get("result", {}).get("sessionId") == session_id, runtime
+        unknown = await client.request("_agybridge/no/such", {})
+        assert unknown["error"]["code"] == -32601, unknown
     await supervisor.stop()
     await harness.assert_no_leftovers()
 
@@ -315,6 +390,32 @@ async def test_attach_reports_a_daemon_that_cannot_start(
     await harness.assert_no_leftovers()
 
 
+async def test_attach_relays_the_answers_to_what_it_read_before_stdin_ended(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A client that writes its requests and closes stdin still gets their
+    answers (as from the in-process bridge), then attach exits 0."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}},
+    ]
+    with trio.fail_after(WAIT_S):
+        done = await trio.run_process(
+            list(ATTACH_CMD),
+            env=supervisor.env(),
+            stdin=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("id") for a in answers if "id" in a] == [0, 1], answers
+    assert all("result" in a for a in answers if "id" in a), answers
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 def test_peer_of_another_uid_is_refused() -> None:
     """SO_PEERCRED: a peer whose uid is not the daemon's is refused (the other
     uid is simulated: tests cannot run as another user)."""
@@ -354,6 +455,41 @@ async def test_a_permission_question_waits_for_the_next_client(
         assert second.permission_requests, "the question was not asked again"
         asked = second.permission_requests[0]["params"]
         assert asked == first.permission_requests[0]["params"]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_permission_question_follows_the_client_that_takes_the_session(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A question open with a client when another client opens the session is
+    withdrawn from the first ($/cancel_request) and asked of the second, which
+    now drives the session (README "Two clients on one session")."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        first.permission_choice = "hold"
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await first.start_prompt(session_id, "[fake-agy:permission-tool]")
+        await first.wait_for(lambda: first.permission_requests or None, "a question")
+        second.permission_choice = "allow_once"
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        with trio.fail_after(WAIT_S):
+            await second.wait_for(lambda: second.permission_requests or None, "the question")
+        asked = first.permission_requests[0]
+        assert second.permission_requests[0]["params"] == asked["params"]
+        withdrawn = [
+            m
+            for m in first.received
+            if m.get("method") == "$/cancel_request" and m["params"]["requestId"] == asked["id"]
+        ]
+        assert withdrawn, "the first client was not told the question is withdrawn"
+        await second.wait_for(lambda: _turn_states(second, session_id)[1:], "the outcome")
+        assert _turn_states(second, session_id)[-1] == {"state": "ended", "stopReason": "end_turn"}
     await supervisor.stop()
     await harness.assert_no_leftovers()
 
