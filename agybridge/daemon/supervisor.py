@@ -67,7 +67,9 @@ class Daemon:
         self.socket_path = socket_path
         self.store = store
         self.catalog = CatalogService()
-        self.manager = SessionManager(session_deps(settings, store, self.catalog, self.ask_client))
+        self.manager = SessionManager(
+            session_deps(settings, store, self.catalog, self.ask_client, many_clients=True)
+        )
         #: What the daemon knows about agy's sign-in (shared by every client).
         self.sign_in = SignInState(settings.resolve_agy_bin() or settings.agy_bin)
         self.connections: dict[int, Connection] = {}

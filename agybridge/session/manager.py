@@ -137,7 +137,8 @@ class SessionManager:
             spec = await make_spec()
             if session_id in self._muted:
                 spec = attrs.evolve(spec, muted=True)
-            session = Session(spec, self.deps, Outlet(spec.session_id, client))
+            outlet = Outlet(spec.session_id, client, takeovers=self.deps.many_clients)
+            session = Session(spec, self.deps, outlet)
             await self._nursery.start(self._session_task, session)
         finally:
             del self._starting[session_id]

@@ -55,8 +55,14 @@ def detached_notice(reason: str) -> models.SessionInfoUpdate:
 class Outlet:
     """One session's way out; see the module docstring."""
 
-    def __init__(self, session_id: str, client: ClientSink | None = None) -> None:
+    def __init__(
+        self, session_id: str, client: ClientSink | None = None, *, takeovers: bool = True
+    ) -> None:
         self.session_id = session_id
+        #: Another client may take the session over (the daemon): a hand-over to
+        #: the one it replaces can be given up. Not with one client for good
+        #: (stdio), where the cancel scope would cost every hand-over for nothing.
+        self._takeovers = takeovers
         self._client = client
         self._attached = trio.Event()
         if client is not None:
@@ -85,6 +91,11 @@ class Outlet:
         #: Work done for one client (its questions), cancelled when it is not
         #: the attached client any more (``while_attached``).
         self._bound: list[tuple[ClientSink, trio.CancelScope]] = []
+
+    @property
+    def takeovers(self) -> bool:
+        """Whether another client may take the session over (hand-overs can be given up)."""
+        return self._takeovers
 
     @property
     def attached(self) -> bool:
@@ -159,6 +170,9 @@ class Outlet:
         """Send to ``client`` (under the guard); False if it was given up because
         another client is taking the session over (a client that stopped reading
         must not keep the session from the next one)."""
+        if not self._takeovers:
+            await client(self.session_id, updates)
+            return True
         with trio.CancelScope() as scope:
             if any(taker is not client for taker in self._takers):
                 scope.cancel(reason="another client is taking the session over")
