@@ -53,3 +53,22 @@ async def test_a_path_too_long_for_a_socket_is_a_sentence(tmp_path: Path) -> Non
     assert not path.exists()
     assert not path.with_name("s.sock.lock").exists()
     assert os.listdir(path.parent) == []
+
+
+async def test_a_directory_of_the_users_keeps_its_mode(tmp_path: Path) -> None:
+    """AGYBRIDGE_SOCKET in an existing directory (the home directory, a project):
+    its permissions are not changed; the socket itself is the owner's alone."""
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o755)
+    path = home / "agybridge.sock"
+    async with own_socket_path(path):
+        assert os.stat(path).st_mode & 0o777 == 0o600
+    assert home.stat().st_mode & 0o777 == 0o755
+
+
+async def test_a_missing_directory_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "agybridge.sock"
+    async with own_socket_path(path):
+        pass
+    assert path.parent.stat().st_mode & 0o777 == 0o700
