@@ -22,6 +22,7 @@ import trio
 
 from agybridge.daemon.listener import peer_allowed
 from tests.acp_wire import BRIDGE_CMD, Harness, RawClient, open_bridge, stop_reason, tail
+from tests.integration.test_shutdown_wire import STARTED_BIG_LINE, logged, unread_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -346,6 +347,68 @@ async def test_second_daemon_refuses_and_socket_is_private(
         assert stat.S_IMODE(supervisor.socket_dir.stat().st_mode) == 0o700
         assert (await supervisor.status())["pid"] == pid  # the first one is untouched
     await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_stop_finishes_the_line_a_client_that_is_not_reading_was_sent(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """The daemon is stopped while stuck mid-way through a 1 MiB line to a client
+    that is not reading: the line is finished once the client reads (it is not
+    cut by the daemon's exit); the connection ends with a newline, every line JSON."""
+    gate = harness.tmp_path / "never"
+    log = harness.tmp_path / "agybridge.log"
+    daemon_env = {"AGYBRIDGE_MODE": "autonomous", "AGYBRIDGE_SHUTDOWN_GRACE_S": "30"}
+    with trio.fail_after(WAIT_S * 2):
+        async with supervisor.attach(**daemon_env) as starter:
+            await starter.initialize()  # the daemon is up
+        stream = await trio.open_unix_socket(str(supervisor.socket))
+        async with stream:
+            data = b""
+
+            async def request(request_id: int, method: str, params: Any) -> dict[str, Any]:
+                nonlocal data
+                line = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                await stream.send_all(json.dumps(line).encode() + b"\n")
+                while True:
+                    while b"\n" in data:
+                        first, data = data.split(b"\n", 1)
+                        message: dict[str, Any] = json.loads(first)
+                        if message.get("id") == request_id and "method" not in message:
+                            return message
+                    chunk = await stream.receive_some()
+                    assert chunk, "the daemon closed the connection"
+                    data += chunk
+
+            await request(1, "initialize", {"protocolVersion": 1})
+            new = await request(2, "session/new", {"cwd": str(harness.tmp_path), "mcpServers": []})
+            text = f"[fake-agy:big-output] gate={gate}"
+            prompt = {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": text}],
+            }
+            await stream.send_all(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
+                ).encode()
+                + b"\n"
+            )
+            fd = stream.socket.fileno()
+            # Past 16 KiB unread the daemon is inside the 1 MiB line, more than a
+            # socket holds; "bytes waiting" is not an event, so this polls.
+            while unread_bytes(fd) + len(data) < STARTED_BIG_LINE:  # noqa: ASYNC110
+                await trio.sleep(0.02)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(supervisor.command, "stop", "--timeout", "25")
+                while not logged(log, "finishing the line being written"):  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+                async for chunk in stream:
+                    data += chunk
+    assert data.endswith(b"\n"), data[-200:]
+    lines = data.splitlines()
+    for line in lines:
+        json.loads(line)
+    assert max(map(len, lines)) > 2**20  # the big line came through whole
     await harness.assert_no_leftovers()
 
 
