@@ -83,6 +83,14 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     if work.mapper is not None:
         session.book.count_usage(work.mapper)
         session.unrecognised.update(work.mapper.unrecognised)
+        reason = (
+            "cancelled before this tool finished"
+            if action.stop is turns.Stop.CANCELLED
+            else "the turn ended before this tool finished"
+        )
+        unfinished = work.mapper.end_without_result(reason)
+        if unfinished:
+            await session.outlet.send_all(unfinished)
     if action.error is not None:
         work.answer(error=action.error)
         outcome = turn_outcome("failed", error={"message": action.error.message})

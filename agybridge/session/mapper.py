@@ -385,6 +385,14 @@ class TurnMapper:
         updates += self._usage_update()
         return updates
 
+    def end_without_result(self, reason: str) -> list[models.SessionUpdate]:
+        """The turn is answered without agy's ``result`` (cancelled, agy
+        exited, stalled): tool calls the client saw running end failed, so no
+        card spins forever (the journal records them so too)."""
+        if self.state is TurnState.FINISHED:
+            return []
+        return self.tools.fail_unfinished(reason)
+
     def _remaining_response(self, response: str) -> list[models.SessionUpdate]:
         rest = self.streamed.rest_of(response)
         if rest is not None:
