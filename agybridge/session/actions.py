@@ -65,7 +65,11 @@ async def send_user_turn(session: Session, action: turns.SendUserTurn) -> None:
     usage = session.result_usage(action.incarnation)
     if usage is not None:
         mapper.previous_result_usage = usage
-    mapper.fresh_process = "--conversation" not in child.argv
+    # Only the first turn of a new conversation has nothing before it in the
+    # cumulative sum (a result without usage leaves no figure to subtract).
+    mapper.fresh_process = "--conversation" not in child.argv and not session.had_result(
+        action.incarnation
+    )
     mapper.gate_active = session.core.gate_in_use()
     notice = session.conversation.take_fork_notice()
     if notice is not None:
