@@ -333,7 +333,8 @@ class TurnMapper:
         info = step.subagent_info or {}
         updates: list[models.SessionUpdate] = []
         status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
-        for i, sub in enumerate(info.get("subagents") or []):
+        subagents = info.get("subagents")
+        for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
             if isinstance(sub, dict):
                 role = sub.get("role") or sub.get("type_name") or "subagent"
                 updates += self._plan_set(f"{step.step_index}.{i}", f"Subagent {role}", status)

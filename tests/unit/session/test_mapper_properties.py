@@ -11,9 +11,10 @@ reaches the client exactly once.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agybridge.acp import codec, models
@@ -131,3 +132,46 @@ def test_any_step_sequence_maps_to_valid_consistent_updates(
     assert shown.startswith(deltas)
     if result.status == "SUCCESS" and (result.response or "").startswith(deltas):
         assert shown.startswith(result.response or "")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+KEYS = st.sampled_from(
+    ["Subagents", "Role", "TypeName", "Prompt", "TaskName", "TaskStatus", "Action", "TaskId",
+     "CommandLine", "AbsolutePath", "TargetFile", "StartLine", "EndLine", "Query", "Url",
+     "ReplacementChunks", "Overwrite", "ServerName", "ToolName", "ImageName", "subagents",
+     "role", "type_name"]
+)  # fmt: skip
+LOOSE = st.dictionaries(KEYS, JSON | st.lists(st.dictionaries(KEYS, JSON, max_size=3), max_size=2))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    kind=st.sampled_from(["tool", "subagent"]),
+    name=TOOL_NAMES | st.sampled_from(["manage_task", "schedule", "call_mcp_tool", "view_file"]),
+    state=STATES,
+    params=LOOSE,
+)
+@example(kind="subagent", name="finish", state="ACTIVE", params={"Subagents": 5})
+@example(kind="tool", name="invoke_subagent", state="DONE", params={"Subagents": True})
+def test_any_json_in_tool_parameters_or_subagent_info_is_mapped(
+    kind: str, name: str, state: str, params: dict[str, Any]
+) -> None:
+    """Whatever JSON agy puts in ``tool_info.parameters`` or ``subagent_info``
+    (the parser keeps them as they come), the mapper answers with valid
+    updates and never raises."""
+    body: dict[str, Any] = {"step_index": 3, "state": state, "step_type": kind}
+    if kind == "tool":
+        body |= {"tool_name": name, "tool_info": {"name": name, "parameters": params}}
+    else:
+        body["subagent_info"] = {"subagents": params.get("Subagents"), **params}
+    event = events.parse_event(json.dumps({"event": "step_update", "step_update": body}))
+    mapper = TurnMapper(message_id="m", cwd=CWD, now=NOW)
+    updates = mapper.feed(event)
+    updates += mapper.feed(events.ResultEvent(events.Result(status="SUCCESS")))
+    assert_updates_valid(updates)
