@@ -117,7 +117,9 @@ async def record_turn(session: Session, action: turns.RecordTurn) -> None:
         session.plan = tuple(codec.unstructure(entry) for entry in work.mapper.plan.values())
     async with session.outlet.journalling():
         # The turn's lines and the session's row: one write, one commit.
-        await session.book.record_turn(work.display_text, work.mapper, session.record)
+        prompt = None if work.prompt_journalled else work.display_text
+        work.prompt_journalled = True
+        await session.book.record_turn(prompt, work.mapper, session.record)
 
 
 async def gate_notice(session: Session, action: turns.GateFallbackNotice) -> None:

@@ -17,12 +17,17 @@ from .mapper import TurnMapper
 
 
 def turn_entries(
-    session_id: str, turn: int, prompt_text: str, mapper: TurnMapper, user_message_id: str
+    session_id: str, turn: int, prompt_text: str | None, mapper: TurnMapper, user_message_id: str
 ) -> list[JournalEntry]:
-    """The journal lines of one finished turn, in display order."""
-    entries = [
-        JournalEntry.user(session_id, turn, 0, storable(prompt_text), message_id=user_message_id)
-    ]
+    """The journal lines of one finished turn, in display order (``prompt_text``
+    None: no prompt line, it was journalled with an earlier attempt)."""
+    entries = []
+    if prompt_text is not None:
+        entries.append(
+            JournalEntry.user(
+                session_id, turn, 0, storable(prompt_text), message_id=user_message_id
+            )
+        )
     for call in mapper.tools.calls.values():
         entries.append(
             JournalEntry.tool(

@@ -95,3 +95,32 @@ async def test_reply_split_inside_a_surrogate_pair_reaches_the_journal(harness: 
             )
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_allow_and_retry_journals_the_prompt_once(harness: Harness) -> None:
+    """Safe mode, agy auto-denies, the user allows and the prompt runs again:
+    the client showed its prompt once, so session/load replays it once (both
+    attempts' replies are kept)."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, AGYBRIDGE_MODE="safe") as client:
+            client.permission_choice = "allow"
+            await client.initialize()
+            session_id = await client.new_session()
+            prompt = "[fake-agy:soft-deny] rm it"
+            response = await client.response(await client.start_prompt(session_id, prompt))
+            assert response["result"]["stopReason"] == "end_turn", response
+            assert len(client.permission_requests) == 1
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            loaded = await client.request(
+                "session/load",
+                {"sessionId": session_id, "cwd": str(client.tmp_path), "mcpServers": []},
+            )
+            assert "result" in loaded, loaded
+            users = client.updates(session_id, "user_message_chunk")
+            assert [u["content"]["text"] for u in users] == [prompt], client.diagnostics()
+            replayed = client.message_text(session_id)
+            assert "auto-denied" in replayed and "hello_headless_demo" in replayed
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
