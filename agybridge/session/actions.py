@@ -21,6 +21,7 @@ from ..agy import AgySpawnError, build_argv
 from . import output, timers, turns
 from .errors import AgyStartError, auth_required
 from .gating import ask_allow_and_retry
+from .history import storable
 from .mapper import TurnMapper
 from .outlet import turn_outcome
 from .prompts import AttemptScopes, make_title
@@ -114,7 +115,10 @@ async def record_turn(session: Session, action: turns.RecordTurn) -> None:
         await session.save()
         return
     if work.mapper.plan:
-        session.plan = tuple(codec.unstructure(entry) for entry in work.mapper.plan.values())
+        session.plan = tuple(
+            codec.unstructure(attrs.evolve(entry, content=storable(entry.content)))
+            for entry in work.mapper.plan.values()
+        )
     async with session.outlet.journalling():
         # The turn's lines and the session's row: one write, one commit.
         prompt = None if work.prompt_journalled else work.display_text

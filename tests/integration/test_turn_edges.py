@@ -182,3 +182,32 @@ async def test_allow_and_retry_journals_the_prompt_once(harness: Harness) -> Non
             assert "auto-denied" in replayed and "hello_headless_demo" in replayed
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_a_lone_surrogate_in_a_plan_entry_does_not_stop_the_turn(harness: Harness) -> None:
+    """A task name holding a lone surrogate (a bad JSON escape from agy) becomes a
+    plan entry; saving the session's plan with the turn must not fail (it left
+    the prompt unanswered) and session/load shows the plan again."""
+    params = {"TaskName": "fix \ud800 parser", "TaskStatus": "started"}
+    capture = _capture(
+        harness.tmp_path / "plan.ndjson",
+        [
+            _step(0, "DONE", "user_input"),
+            _step(1, "DONE", "tool", tool_name="task_boundary",
+                  tool_info={"name": "task_boundary", "parameters": params}),
+            _result("", 1),
+        ],
+    )  # fmt: skip
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=str(capture)) as client:
+            await client.initialize()
+            session_id = await client.new_session()
+            response = await client.response(await client.start_prompt(session_id, "plan"))
+            assert response["result"]["stopReason"] == "end_turn", response
+        async with harness.open_bridge(validator=validator) as client:
+            await _load_into(client, session_id)
+            [plan] = client.updates(session_id, "plan")
+            assert plan["entries"][0]["content"].startswith("fix "), plan
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
