@@ -67,6 +67,13 @@ def _last_status(updates: list[dict[str, Any]], call_id: str) -> str | None:
     return status
 
 
+async def _first_prompt(client: RawClient, text: str) -> tuple[str, dict[str, Any]]:
+    """A new session and the response to its first prompt ``text``."""
+    await client.initialize()
+    session_id = await client.new_session()
+    return session_id, await client.response(await client.start_prompt(session_id, text))
+
+
 async def _load_into(client: RawClient, session_id: str) -> None:
     await client.initialize()
     loaded = await client.request(
@@ -121,9 +128,7 @@ async def test_reply_split_inside_a_surrogate_pair_reaches_the_journal(harness: 
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=str(capture)) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            response = await client.response(await client.start_prompt(session_id, "hi"))
+            session_id, response = await _first_prompt(client, "hi")
             assert response["result"]["stopReason"] == "end_turn", response
             assert _paired(client.message_text(session_id)) == "ok 😀"
         async with harness.open_bridge(validator=validator) as client:
@@ -150,9 +155,7 @@ async def test_turn_after_a_result_without_usage_is_not_double_counted(harness: 
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=str(capture)) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            first = await client.response(await client.start_prompt(session_id, "one"))
+            session_id, first = await _first_prompt(client, "one")
             assert first["result"]["_meta"]["usage"]["totalTokens"] == 1010, first
             second = await client.response(await client.start_prompt(session_id, "two"))
             assert second["result"]["_meta"]["usage"]["totalTokens"] == 2020, second
@@ -168,10 +171,8 @@ async def test_allow_and_retry_journals_the_prompt_once(harness: Harness) -> Non
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(validator=validator, AGYBRIDGE_MODE="safe") as client:
             client.permission_choice = "allow"
-            await client.initialize()
-            session_id = await client.new_session()
             prompt = "[fake-agy:soft-deny] rm it"
-            response = await client.response(await client.start_prompt(session_id, prompt))
+            session_id, response = await _first_prompt(client, prompt)
             assert response["result"]["stopReason"] == "end_turn", response
             assert len(client.permission_requests) == 1
         async with harness.open_bridge(validator=validator) as client:
@@ -201,9 +202,7 @@ async def test_a_lone_surrogate_in_a_plan_entry_does_not_stop_the_turn(harness: 
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=str(capture)) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            response = await client.response(await client.start_prompt(session_id, "plan"))
+            session_id, response = await _first_prompt(client, "plan")
             assert response["result"]["stopReason"] == "end_turn", response
         async with harness.open_bridge(validator=validator) as client:
             await _load_into(client, session_id)
