@@ -20,6 +20,7 @@ import trio.testing
 from agybridge.agy import StepUpdateEvent
 from agybridge.config import Settings
 from agybridge.server import serve
+from agybridge.session import actions, turns
 from agybridge.session.mapper import TurnMapper
 from agybridge.session.session import Session
 
@@ -115,6 +116,47 @@ async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
             assert closed["result"] == {}
             await client.stream.send_eof()
             # the bridge returns on EOF: every child reaped
+    assert await wait_no_leftovers(marker) == []
+
+
+@pytest.mark.parametrize(
+    ("broken", "before_the_answer"), [("RecordTurn", True), ("ArmIdle", False)]
+)
+async def test_a_bug_in_an_action_before_the_answer_still_answers_the_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str, before_the_answer: bool
+) -> None:
+    """An action the core decided with a prompt's answer raises (the journal
+    write before it, the idle timer after it): the prompt is still answered
+    (with the bug, if it came first), never left waiting; the session goes on."""
+    settings, marker = echo_bridge(tmp_path, monkeypatch)
+    kind = getattr(turns, broken)
+    original = actions.PERFORM[kind]
+    armed = [True]
+
+    async def explode(session: Session, action: Any) -> None:
+        if armed[0] and "explode" in (session.title or ""):
+            armed[0] = False
+            raise RuntimeError(f"{broken} broke")
+        await original(session, action)
+
+    monkeypatch.setitem(actions.PERFORM, kind, explode)
+    with trio.fail_after(TIMEOUT_S):
+        async with _bridge(settings) as client:
+            session_id = await client.new_session(tmp_path)
+
+            def prompt(text: str) -> dict[str, Any]:
+                return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+            answered = await client.request("session/prompt", prompt("please explode"))
+            if before_the_answer:
+                assert answered["error"]["code"] == -32603, answered
+                assert f"{broken} broke" in answered["error"]["message"]
+            else:
+                assert answered["result"]["stopReason"] == "end_turn", answered
+            assert not armed[0], "the broken action never ran"
+            healthy = await client.request("session/prompt", prompt("hello again"))
+            assert healthy["result"]["stopReason"] == "end_turn", healthy
+            await client.stream.send_eof()
     assert await wait_no_leftovers(marker) == []
 
 
