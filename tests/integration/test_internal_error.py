@@ -48,6 +48,11 @@ class LineClient:
             if message.get("id") == request_id and "method" not in message:
                 return message
 
+    async def prompt(self, session_id: str, text: str) -> dict[str, Any]:
+        """Send a text prompt; its answer."""
+        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        return await self.request("session/prompt", params)
+
     async def new_session(self, cwd: Path) -> str:
         await self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         new = await self.request("session/new", {"cwd": str(cwd), "mcpServers": []})
@@ -103,14 +108,11 @@ async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
         async with _bridge(settings) as client:
             session_id = await client.new_session(tmp_path)
 
-            def prompt(text: str) -> dict[str, Any]:
-                return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-
-            broken = await client.request("session/prompt", prompt("please explode"))
+            broken = await client.prompt(session_id, "please explode")
             assert broken["error"]["code"] == -32603, broken
             assert "the mapper broke" in broken["error"]["message"]
             assert "RuntimeError" in broken["error"]["message"]
-            healthy = await client.request("session/prompt", prompt("hello again"))
+            healthy = await client.prompt(session_id, "hello again")
             assert healthy["result"]["stopReason"] == "end_turn", healthy
             closed = await client.request("session/close", {"sessionId": session_id})
             assert closed["result"] == {}
@@ -144,17 +146,14 @@ async def test_a_bug_in_an_action_before_the_answer_still_answers_the_prompt(
         async with _bridge(settings) as client:
             session_id = await client.new_session(tmp_path)
 
-            def prompt(text: str) -> dict[str, Any]:
-                return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-
-            answered = await client.request("session/prompt", prompt("please explode"))
+            answered = await client.prompt(session_id, "please explode")
             if before_the_answer:
                 assert answered["error"]["code"] == -32603, answered
                 assert f"{broken} broke" in answered["error"]["message"]
             else:
                 assert answered["result"]["stopReason"] == "end_turn", answered
             assert not armed[0], "the broken action never ran"
-            healthy = await client.request("session/prompt", prompt("hello again"))
+            healthy = await client.prompt(session_id, "hello again")
             assert healthy["result"]["stopReason"] == "end_turn", healthy
             await client.stream.send_eof()
     assert await wait_no_leftovers(marker) == []
