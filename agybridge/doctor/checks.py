@@ -232,8 +232,17 @@ def log_file(path: Path | None) -> Check:
     return Check("log file", Status.OK, f"{path} ({_size(info.st_size)}; `agybridge logs`)")
 
 
-def database(path: Path, stats: tuple[int, int] | None, error: str | None) -> Check:
-    """``stats`` = (schema version, sessions) of an existing database."""
+def database(
+    path: Path, stats: tuple[int, int] | None, error: str | None, *, bad_file: bool = False
+) -> Check:
+    """``stats`` = (schema version, sessions) of an existing database; ``bad_file``:
+    ``error`` says why the file is not a healthy agybridge database."""
+    if bad_file:
+        return Check("session database", Status.FAIL,
+                     f"{path}: not usable ({error}); the bridge will move it aside to "
+                     f"{path.name}.corrupt-<time> and start a fresh one",
+                     "keep a copy if its sessions matter, then remove it (or set AGYBRIDGE_DB "
+                     "to another file)")  # fmt: skip
     if error is not None:
         return Check("session database", Status.FAIL, f"{path}: {error}",
                      "set AGYBRIDGE_DB to a writable file path")  # fmt: skip

@@ -21,7 +21,7 @@ from ..agy.discovery import DiscoveryError, discover_agents, discover_models, ru
 from ..config import Settings
 from ..permissions import HookRoot, HookRootError, child_env
 from ..session.gate import check_hooks_loaded
-from ..store import Store, StoreError
+from ..store import Store, StoreBadFileError, StoreError
 from . import checks
 from .checks import Check, Status
 
@@ -124,11 +124,12 @@ def _database(path: Path | None) -> Check:
     if not os.access(path, os.W_OK):
         return checks.database(path, None, "not writable")
     try:
-        with Store.open(path) as store:
-            stats = store.statistics()
+        stats = Store.inspect(path)  # a look only: a bad file is reported, not moved
+    except StoreBadFileError as exc:
+        return checks.database(path, None, exc.reason, bad_file=True)
     except StoreError as exc:
         return checks.database(path, None, str(exc))
-    return checks.database(path, (stats.schema_version, stats.sessions), None)
+    return checks.database(path, stats, None)
 
 
 def _runtime_dir() -> Check:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .db import Store as Store
     from .db import StoreStatistics as StoreStatistics
     from .errors import InvalidCursorError as InvalidCursorError
+    from .errors import StoreBadFileError as StoreBadFileError
     from .errors import StoreClosedError as StoreClosedError
     from .errors import StoreError as StoreError
     from .errors import StorePathError as StorePathError
@@ -52,6 +53,7 @@ __getattr__ = exports(
         ),
         ".errors": (
             "InvalidCursorError",
+            "StoreBadFileError",
             "StoreClosedError",
             "StoreError",
             "StorePathError",

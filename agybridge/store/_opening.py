@@ -30,7 +30,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from .errors import StoreUnavailableError, StoreVersionError
+from .errors import StoreBadFileError, StoreUnavailableError, StoreVersionError
 from .paths import check_path
 
 logger = logging.getLogger(__name__)
@@ -130,6 +130,41 @@ def open_file(path: Path) -> sqlite3.Connection:
                 ) from exc
             _move_aside(path, str(exc))
     raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def inspect_file(path: Path) -> tuple[int, int]:
+    """(schema version, sessions) of the existing database at ``path``, read
+    only: nothing is created, migrated or moved aside (``agybridge doctor``).
+
+    Raises:
+        StorePathError: ``path`` is not a regular file.
+        StoreVersionError: the file has a newer schema.
+        StoreBadFileError: not a healthy agybridge database (opening it for use
+            would move it aside).
+        StoreUnavailableError: it cannot be read now (permissions, a lock, the machine).
+    """
+    check_path(path)
+    try:
+        conn = sqlite3.connect(
+            f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+            isolation_level=None, check_same_thread=False,
+        )  # fmt: skip
+    except sqlite3.Error as exc:
+        raise StoreUnavailableError(path, f"cannot be read: {exc}") from exc
+    try:
+        _check(conn, path)
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0] if version else 0
+    except _BadFileError as exc:
+        raise StoreBadFileError(path, str(exc)) from exc
+    except sqlite3.Error as exc:
+        code = _primary_code(exc)
+        if code in _BUSY_CODES or code in _MACHINE_CODES or code == sqlite3.SQLITE_CANTOPEN:
+            raise StoreUnavailableError(path, f"cannot be read: {exc}") from exc
+        raise StoreBadFileError(path, f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        conn.close()
+    return version, int(sessions)
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:

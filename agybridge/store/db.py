@@ -93,6 +93,12 @@ class Store:
         """
         return cls(_opening.open_file(path), path, clock=clock)
 
+    @staticmethod
+    def inspect(path: Path) -> tuple[int, int]:
+        """(schema version, sessions) of the database at ``path``, without
+        changing anything (`_opening.inspect_file`, which lists what it raises)."""
+        return _opening.inspect_file(path)
+
     @classmethod
     def open_memory(cls, *, clock: Callable[[], float] = time.time) -> Store:
         """A private in-memory store (for tests, or when no file can be used)."""

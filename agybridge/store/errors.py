@@ -88,3 +88,22 @@ class InvalidCursorError(StoreError, ValueError):
             f"cursors come from a previous nextCursor: list again without one"
         )
         self.cursor = cursor
+
+
+class StoreBadFileError(StoreError):
+    """A file that is not a healthy agybridge database (corrupt, or another
+    program's), found by a read-only look (`Store.inspect`); opening it for use
+    would move it aside and start a fresh database.
+
+    Attributes:
+        path: the database file.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"the session database {str(path)!r} is not usable ({reason}): the bridge will "
+            f"move it aside to {path.name}.corrupt-<time> and start a fresh one"
+        )
+        self.path = path
+        self.reason = reason

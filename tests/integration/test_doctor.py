@@ -159,3 +159,58 @@ def test_database_below_a_regular_file_fails(tmp_path: Path) -> None:
     check = _database(tmp_path / "afile" / "agybridge.db")
     assert check.status is Status.FAIL, check
     assert "not a directory" in check.summary and check.fix
+
+
+def _database_check(path: Path) -> checks.Check:
+    from agybridge.doctor.gather import _database  # noqa: PLC0415
+
+    return _database(path)
+
+
+def test_a_corrupt_database_is_reported_and_left_as_it_is(tmp_path: Path) -> None:
+    """The doctor only looks: a file that is not a healthy database fails the
+    check, saying what the bridge will do, and is not moved aside (it said ✓
+    with 0 sessions before, having moved the user's file away)."""
+    path = tmp_path / "agybridge.db"
+    garbage = b"SQLite format 3\x00" + bytes(range(256)) * 8
+    path.write_bytes(garbage)
+    check = _database_check(path)
+    assert check.status is Status.FAIL, check
+    assert "move it aside" in check.summary and check.fix
+    assert path.read_bytes() == garbage
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agybridge.db"]
+
+
+def test_a_database_in_use_is_counted_without_being_changed(tmp_path: Path) -> None:
+    """A healthy database another process has open (WAL): its sessions are
+    counted read-only; an old empty file is reported, not migrated."""
+    from agybridge.store import SCHEMA_VERSION, SessionRecord, Store  # noqa: PLC0415
+
+    path = tmp_path / "agybridge.db"
+    with Store.open(path) as store:
+        store.upsert_session(SessionRecord("s1", "/w"))
+        store.upsert_session(SessionRecord("s2", "/w"))
+        check = _database_check(path)
+    assert check.status is Status.OK, check
+    assert f"schema v{SCHEMA_VERSION}" in check.summary and "2 session(s)" in check.summary
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    check = _database_check(empty)
+    assert check.status is Status.OK, check
+    assert "schema v0" in check.summary and empty.read_bytes() == b""
+
+
+def test_a_database_of_a_newer_agybridge_fails_untouched(tmp_path: Path) -> None:
+    import sqlite3  # noqa: PLC0415
+
+    from agybridge.store import SCHEMA_VERSION, Store  # noqa: PLC0415
+
+    path = tmp_path / "agybridge.db"
+    Store.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = path.read_bytes()
+    check = _database_check(path)
+    assert check.status is Status.FAIL, check
+    assert "upgrade agybridge" in check.summary
+    assert path.read_bytes() == before
