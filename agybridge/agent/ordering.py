@@ -7,9 +7,12 @@ and leave open a session the client closed. A ticket taken in wire order
 (``request_received``) and a wait for every earlier ticket of the same
 session id restore the order; requests for other sessions never wait.
 
-A session's other requests (a prompt...) sent right behind its load or resume,
-before the session is live, wait the same way, then arrive at the session at
-once: they hold their place only until the requests before them are done.
+A session's other requests (a prompt...) sent right behind its load, resume,
+close or delete wait the same way (also when the session is live), then arrive
+at the session at once: they hold their place only until the requests before
+them are done. After a close or delete there is no session to arrive at: they
+get the unknown-session error. A ``session/cancel`` sent behind them cancels
+the prompts among them when they arrive.
 """
 
 from __future__ import annotations
