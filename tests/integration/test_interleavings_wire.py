@@ -39,6 +39,21 @@ def prompt(client: RawClient, session_id: str, text: str) -> Any:
     )
 
 
+def open_request(client: RawClient, method: str, session_id: str) -> Any:
+    """A ``session/load`` or ``session/resume`` of ``session_id`` from the client's cwd."""
+    params: dict[str, Any] = {"sessionId": session_id, "cwd": str(client.tmp_path)}
+    if method == "session/load":
+        params["mcpServers"] = []
+    return request(client, method, params)
+
+
+async def stored_session(harness: Harness) -> str:
+    """A session made by a bridge that has exited: in the store, not live."""
+    async with harness.open_bridge() as first:
+        await first.initialize()
+        return await first.new_session()
+
+
 async def write_together(client: RawClient, *messages: Any) -> None:
     await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
 
@@ -129,10 +144,7 @@ async def test_a_prompt_sent_behind_its_sessions_load(
             assert stop_reason(answer) == "end_turn"
         async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
             await client.initialize()
-            params: dict[str, Any] = {"sessionId": session_id, "cwd": str(client.tmp_path)}
-            if method == "session/load":
-                params["mcpServers"] = []
-            load = request(client, method, params)
+            load = open_request(client, method, session_id)
             follow = prompt(client, session_id, SLOW if then != "runs" else "hello again")
             extra = []
             if then == "cancel_request":
@@ -162,16 +174,10 @@ async def test_a_mode_change_sent_behind_its_sessions_load(harness: Harness) -> 
     """Any request for the session, not only a prompt, waits for a load sent before it
     instead of failing -32002 while agy starts."""
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge() as first:
-            await first.initialize()
-            session_id = await first.new_session()
+        session_id = await stored_session(harness)
         async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
             await client.initialize()
-            load = request(
-                client,
-                "session/load",
-                {"sessionId": session_id, "cwd": str(client.tmp_path), "mcpServers": []},
-            )
+            load = open_request(client, "session/load", session_id)
             mode = request(client, "session/set_mode", {"sessionId": session_id, "modeId": "ask"})
             await write_together(client, load, mode)
             assert "result" in await client.response(load["id"])
@@ -188,15 +194,10 @@ async def test_a_cancel_sent_behind_its_sessions_load(harness: Harness, method: 
     as it would be on a live session (the cancel was dropped as "unknown session"
     while agy was starting, and the prompt ran to ``end_turn``)."""
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge() as first:
-            await first.initialize()
-            session_id = await first.new_session()
+        session_id = await stored_session(harness)
         async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
             await client.initialize()
-            params: dict[str, Any] = {"sessionId": session_id, "cwd": str(client.tmp_path)}
-            if method == "session/load":
-                params["mcpServers"] = []
-            load = request(client, method, params)
+            load = open_request(client, method, session_id)
             follow = prompt(client, session_id, "this must not run")
             cancel = request(client, "session/cancel", {"sessionId": session_id}, notification=True)
             await write_together(client, load, follow, cancel)
@@ -229,11 +230,10 @@ async def test_a_prompt_sent_behind_its_sessions_close(
         async with harness.open_bridge() as client:
             await client.initialize()
             session_id = await client.new_session()
-            load = {"sessionId": session_id, "cwd": str(client.tmp_path), "mcpServers": []}
             made = {
                 "gone": lambda: request(client, method, {"sessionId": session_id}),
                 "prompt": lambda: prompt(client, session_id, "this must not run"),
-                "load": lambda: request(client, "session/load", load),
+                "load": lambda: open_request(client, "session/load", session_id),
             }
             messages = {name: made[name]() for name in order.split(",")}
             await write_together(client, *messages.values())
