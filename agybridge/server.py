@@ -327,9 +327,14 @@ def collect_start_up_garbage() -> None:
 
 
 def session_deps(
-    settings: Settings, store: AsyncStore, catalog: CatalogService, ask_client: AskClient
+    settings: Settings,
+    store: AsyncStore,
+    catalog: CatalogService,
+    ask_client: AskClient,
+    *,
+    many_clients: bool = False,
 ) -> SessionDeps:
-    """What every session of this bridge (or daemon) shares."""
+    """What every session of this bridge (or daemon: ``many_clients``) shares."""
     return SessionDeps(
         agy_bin=settings.resolve_agy_bin() or settings.agy_bin,
         policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
@@ -341,6 +346,7 @@ def session_deps(
         keep_staging=settings.keep_staging,
         ask_client=ask_client,
         timeouts=settings.timeouts,
+        many_clients=many_clients,
     )
 
 

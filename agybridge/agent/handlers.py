@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -186,6 +186,14 @@ class AcpAgent:
             session.cancel_prompt(ctx.seq)  # answered cancelled, by its session
         return False
 
+    @contextlib.asynccontextmanager
+    async def _lifecycle_turn(self, session_id: str, seq: int) -> AsyncIterator[None]:
+        """A load, resume, close or delete runs after this client's earlier
+        ones (wire order), then as a whole against other clients' (the shared
+        manager's lock: the daemon serves many clients)."""
+        async with self._lifecycle.turn(session_id, seq), self._manager.lifecycle(session_id):
+            yield
+
     def _named_session(self, params: Any) -> Session | None:
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         return self._manager.get(session_id) if isinstance(session_id, str) else None
@@ -197,7 +205,7 @@ class AcpAgent:
         ordered = method in LIFECYCLE_METHODS and isinstance(session_id, str)
         try:
             async with (
-                self._lifecycle.turn(session_id, ctx.seq)
+                self._lifecycle_turn(session_id, ctx.seq)
                 if ordered and isinstance(session_id, str)
                 else contextlib.nullcontext()
             ):
@@ -258,10 +266,19 @@ class AcpAgent:
                 return
             for seq, session_id in self._behind_prompts.items():
                 if session_id == cancel.session_id and seq < ctx.seq:
-                    self._behind[seq] = True  # it arrives cancelled (not yet live)
+                    self._behind[seq] = True  # it arrives cancelled (when it arrives)
             session = self._manager.get(cancel.session_id)
             if session is None:
                 logger.info("session/cancel for unknown session %r", cancel.session_id)
+                return
+            if session.outlet.client is not self._client:
+                # Two clients rule (README "Long-running sessions"): the newest
+                # client to open a session drives it; the others' prompts for
+                # it are refused, their cancels ignored.
+                logger.info(
+                    "session/cancel for %s from a client not attached to it: ignored",
+                    cancel.session_id,
+                )
                 return
             session.cancel(ctx.seq)
         else:

@@ -7,6 +7,12 @@ and leave open a session the client closed. A ticket taken in wire order
 (``request_received``) and a wait for every earlier ticket of the same
 session id restore the order; requests for other sessions never wait.
 
+This order is per client (one `AcpAgent`). Across clients (the daemon's
+connections share one `SessionManager` and store) each of these requests holds
+the manager's per-session lock (``SessionManager.lifecycle``) for its whole
+handling, after its turn here: two clients' requests take effect one at a
+time, each as a whole.
+
 A session's other requests (a prompt...) sent right behind its load, resume,
 close or delete wait the same way (also when the session is live), then arrive
 at the session at once: they hold their place only until the requests before

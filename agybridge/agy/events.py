@@ -250,7 +250,10 @@ def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
         return fast
     try:
         event: AgyEvent = _converter.structure(raw, AgyEvent)  # type: ignore[arg-type]
-    except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
+    except _SHAPE_ERRORS as exc:
+        lenient = _without_unreadable_fields(raw)
+        if lenient is not None:
+            return lenient
         details = (
             "; ".join(cattrs.transform_error(exc))
             if isinstance(exc, cattrs.BaseValidationError)
@@ -258,3 +261,41 @@ def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
         )
         return MalformedLine(line=text, reason=f"unexpected shape: {details}")
     return event
+
+
+_SHAPE_ERRORS = (cattrs.BaseValidationError, KeyError, TypeError, ValueError)
+_BODIES: dict[str, tuple[type[StepUpdateEvent] | type[ResultEvent], type[Any]]] = {
+    "step_update": (StepUpdateEvent, StepUpdate),
+    "result": (ResultEvent, Result),
+}
+
+
+def _without_unreadable_fields(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
+    """A step or result with the optional fields that cannot be read left out.
+
+    A ``result`` is the only end of a turn and a step may carry agy's text: a
+    token count of another type beside them must not make the line noise.
+    None when a field the event cannot do without is unreadable or missing.
+    """
+    name = raw.get("event")
+    if not isinstance(name, str) or name not in _BODIES:
+        return None
+    body = raw.get(name)
+    if not isinstance(body, dict):
+        return None
+    outer, inner = _BODIES[name]
+    fields = attrs.fields_dict(attrs.resolve_types(inner))
+    kept: dict[str, Any] = {}
+    for key, value in body.items():
+        field = fields.get(key)
+        if field is None or field.type is None:
+            continue
+        try:
+            kept[key] = _converter.structure(value, field.type)
+        except _SHAPE_ERRORS:
+            if field.default is attrs.NOTHING:
+                return None
+    try:
+        return outer(inner(**kept))
+    except TypeError:  # a required field is missing
+        return None

@@ -95,8 +95,8 @@ def stop_main(argv: list[str]) -> int:
         f"(default {DEFAULT_STOP_TIMEOUT_S:g})",
     )
     args = parser.parse_args(argv)
-    if args.timeout < 0:
-        parser.error(f"--timeout must be at least 0, not {args.timeout!r}")
+    if not 0 <= args.timeout < float("inf"):  # also NaN, which JSON cannot carry
+        parser.error(f"--timeout must be a number of seconds, at least 0, not {args.timeout!r}")
     path = socket_path()
     try:
         sock, result = call(path, "_agybridge/stop", {"timeoutS": args.timeout})

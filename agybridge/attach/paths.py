@@ -1,7 +1,8 @@
 """Where the daemon listens: ``AGYBRIDGE_SOCKET``, else the user runtime dir.
 
-The socket lives in a directory of its own (0700), so only its owner can
-reach it even where peer credentials cannot be checked. Plain ``os.path``
+By default the socket lives in a directory of its own (made 0700), so only its
+owner can reach it even where peer credentials cannot be checked; the socket
+itself is 0600 wherever it is. Plain ``os.path``
 strings: ``pathlib`` would double ``attach``'s import time.
 """
 
@@ -35,8 +36,10 @@ def lock_path(socket: str) -> str:
 
 
 def ensure_private_dir(directory: str) -> None:
-    """Create ``directory`` 0700, or check that an existing one is ours and
-    private (made so if it is ours).
+    """Create ``directory`` 0700 if it is missing, or check that the existing
+    one is ours. An existing directory's mode is left alone: it may be the
+    user's own (``AGYBRIDGE_SOCKET=~/agybridge.sock``), and the socket in it
+    is 0600 and checks each peer's uid anyway.
 
     Raises:
         PermissionError: it belongs to another user.
@@ -48,5 +51,3 @@ def ensure_private_dir(directory: str) -> None:
             f"{directory} belongs to uid {info.st_uid}, not to you (uid {os.getuid()}): "
             "set AGYBRIDGE_SOCKET to a path in a directory of your own"
         )
-    if info.st_mode & 0o077:
-        os.chmod(directory, 0o700)

@@ -6,9 +6,11 @@ ways without looking at them: the daemon speaks ACP, framing included. One
 thread, one ``poll`` loop, non-blocking fds with a bounded buffer per
 direction, so neither side can stall the other's traffic.
 
-Ends when the editor closes stdin (what is read is delivered first; the
-daemon then detaches this client's sessions, their turns go on), when the
-daemon closes the connection (stop), or when the editor stops reading.
+Ends when the editor closes stdin (what is read is delivered first, and the
+answers the daemon sends back are relayed until it closes the connection, for
+``EOF_DRAIN_S`` at most: a running prompt is not waited for; the daemon
+detaches this client's sessions, their turns go on), when the daemon closes
+the connection (stop), or when the editor stops reading.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import select
 import socket
 import sys
+import time
 
 from .paths import STDERR_NAME, ensure_private_dir, socket_path
 
@@ -27,6 +30,9 @@ CHUNK_BYTES = 2**16
 BUFFER_LIMIT_BYTES = 2**20
 #: How long a freshly started daemon may take to listen.
 START_TIMEOUT_S = 60.0
+#: After the editor closed stdin, how long the answers still on their way are
+#: relayed (the daemon closes the connection sooner once each is answered).
+EOF_DRAIN_S = 5.0
 
 
 class AttachError(Exception):
@@ -164,11 +170,23 @@ def relay(sock: socket.socket, in_fd: int, out_fd: int) -> None:
     # poll(), not epoll: stdio may be a regular file, which epoll refuses.
     poller = select.poll()
     interest: dict[int, int] = {}
+    drain_until: float | None = None
     while True:
-        if not editor_open and not up:
-            return  # the editor is done: its sessions stay with the daemon
+        if not editor_open and not up and drain_until is None:
+            # The editor is done (its sessions stay with the daemon): the
+            # daemon sees EOF and answers what it has read; relay that.
+            try:
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                daemon_open = False  # it is gone already
+            drain_until = time.monotonic() + EOF_DRAIN_S
         if not daemon_open and not down:
             return
+        timeout_ms = None
+        if drain_until is not None:
+            timeout_ms = max(0, int((drain_until - time.monotonic()) * 1000))
+            if not timeout_ms:
+                return
         wanted: dict[int, int] = {in_fd: 0, out_fd: 0, sock_fd: 0}
         if editor_open and len(up) < BUFFER_LIMIT_BYTES:
             wanted[in_fd] |= select.POLLIN
@@ -186,7 +204,7 @@ def relay(sock: socket.socket, in_fd: int, out_fd: int) -> None:
                     poller.unregister(fd)
                 interest[fd] = mask
         try:
-            for fd, events in poller.poll():
+            for fd, events in poller.poll(timeout_ms):
                 # POLLHUP/POLLERR: read to learn EOF or the error.
                 readable = events & (select.POLLIN | select.POLLHUP | select.POLLERR)
                 if fd == sock_fd:

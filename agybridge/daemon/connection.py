@@ -9,7 +9,7 @@ ACP requests go to the connection's own :class:`~agybridge.agent.AcpAgent`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CONTROL_PREFIX = "_agybridge/"
+#: The daemon's own methods; every other ``_agybridge/...`` name is one of the
+#: ACP extensions the agent serves (docs/extensions.md).
+CONTROL_METHODS = frozenset({"_agybridge/status", "_agybridge/stop"})
 
 
 class Connection:
@@ -37,13 +39,10 @@ class Connection:
         daemon: Daemon,
         *,
         doctor: Callable[[], list[str]],
-        first_seq: int,
-        seq_range: int,
+        seqs: Iterator[int],
     ) -> None:
         self.number = number
         self._daemon = daemon
-        #: After every seq this connection can use (cancel "everything it sent").
-        self.last_seq = first_seq + seq_range - 1
         # Stored once: outlets are matched to their client by identity, and
         # each access to a bound method makes a new object.
         self.sink: ClientSink = self._send_updates
@@ -62,7 +61,7 @@ class Connection:
             stream,
             _Handler(self.agent, daemon),
             max_line_bytes=settings.max_line_bytes,
-            first_seq=first_seq,
+            seqs=seqs,
         )
 
     async def _send_updates(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
@@ -78,17 +77,15 @@ class _Handler:
         self._daemon = daemon
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
-        if not method.startswith(CONTROL_PREFIX):
+        if method not in CONTROL_METHODS:
             self._agent.request_received(method, params, ctx)
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        if not method.startswith(CONTROL_PREFIX):
-            return await self._agent.handle_request(method, params, ctx)
         if method == "_agybridge/status":
             return self._daemon.status()
         if method == "_agybridge/stop":
             return self._daemon.stop(_stop_budget(params))
-        raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+        return await self._agent.handle_request(method, params, ctx)
 
     async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
         await self._agent.handle_notification(method, params, ctx)

@@ -16,6 +16,7 @@ import fcntl
 import logging
 import os
 import socket
+import stat
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +35,10 @@ class DaemonRunningError(Exception):
     """Another daemon owns the socket."""
 
 
+class SocketPathError(Exception):
+    """The daemon cannot listen at the socket path (the message says why)."""
+
+
 @contextlib.asynccontextmanager
 async def own_socket_path(path: Path) -> AsyncIterator[trio.socket.SocketType]:
     """Lock ``path`` for this process and listen on it; the socket file and
@@ -41,6 +46,8 @@ async def own_socket_path(path: Path) -> AsyncIterator[trio.socket.SocketType]:
 
     Raises:
         DaemonRunningError: another daemon holds the lock.
+        SocketPathError: something other than a socket is at ``path``, or
+            nothing can listen there (e.g. a path too long for a socket).
         PermissionError: the directory belongs to another user.
     """
     lock_fd = _take_lock(path)
@@ -49,6 +56,12 @@ async def own_socket_path(path: Path) -> AsyncIterator[trio.socket.SocketType]:
         old_umask = os.umask(0o177)
         try:
             await sock.bind(str(path))
+        except OSError as exc:
+            sock.close()
+            raise SocketPathError(
+                f"cannot listen on {path}: {exc.strerror or exc} (a Unix socket path has at "
+                "most 107 bytes); set AGYBRIDGE_SOCKET to a short path in a directory of your own"
+            ) from None
         finally:
             os.umask(old_umask)
         os.chmod(path, 0o600)
@@ -82,9 +95,21 @@ def _take_lock(path: Path) -> int:
             "use `agybridge status` or `agybridge stop`, or set AGYBRIDGE_SOCKET "
             "to run another one elsewhere"
         ) from None
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        found = None
+    if found is not None and not (stat.S_ISSOCK(found.st_mode) or stat.S_ISLNK(found.st_mode)):
+        # Only a socket (a dead daemon's) is ours to replace: a mistyped
+        # AGYBRIDGE_SOCKET must not delete somebody's file.
+        os.close(lock_fd)
+        _remove(_lock_path(path))
+        raise SocketPathError(
+            f"{path} exists and is not a socket: remove it, or set AGYBRIDGE_SOCKET to another path"
+        )
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
-    if path.exists() or path.is_symlink():
+    if found is not None:
         logger.info("replacing the stale socket %s", path)
         path.unlink()
     return lock_fd

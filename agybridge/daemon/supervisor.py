@@ -23,6 +23,7 @@ cancelled and the socket removed.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import signal
@@ -48,7 +49,7 @@ from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
 from ..store import AsyncStore, StorePathError
 from .connection import Connection
-from .listener import DaemonRunningError, own_socket_path, peer_allowed
+from .listener import DaemonRunningError, SocketPathError, own_socket_path, peer_allowed
 from .status import status_of
 
 logger = logging.getLogger(__name__)
@@ -56,11 +57,6 @@ logger = logging.getLogger(__name__)
 #: After the sessions are closed, how long their answers may take to reach
 #: the clients still connected.
 RESPONSE_FLUSH_S = 1.0
-#: Each connection's seqs start at its number times this, so seqs from two
-#: connections compare as "the newer connection's messages came later".
-#: 2**32 messages per connection, and exact as floats (the turn core's seqs)
-#: for two million connections.
-SEQ_STRIDE = 2**32
 
 
 class Daemon:
@@ -71,11 +67,19 @@ class Daemon:
         self.socket_path = socket_path
         self.store = store
         self.catalog = CatalogService()
-        self.manager = SessionManager(session_deps(settings, store, self.catalog, self.ask_client))
+        self.manager = SessionManager(
+            session_deps(settings, store, self.catalog, self.ask_client, many_clients=True)
+        )
         #: What the daemon knows about agy's sign-in (shared by every client).
         self.sign_in = SignInState(settings.resolve_agy_bin() or settings.agy_bin)
         self.connections: dict[int, Connection] = {}
         self._next_connection = 1
+        #: Every connection's incoming messages are numbered from this one
+        #: counter, in the order they arrive: a session/cancel cancels what
+        #: arrived before it, whichever client sent that (a range per
+        #: connection made every prompt of an older connection come "before" a
+        #: newer connection's cancel, for ever).
+        self.seqs = itertools.count()
         self.started_at = trio.current_time()
         self.shutdown = trio.Event()
         self.stop_budget_s = (
@@ -102,8 +106,7 @@ class Daemon:
                 doctor=functools.partial(
                     doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
                 ),
-                first_seq=number * SEQ_STRIDE,
-                seq_range=SEQ_STRIDE,
+                seqs=self.seqs,
             )
             self.connections[number] = connection
             self._note_activity()
@@ -153,7 +156,7 @@ class Daemon:
                 )
                 policy = session.on_disconnect or self.settings.on_disconnect
                 if policy == "cancel":
-                    session.cancel(connection.last_seq)
+                    session.cancel(next(self.seqs))  # everything that arrived so far
 
     def connection_of(self, session: Session) -> Connection | None:
         client = session.outlet.client
@@ -176,11 +179,15 @@ class Daemon:
                     if session.outlet.client is client:
                         session.outlet.detach()
                     continue
-                try:
-                    return await connection.peer.request(method, params)
-                except PeerClosedError:
-                    if session.outlet.client is client:
-                        session.outlet.detach()
+                # A client that another one took the session from is not
+                # asked any more: the question is withdrawn ($/cancel_request)
+                # and asked of the client that drives the session now.
+                with session.outlet.while_attached(client):
+                    try:
+                        return await connection.peer.request(method, params)
+                    except PeerClosedError:
+                        if session.outlet.client is client:
+                            session.outlet.detach()
         finally:
             self.questions[session.session_id] -= 1
             if not self.questions[session.session_id]:
@@ -229,7 +236,23 @@ class Daemon:
                 for connection in list(self.connections.values()):
                     await connection.peer.wait_requests_done()
                     await connection.peer.flush()
+            await self._finish_lines()
             nursery.cancel_scope.cancel(reason="daemon stopped")
+
+    async def _finish_lines(self) -> None:
+        """A line started to a client is finished (one reading slowly gets it
+        whole), later ones are dropped; a client that stopped reading for good
+        is given up at the shutdown grace (as the stdio bridge does)."""
+        peers = [connection.peer for connection in self.connections.values()]
+        if any(peer.writing for peer in peers):
+            logger.info("shutdown: finishing the line being written to a client")
+        grace = self.settings.shutdown_grace_s
+        with trio.move_on_after(grace) as finishing:
+            async with trio.open_nursery() as nursery:
+                for peer in peers:
+                    nursery.start_soon(peer.close_output)
+        if finishing.cancelled_caught:
+            logger.warning("a client did not read for %.1f s: stopping mid-line", grace)
 
 
 async def _watch_signals(daemon: Daemon) -> None:
@@ -288,7 +311,7 @@ def run_daemon(settings: Settings, socket_path: Path, ready_fd: int | None = Non
     """``agybridge daemon``: the process exit status."""
     try:
         trio.run(serve_daemon, settings, socket_path, ready_fd)
-    except (DaemonRunningError, PermissionError) as exc:
+    except (DaemonRunningError, SocketPathError, PermissionError) as exc:
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return 1
     except StorePathError as exc:

@@ -218,6 +218,10 @@ def log_file(path: Path | None) -> Check:
     except OSError as exc:
         return Check("log file", Status.FAIL, f"{path}: {exc.strerror}",
                      "set AGYBRIDGE_LOG_FILE to a writable path")  # fmt: skip
+    if stat.S_ISDIR(info.st_mode):
+        inside = path / "agybridge.log"
+        return Check("log file", Status.FAIL, f"{path} is a directory, not a file",
+                     f"set AGYBRIDGE_LOG_FILE to a file, e.g. {inside}")  # fmt: skip
     if not os.access(path, os.W_OK):
         return Check("log file", Status.FAIL, f"{path} is not writable",
                      f"chmod u+w {path}, or set AGYBRIDGE_LOG_FILE")  # fmt: skip

@@ -116,6 +116,8 @@ def _database(path: Path | None) -> Check:
         parent = path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
+        if not parent.is_dir():
+            return checks.database(path, None, f"cannot be created: {parent} is not a directory")
         if not os.access(parent, os.W_OK):
             return checks.database(path, None, f"cannot be created: {parent} is not writable")
         return checks.database(path, None, None)

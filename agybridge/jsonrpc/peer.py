@@ -28,7 +28,9 @@ the reader has stopped reading for good) may cut the line being written.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -95,8 +97,10 @@ class Peer:
       receive_stream, send_stream: the transport; the caller owns (and closes) them.
       handler: receives incoming requests and notifications.
       max_line_bytes: longer incoming lines are answered with -32600 and skipped.
-      first_seq: ``seq`` of the first incoming message; a server with several
-        connections gives each its own range, so seqs stay comparable across them.
+      first_seq: ``seq`` of the first incoming message.
+      seqs: where the seqs come from instead (``first_seq`` is then unused): a
+        server with several connections shares one counter among them, so seqs
+        compare across connections in the order the messages arrived.
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class Peer:
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         first_seq: int = 0,
+        seqs: Iterator[int] | None = None,
     ) -> None:
         self._receive_stream = receive_stream
         self._send_stream = send_stream
@@ -119,7 +124,7 @@ class Peer:
         self._requests_done = trio.Event()  # replaced whenever a request starts
         self._requests_done.set()
         self._next_id = 0
-        self._seq = first_seq
+        self._seqs = itertools.count(first_seq) if seqs is None else seqs
         self._receive_closed = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._started = False
@@ -328,8 +333,7 @@ class Peer:
             logger.warning("invalid incoming JSON-RPC message: %s", message.error)
             await self._send_line(encode_message(error_message(message.id, message.error)))
             return
-        seq = self._seq
-        self._seq += 1
+        seq = next(self._seqs)
         self._messages_received += 1
         if isinstance(message, Request):
             await self._start_request(message, seq, requests)

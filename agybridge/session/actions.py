@@ -21,6 +21,7 @@ from ..agy import AgySpawnError, build_argv
 from . import output, timers, turns
 from .errors import AgyStartError, auth_required
 from .gating import ask_allow_and_retry
+from .history import storable
 from .mapper import TurnMapper
 from .outlet import turn_outcome
 from .prompts import AttemptScopes, make_title
@@ -65,7 +66,11 @@ async def send_user_turn(session: Session, action: turns.SendUserTurn) -> None:
     usage = session.result_usage(action.incarnation)
     if usage is not None:
         mapper.previous_result_usage = usage
-    mapper.fresh_process = "--conversation" not in child.argv
+    # Only the first turn of a new conversation has nothing before it in the
+    # cumulative sum (a result without usage leaves no figure to subtract).
+    mapper.fresh_process = "--conversation" not in child.argv and not session.had_result(
+        action.incarnation
+    )
     mapper.gate_active = session.core.gate_in_use()
     notice = session.conversation.take_fork_notice()
     if notice is not None:
@@ -83,6 +88,14 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     if work.mapper is not None:
         session.book.count_usage(work.mapper)
         session.unrecognised.update(work.mapper.unrecognised)
+        reason = (
+            "cancelled before this tool finished"
+            if action.stop is turns.Stop.CANCELLED
+            else "the turn ended before this tool finished"
+        )
+        unfinished = work.mapper.end_without_result(reason)
+        if unfinished:
+            await session.outlet.send_all(unfinished)
     if action.error is not None:
         work.answer(error=action.error)
         outcome = turn_outcome("failed", error={"message": action.error.message})
@@ -102,10 +115,15 @@ async def record_turn(session: Session, action: turns.RecordTurn) -> None:
         await session.save()
         return
     if work.mapper.plan:
-        session.plan = tuple(codec.unstructure(entry) for entry in work.mapper.plan.values())
+        session.plan = tuple(
+            codec.unstructure(attrs.evolve(entry, content=storable(entry.content)))
+            for entry in work.mapper.plan.values()
+        )
     async with session.outlet.journalling():
         # The turn's lines and the session's row: one write, one commit.
-        await session.book.record_turn(work.display_text, work.mapper, session.record)
+        prompt = None if work.prompt_journalled else work.display_text
+        work.prompt_journalled = True
+        await session.book.record_turn(prompt, work.mapper, session.record)
 
 
 async def gate_notice(session: Session, action: turns.GateFallbackNotice) -> None:

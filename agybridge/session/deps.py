@@ -51,3 +51,6 @@ class SessionDeps:
     #: None: no client to ask, so no permission gate (tests).
     ask_client: AskClient | None = None
     timeouts: Timeouts = attrs.Factory(Timeouts)
+    #: Clients come and go and may take a session from each other (the daemon);
+    #: a stdio bridge has one client for its whole life.
+    many_clients: bool = False

@@ -11,15 +11,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..acp import models
+from ..acp.text_check import encodes_utf8
 from ..store import JournalEntry
 from .mapper import TurnMapper
 
 
 def turn_entries(
-    session_id: str, turn: int, prompt_text: str, mapper: TurnMapper, user_message_id: str
+    session_id: str, turn: int, prompt_text: str | None, mapper: TurnMapper, user_message_id: str
 ) -> list[JournalEntry]:
-    """The journal lines of one finished turn, in display order."""
-    entries = [JournalEntry.user(session_id, turn, 0, prompt_text, message_id=user_message_id)]
+    """The journal lines of one finished turn, in display order (``prompt_text``
+    None: no prompt line, it was journalled with an earlier attempt)."""
+    entries = []
+    if prompt_text is not None:
+        entries.append(
+            JournalEntry.user(
+                session_id, turn, 0, storable(prompt_text), message_id=user_message_id
+            )
+        )
     for call in mapper.tools.calls.values():
         entries.append(
             JournalEntry.tool(
@@ -28,16 +36,28 @@ def turn_entries(
                 len(entries),
                 tool_call_id=call.call_id,
                 kind=call.kind,
-                title=call.title,
+                title=storable(call.title),
                 status=call.status if call.finished else "failed",
             )
         )
-    text = mapper.streamed_text
+    text = storable(mapper.streamed_text)
     if text.strip():
         entries.append(
             JournalEntry.agent(session_id, turn, len(entries), text, message_id=mapper.message_id)
         )
     return entries
+
+
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can hold it (SQLite cannot store a lone surrogate).
+
+    agy's JSON may split a surrogate pair over two deltas (``"\\ud83d"`` then
+    ``"\\ude00"``): joined, the halves become the character again; a half
+    with no partner becomes U+FFFD.
+    """
+    if text.isascii() or encodes_utf8(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def replay_updates(entries: Iterable[JournalEntry]) -> list[models.SessionUpdate]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import stat
 from collections.abc import Sequence
 
 from ..agy.events import STATE_ACTIVE, StepUpdateEvent
@@ -66,11 +67,8 @@ def read_image(path: str, roots: Sequence[str]) -> ImageData | None:
     if not _inside(real, roots):
         return None
     try:
-        with open(real, "rb") as file:
-            if os.fstat(file.fileno()).st_size > MAX_INLINE_IMAGE_BYTES:
-                return None
-            data = file.read(MAX_INLINE_IMAGE_BYTES + 1)
-    except OSError:
+        data = _read_regular(real, MAX_INLINE_IMAGE_BYTES)
+    except (OSError, ValueError):
         return None
     if not data or len(data) > MAX_INLINE_IMAGE_BYTES:
         return None
@@ -83,14 +81,35 @@ def read_image(path: str, roots: Sequence[str]) -> ImageData | None:
 MAX_DIFF_FILE_BYTES = 1 * 2**20  # 1 MiB: larger files get no diff
 
 
+def _read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at ``path`` (at most ``limit``).
+
+    Opened without blocking and refused unless regular: a FIFO would block
+    the open until a writer comes, a device such as /dev/zero never ends
+    (its size reads 0).
+
+    Raises:
+        OSError: it cannot be opened (FileNotFoundError: it does not exist).
+        ValueError: it is not a regular file, or larger than ``limit``.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > limit:
+            raise ValueError("too large")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError("too large")
+    return data
+
+
 def read_text_file(path: str) -> str | None:
     """The file's text; None if it does not exist. Raises ValueError when it
     exists but cannot be shown as a diff (binary, huge, unreadable)."""
     try:
-        with open(path, "rb") as file:
-            if os.fstat(file.fileno()).st_size > MAX_DIFF_FILE_BYTES:
-                raise ValueError("too large for a diff")
-            data = file.read()
+        data = _read_regular(path, MAX_DIFF_FILE_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:

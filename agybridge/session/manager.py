@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import attrs
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+@attrs.define
+class _LifecycleLock:
+    lock: trio.Lock = attrs.Factory(trio.Lock)
+    #: Tasks holding or waiting for ``lock`` (the entry goes when none is left).
+    users: int = 0
+
+
 class SessionManager:
     """Creates, finds and closes sessions; :meth:`run` is their nursery."""
 
@@ -31,6 +39,8 @@ class SessionManager:
         self._starting: dict[str, trio.Event] = {}
         #: Sessions whose last instance ended silent after a cancelled answer.
         self._muted: set[str] = set()
+        #: Per session id, while a load, resume, close or delete holds or wants it.
+        self._lifecycle: dict[str, _LifecycleLock] = {}
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -39,6 +49,29 @@ class SessionManager:
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
+
+    @asynccontextmanager
+    async def lifecycle(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session's lifecycle lock: one load, resume, close or delete
+        of ``session_id`` at a time, whichever client sent it (each client's
+        own are in wire order already: agent/ordering.py), so each takes effect
+        as a whole (a delete cannot run between a load's read of the store and
+        its open). FIFO; not re-entrant (a second hold in one task raises
+        RuntimeError rather than deadlock).
+
+        Cancellation: a wait for the lock can be cancelled; nothing is held then.
+        """
+        entry = self._lifecycle.get(session_id)
+        if entry is None:
+            entry = self._lifecycle[session_id] = _LifecycleLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if not entry.users:
+                del self._lifecycle[session_id]
 
     def get(self, session_id: str) -> Session | None:
         """The live session with this id (not one that has ended)."""
@@ -104,7 +137,8 @@ class SessionManager:
             spec = await make_spec()
             if session_id in self._muted:
                 spec = attrs.evolve(spec, muted=True)
-            session = Session(spec, self.deps, Outlet(spec.session_id, client))
+            outlet = Outlet(spec.session_id, client, takeovers=self.deps.many_clients)
+            session = Session(spec, self.deps, outlet)
             await self._nursery.start(self._session_task, session)
         finally:
             del self._starting[session_id]

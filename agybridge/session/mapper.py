@@ -333,7 +333,8 @@ class TurnMapper:
         info = step.subagent_info or {}
         updates: list[models.SessionUpdate] = []
         status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
-        for i, sub in enumerate(info.get("subagents") or []):
+        subagents = info.get("subagents")
+        for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
             if isinstance(sub, dict):
                 role = sub.get("role") or sub.get("type_name") or "subagent"
                 updates += self._plan_set(f"{step.step_index}.{i}", f"Subagent {role}", status)
@@ -384,6 +385,14 @@ class TurnMapper:
         # The meter's final value for the turn (unless it was just sent).
         updates += self._usage_update()
         return updates
+
+    def end_without_result(self, reason: str) -> list[models.SessionUpdate]:
+        """The turn is answered without agy's ``result`` (cancelled, agy
+        exited, stalled): tool calls the client saw running end failed, so no
+        card spins forever (the journal records them so too)."""
+        if self.state is TurnState.FINISHED:
+            return []
+        return self.tools.fail_unfinished(reason)
 
     def _remaining_response(self, response: str) -> list[models.SessionUpdate]:
         rest = self.streamed.rest_of(response)

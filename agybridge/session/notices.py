@@ -89,7 +89,10 @@ def parse_duration(text: str) -> dt.timedelta | None:
     seconds = 0.0
     for value, unit in parts:
         seconds += float(value) * _DURATION_SECONDS[unit]
-    return dt.timedelta(seconds=seconds)
+    try:
+        return dt.timedelta(seconds=seconds)
+    except OverflowError:  # beyond any calendar (or infinite): no date to name
+        return None
 
 
 @attrs.frozen
@@ -146,8 +149,11 @@ def quota_error(
     resets_at = None
     if resets_in:
         delta = parse_duration(resets_in)
-        if delta is not None:
-            at = (now + delta).replace(microsecond=0)
+        try:
+            at = None if delta is None else (now + delta).replace(microsecond=0)
+        except OverflowError:  # after the year 9999
+            at = None
+        if at is not None:
             resets_at = at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     return QuotaError(text=text.strip(), resets_in=resets_in, resets_at=resets_at, details=details)
 

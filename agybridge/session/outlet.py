@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import trio
@@ -55,8 +55,14 @@ def detached_notice(reason: str) -> models.SessionInfoUpdate:
 class Outlet:
     """One session's way out; see the module docstring."""
 
-    def __init__(self, session_id: str, client: ClientSink | None = None) -> None:
+    def __init__(
+        self, session_id: str, client: ClientSink | None = None, *, takeovers: bool = True
+    ) -> None:
         self.session_id = session_id
+        #: Another client may take the session over (the daemon): a hand-over to
+        #: the one it replaces can be given up. Not with one client for good
+        #: (stdio), where the cancel scope would cost every hand-over for nothing.
+        self._takeovers = takeovers
         self._client = client
         self._attached = trio.Event()
         if client is not None:
@@ -76,6 +82,20 @@ class Outlet:
         self._guard = EagerLock()
         #: Updates collected while the session loop maps a batch (``holding``).
         self._held: list[models.SessionUpdate] | None = None
+        #: The hand-over to a client in progress (under the guard): a client
+        #: taking the session over gives up one to another client.
+        self._handing: tuple[ClientSink, trio.CancelScope] | None = None
+        #: Clients taking the session over, waiting for the guard: the client
+        #: they replace is sent nothing meanwhile (it may have stopped reading).
+        self._takers: list[ClientSink] = []
+        #: Work done for one client (its questions), cancelled when it is not
+        #: the attached client any more (``while_attached``).
+        self._bound: list[tuple[ClientSink, trio.CancelScope]] = []
+
+    @property
+    def takeovers(self) -> bool:
+        """Whether another client may take the session over (hand-overs can be given up)."""
+        return self._takeovers
 
     @property
     def attached(self) -> bool:
@@ -88,11 +108,33 @@ class Outlet:
     def attach(self, client: ClientSink) -> None:
         self._client = client
         self._attached.set()
+        self._unbind()
 
     def detach(self) -> None:
         self._client = None
         if self._attached.is_set():
             self._attached = trio.Event()
+        self._unbind()
+
+    def _unbind(self) -> None:
+        for client, scope in self._bound:
+            if client is not self._client:
+                scope.cancel(reason="the client was detached from the session")
+
+    @contextmanager
+    def while_attached(self, client: ClientSink) -> Iterator[trio.CancelScope]:
+        """A cancel scope that is cancelled once ``client`` is not the attached
+        client (detached, or another client took the session over): a
+        question asked of it is then asked of the next client instead."""
+        with trio.CancelScope() as scope:
+            bound = (client, scope)
+            self._bound.append(bound)
+            try:
+                if client is not self._client:
+                    scope.cancel(reason="the client is not attached to the session")
+                yield scope
+            finally:
+                self._bound.remove(bound)
 
     async def wait_attached(self) -> ClientSink:
         """The attached client, once there is one (a plain wait)."""
@@ -121,10 +163,25 @@ class Outlet:
             for update in updates:
                 turn.add(update)
         client = self._client
-        if client is None:
+        if client is None or not await self._hand_over(client, updates):
             self.dropped += len(updates)
-            return
-        await client(self.session_id, updates)
+
+    async def _hand_over(self, client: ClientSink, updates: Sequence[models.SessionUpdate]) -> bool:
+        """Send to ``client`` (under the guard); False if it was given up because
+        another client is taking the session over (a client that stopped reading
+        must not keep the session from the next one)."""
+        if not self._takeovers:
+            await client(self.session_id, updates)
+            return True
+        with trio.CancelScope() as scope:
+            if any(taker is not client for taker in self._takers):
+                scope.cancel(reason="another client is taking the session over")
+            self._handing = (client, scope)
+            try:
+                await client(self.session_id, updates)
+            finally:
+                self._handing = None
+        return not scope.cancelled_caught
 
     # --- holding a batch -------------------------------------------------------
 
@@ -179,7 +236,7 @@ class Outlet:
             if client is None:
                 self._unseen_outcome = outcome
             elif client is not owner:
-                await client(self.session_id, (outcome,))
+                await self._hand_over(client, (outcome,))
 
     @property
     def turn_running(self) -> bool:
@@ -196,34 +253,49 @@ class Outlet:
         (None: nothing, for ``session/resume``), the running turn so far, and
         the outcome of a turn it has not seen. Returns the client it replaced
         (told it was detached), if another one was attached."""
-        async with self._guard:
-            previous = self._client
-            if previous is client:
-                previous = None
-            self.attach(client)
-            if previous is not None:
-                try:
-                    with trio.move_on_after(DETACH_NOTICE_S):
-                        notice = detached_notice("the session was opened by another client")
-                        await previous(self.session_id, (notice,))
-                except Exception as exc:  # that client is going away anyway
-                    logger.info(
-                        "session %s: could not tell the old client: %s", self.session_id, exc
-                    )
-            replay: list[models.SessionUpdate] = []
-            if history is not None:
-                replay += await history()
-            if self._turn is not None:
-                if self._turn.lost:
-                    replay.append(_lost_notice(self._turn.lost))
-                replay += self._turn.updates()
-                replay.append(turn_outcome("running"))
-            elif self._unseen_outcome is not None:
-                replay.append(self._unseen_outcome)
-                self._unseen_outcome = None
-            for start in range(0, len(replay), HOLD_LIMIT):
-                await client(self.session_id, replay[start : start + HOLD_LIMIT])
-            return previous
+        self._takers.append(client)
+        handing = self._handing
+        if handing is not None and handing[0] is not client:
+            handing[1].cancel(reason="another client is taking the session over")
+        try:
+            async with self._guard:
+                self._takers.remove(client)
+                return await self._attach_now(client, history)
+        finally:
+            if client in self._takers:
+                self._takers.remove(client)
+
+    async def _attach_now(
+        self,
+        client: ClientSink,
+        history: Callable[[], Awaitable[Iterable[models.SessionUpdate]]] | None,
+    ) -> ClientSink | None:
+        previous = self._client
+        if previous is client:
+            previous = None
+        self.attach(client)
+        if previous is not None:
+            try:
+                with trio.move_on_after(DETACH_NOTICE_S):
+                    notice = detached_notice("the session was opened by another client")
+                    await previous(self.session_id, (notice,))
+            except Exception as exc:  # that client is going away anyway
+                logger.info("session %s: could not tell the old client: %s", self.session_id, exc)
+        replay: list[models.SessionUpdate] = []
+        if history is not None:
+            replay += await history()
+        if self._turn is not None:
+            if self._turn.lost:
+                replay.append(_lost_notice(self._turn.lost))
+            replay += self._turn.updates()
+            replay.append(turn_outcome("running"))
+        elif self._unseen_outcome is not None:
+            replay.append(self._unseen_outcome)
+            self._unseen_outcome = None
+        for start in range(0, len(replay), HOLD_LIMIT):
+            if not await self._hand_over(client, replay[start : start + HOLD_LIMIT]):
+                break  # a newer client is taking it over
+        return previous
 
 
 def _lost_notice(count: int) -> models.SessionUpdate:

@@ -70,10 +70,11 @@ class SessionBook:
             )
 
     async def record_turn(
-        self, text: str, mapper: TurnMapper, record: Callable[[], SessionRecord]
+        self, text: str | None, mapper: TurnMapper, record: Callable[[], SessionRecord]
     ) -> None:
         """Journal one finished turn (the prompt reached agy) and save the
-        session's row (``record()``, built once the turn is counted) with it."""
+        session's row (``record()``, built once the turn is counted) with it.
+        ``text`` None: the prompt is journalled already (a retried turn)."""
         index, self.next_turn = self.next_turn, self.next_turn + 1
         entries = turn_entries(self._session_id, index, text, mapper, f"user_{uuid.uuid4().hex}")
         if self._store is None:

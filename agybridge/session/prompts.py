@@ -64,6 +64,8 @@ class PromptWork:
     auth_failed: bool = False
     #: Its request task holds it (and takes the answer from it).
     claimed: bool = False
+    #: The prompt is in the display journal (a retried turn journals it once).
+    prompt_journalled: bool = False
     #: Deadlines of the current attempt (cancelled when it ends).
     timers: AttemptScopes = attrs.Factory(AttemptScopes)
     _done: trio.Event = attrs.Factory(trio.Event)

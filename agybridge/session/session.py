@@ -105,7 +105,8 @@ class Session:
         )
         self.prompts = PromptBook()
         self.notes: dict[int, output.ChildNotes] = {}
-        self._result_usage: dict[int, Usage] = {}
+        #: The last ``result.usage`` of each process (None: its last result had none).
+        self._result_usage: dict[int, Usage | None] = {}
         self.nursery: trio.Nursery | None = None
         #: Callers waiting for the loop (released if it ends first).
         self._waiting: set[trio.Event] = set()
@@ -317,6 +318,10 @@ class Session:
         """The last ``result.usage`` of that process (cumulative)."""
         return self._result_usage.get(incarnation)
 
+    def had_result(self, incarnation: int) -> bool:
+        """That process has finished a turn (with or without usage)."""
+        return incarnation in self._result_usage
+
     def roots(self) -> list[str]:
         staging = [self.staging.root] if self.staging is not None else []
         return [self.cwd, *self.additional_dirs, *staging]
@@ -365,8 +370,7 @@ class Session:
             return
         if self.conversation.learn(event.result.conversation_id or "", "result"):
             self._save_soon()
-        if event.result.usage is not None:
-            self._result_usage[incarnation] = event.result.usage
+        self._result_usage[incarnation] = event.result.usage
 
     # --- the client's side -----------------------------------------------------
 

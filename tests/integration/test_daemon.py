@@ -22,6 +22,7 @@ import trio
 
 from agybridge.daemon.listener import peer_allowed
 from tests.acp_wire import BRIDGE_CMD, Harness, RawClient, open_bridge, stop_reason, tail
+from tests.integration.test_shutdown_wire import STARTED_BIG_LINE, logged, unread_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -132,6 +133,18 @@ def _assert_ticks_once(text: str) -> None:
     assert text.strip() == " ".join(f"tick {n}" for n in range(1, count + 1)), text
 
 
+async def _second_takes_over(first: RawClient, second: RawClient, cwd: Path) -> str:
+    """``first`` opens a session, then ``second`` loads it (and drives it)."""
+    await first.initialize()
+    session_id = await first.new_session(cwd)
+    await second.initialize()
+    loaded = await second.request(
+        "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+    )
+    assert "result" in loaded, loaded
+    return session_id
+
+
 async def _start_slow_turn(client: RawClient, tmp_path: Path) -> tuple[str, int]:
     await client.initialize()
     session_id = await client.new_session(tmp_path)
@@ -232,13 +245,7 @@ async def test_the_newer_client_drives_and_the_older_is_told(
     tmp = harness.tmp_path
     harness.tmp_path.joinpath("release").touch()  # every turn: one tick
     async with supervisor.attach() as first, supervisor.attach() as second:
-        await first.initialize()
-        session_id = await first.new_session(tmp)
-        await second.initialize()
-        loaded = await second.request(
-            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
-        )
-        assert "result" in loaded, loaded
+        session_id = await _second_takes_over(first, second, tmp)
         notice = await first.wait_update(session_id, "session_info_update")
         assert notice["_meta"]["agybridge"]["attached"] is False
         refused = await first.request(
@@ -251,6 +258,75 @@ async def test_the_newer_client_drives_and_the_older_is_told(
         )
         assert stop_reason(done) == "end_turn", done
         assert "tick 1" in second.message_text(session_id)
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_cancel_from_a_newer_client_does_not_cancel_later_prompts_of_an_older_one(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """session/cancel cancels what was sent before it, whichever client sends
+    it: a prompt an older connection sends afterwards runs (before, every prompt
+    of a client that connected earlier was answered cancelled at once)."""
+    tmp = harness.tmp_path
+    harness.tmp_path.joinpath("release").touch()  # every turn: one tick
+    async with supervisor.attach() as older:
+        await older.initialize()  # connected first
+        async with supervisor.attach() as newer:
+            await newer.initialize()
+            session_id = await newer.new_session(tmp)
+            await newer.notify("session/cancel", {"sessionId": session_id})
+            done = await newer.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]},
+            )
+            assert stop_reason(done) == "end_turn", done
+        loaded = await older.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        done = await older.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        assert stop_reason(done) == "end_turn", done
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_client_the_session_was_taken_from_cannot_cancel_its_turns(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """The newer client drives: a session/cancel from the client it took the
+    session from is ignored (as that client's prompts are refused)."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id = await _second_takes_over(first, second, tmp)
+        prompt = await second.start_prompt(session_id, "count for me")
+        await second.wait_for(lambda: "tick 2" in second.message_text(session_id), "two ticks")
+        await first.notify("session/cancel", {"sessionId": session_id})
+        # Answered after the cancel was handled (one connection's messages in order).
+        listed = await first.request("session/list", {})
+        assert "result" in listed, listed
+        harness.tmp_path.joinpath("release").touch()
+        assert stop_reason(await second.response(prompt)) == "end_turn"
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_the_advertised_extensions_work_through_the_daemon(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """Every ``_agybridge/...`` extension initialize advertises is served through
+    the daemon too (only status and stop are the daemon's own)."""
+    async with supervisor.attach() as client:
+        init = await client.initialize()
+        advertised = init["result"]["agentCapabilities"]["_meta"]["agybridge"]["extensions"]
+        assert "_agybridge/session/runtime" in advertised
+        session_id = await client.new_session(harness.tmp_path)
+        runtime = await client.request("_agybridge/session/runtime", {"sessionId": session_id})
+        assert runtime.get("result", {}).get("sessionId") == session_id, runtime
+        unknown = await client.request("_agybridge/no/such", {})
+        assert unknown["error"]["code"] == -32601, unknown
     await supervisor.stop()
     await harness.assert_no_leftovers()
 
@@ -271,6 +347,68 @@ async def test_second_daemon_refuses_and_socket_is_private(
         assert stat.S_IMODE(supervisor.socket_dir.stat().st_mode) == 0o700
         assert (await supervisor.status())["pid"] == pid  # the first one is untouched
     await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_stop_finishes_the_line_a_client_that_is_not_reading_was_sent(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """The daemon is stopped while stuck mid-way through a 1 MiB line to a client
+    that is not reading: the line is finished once the client reads (it is not
+    cut by the daemon's exit); the connection ends with a newline, every line JSON."""
+    gate = harness.tmp_path / "never"
+    log = harness.tmp_path / "agybridge.log"
+    daemon_env = {"AGYBRIDGE_MODE": "autonomous", "AGYBRIDGE_SHUTDOWN_GRACE_S": "30"}
+    with trio.fail_after(WAIT_S * 2):
+        async with supervisor.attach(**daemon_env) as starter:
+            await starter.initialize()  # the daemon is up
+        stream = await trio.open_unix_socket(str(supervisor.socket))
+        async with stream:
+            data = b""
+
+            async def request(request_id: int, method: str, params: Any) -> dict[str, Any]:
+                nonlocal data
+                line = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                await stream.send_all(json.dumps(line).encode() + b"\n")
+                while True:
+                    while b"\n" in data:
+                        first, data = data.split(b"\n", 1)
+                        message: dict[str, Any] = json.loads(first)
+                        if message.get("id") == request_id and "method" not in message:
+                            return message
+                    chunk = await stream.receive_some()
+                    assert chunk, "the daemon closed the connection"
+                    data += chunk
+
+            await request(1, "initialize", {"protocolVersion": 1})
+            new = await request(2, "session/new", {"cwd": str(harness.tmp_path), "mcpServers": []})
+            text = f"[fake-agy:big-output] gate={gate}"
+            prompt = {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": text}],
+            }
+            await stream.send_all(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
+                ).encode()
+                + b"\n"
+            )
+            fd = stream.socket.fileno()
+            # Past 16 KiB unread the daemon is inside the 1 MiB line, more than a
+            # socket holds; "bytes waiting" is not an event, so this polls.
+            while unread_bytes(fd) + len(data) < STARTED_BIG_LINE:  # noqa: ASYNC110
+                await trio.sleep(0.02)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(supervisor.command, "stop", "--timeout", "25")
+                while not logged(log, "finishing the line being written"):  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+                async for chunk in stream:
+                    data += chunk
+    assert data.endswith(b"\n"), data[-200:]
+    lines = data.splitlines()
+    for line in lines:
+        json.loads(line)
+    assert max(map(len, lines)) > 2**20  # the big line came through whole
     await harness.assert_no_leftovers()
 
 
@@ -315,6 +453,32 @@ async def test_attach_reports_a_daemon_that_cannot_start(
     await harness.assert_no_leftovers()
 
 
+async def test_attach_relays_the_answers_to_what_it_read_before_stdin_ended(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A client that writes its requests and closes stdin still gets their
+    answers (as from the in-process bridge), then attach exits 0."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}},
+    ]
+    with trio.fail_after(WAIT_S):
+        done = await trio.run_process(
+            list(ATTACH_CMD),
+            env=supervisor.env(),
+            stdin=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("id") for a in answers if "id" in a] == [0, 1], answers
+    assert all("result" in a for a in answers if "id" in a), answers
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 def test_peer_of_another_uid_is_refused() -> None:
     """SO_PEERCRED: a peer whose uid is not the daemon's is refused (the other
     uid is simulated: tests cannot run as another user)."""
@@ -354,6 +518,41 @@ async def test_a_permission_question_waits_for_the_next_client(
         assert second.permission_requests, "the question was not asked again"
         asked = second.permission_requests[0]["params"]
         assert asked == first.permission_requests[0]["params"]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_permission_question_follows_the_client_that_takes_the_session(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A question open with a client when another client opens the session is
+    withdrawn from the first ($/cancel_request) and asked of the second, which
+    now drives the session (README "Two clients on one session")."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        first.permission_choice = "hold"
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await first.start_prompt(session_id, "[fake-agy:permission-tool]")
+        await first.wait_for(lambda: first.permission_requests or None, "a question")
+        second.permission_choice = "allow_once"
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        with trio.fail_after(WAIT_S):
+            await second.wait_for(lambda: second.permission_requests or None, "the question")
+        asked = first.permission_requests[0]
+        assert second.permission_requests[0]["params"] == asked["params"]
+        withdrawn = [
+            m
+            for m in first.received
+            if m.get("method") == "$/cancel_request" and m["params"]["requestId"] == asked["id"]
+        ]
+        assert withdrawn, "the first client was not told the question is withdrawn"
+        await second.wait_for(lambda: _turn_states(second, session_id)[1:], "the outcome")
+        assert _turn_states(second, session_id)[-1] == {"state": "ended", "stopReason": "end_turn"}
     await supervisor.stop()
     await harness.assert_no_leftovers()
 

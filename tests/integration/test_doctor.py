@@ -137,3 +137,25 @@ def test_private_dir_modes(tmp_path: Path) -> None:
 def test_windows_is_not_supported() -> None:
     assert checks.operating_system("win32").status is Status.FAIL
     assert checks.operating_system("linux").status is Status.OK
+
+
+def test_log_file_that_is_a_directory_fails(tmp_path: Path) -> None:
+    """AGYBRIDGE_LOG_FILE naming a directory: the bridge cannot log there, so
+    the check fails with a fix (it said ✓ before, even for a 0700 directory)."""
+    folder = tmp_path / "logs"
+    folder.mkdir(mode=0o700)
+    os.chmod(folder, 0o700)
+    check = checks.log_file(folder)
+    assert check.status is Status.FAIL, check
+    assert "is a directory" in check.summary and check.fix
+
+
+def test_database_below_a_regular_file_fails(tmp_path: Path) -> None:
+    """AGYBRIDGE_DB inside something that is a file, not a folder: it can never
+    be created, so the check fails (it said "not created yet" ✓ before)."""
+    (tmp_path / "afile").write_text("")
+    from agybridge.doctor.gather import _database  # noqa: PLC0415
+
+    check = _database(tmp_path / "afile" / "agybridge.db")
+    assert check.status is Status.FAIL, check
+    assert "not a directory" in check.summary and check.fix

@@ -64,7 +64,7 @@ class LineClient:
         return message
 
 
-def _echo_bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, str]:
+def echo_bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, str]:
     """Settings (from this test's environment only) for an in-process bridge
     over the fake agy's echo scenario, and the run's marker."""
     marker = new_marker()
@@ -87,7 +87,7 @@ async def _bridge(settings: Settings) -> AsyncIterator[LineClient]:
 async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings, marker = _echo_bridge(tmp_path, monkeypatch)
+    settings, marker = echo_bridge(tmp_path, monkeypatch)
 
     original = TurnMapper.feed
 
@@ -123,7 +123,7 @@ async def test_a_closed_session_has_ended_and_is_never_waited_on(
 ) -> None:
     """Once a session's loop is over it counts as ended (what the manager's `get`
     and `open` look at), and waiting on its loop returns at once, not forever."""
-    settings, marker = _echo_bridge(tmp_path, monkeypatch)
+    settings, marker = echo_bridge(tmp_path, monkeypatch)
     sessions: list[Session] = []
     original_run = Session.run
 

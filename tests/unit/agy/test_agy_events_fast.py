@@ -123,3 +123,42 @@ def test_steps_and_results_with_usage_take_the_fast_path() -> None:
         assert fast is not None
         assert fast == events._converter.structure(line, events.AgyEvent)  # type: ignore[arg-type]
         assert events.parse_event(json.dumps(line)) == fast
+
+
+def test_a_result_with_one_unreadable_field_still_ends_the_turn() -> None:
+    """A ``result`` is the only end of a turn (contract.md §2.3, §3.5): one field
+    of an unexpected type (a null token count, a denied action that is not an
+    object) must not turn the whole line into noise, or the prompt waits
+    forever (the stall timeout is off by default). The field is dropped."""
+    usage = {"input_tokens": None, "output_tokens": 3, "total_tokens": 3}
+    body = {"status": "SUCCESS", "response": "hi\n", "usage": usage, "num_turns": 1}
+    parsed = events.parse_event(json.dumps({"event": "result", "result": body}))
+    assert isinstance(parsed, events.ResultEvent), parsed
+    assert parsed.result.status == "SUCCESS" and parsed.result.response == "hi\n"
+    assert parsed.result.usage is None and parsed.result.num_turns == 1
+    body = {"status": "SUCCESS", "response": "", "denied_actions": ["command"]}
+    parsed = events.parse_event(json.dumps({"event": "result", "result": body}))
+    assert isinstance(parsed, events.ResultEvent), parsed
+    assert parsed.result.denied_actions is None
+
+
+def test_a_text_delta_survives_an_unreadable_usage() -> None:
+    """agy's text is never dropped for a field beside it that cannot be read."""
+    body = {
+        "step_index": 2,
+        "state": "DONE",
+        "step_type": "agent_response",
+        "text_delta": "done\n",
+        "usage": {"input_tokens": "many"},
+    }
+    parsed = events.parse_event(json.dumps({"event": "step_update", "step_update": body}))
+    assert isinstance(parsed, events.StepUpdateEvent), parsed
+    assert parsed.step_update.text_delta == "done\n" and parsed.step_update.usage is None
+
+
+def test_a_line_without_its_required_fields_stays_malformed() -> None:
+    parsed = events.parse_event(json.dumps({"event": "result", "result": {"response": "x"}}))
+    assert isinstance(parsed, events.MalformedLine)
+    body = {"step_index": "two", "state": "DONE", "step_type": "agent_response"}
+    parsed = events.parse_event(json.dumps({"event": "step_update", "step_update": body}))
+    assert isinstance(parsed, events.MalformedLine)

@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 
+from agybridge.agy.events import StepUpdate, StepUpdateEvent, ToolInfo
 from agybridge.session.images import (
     MAX_CANDIDATES,
     MAX_DIFF_FILE_BYTES,
@@ -16,6 +18,7 @@ from agybridge.session.images import (
     observe,
     read_image,
     read_text_file,
+    snapshot_edit_target,
     sniff_image_type,
 )
 from agybridge.session.tool_calls import ImageData
@@ -211,3 +214,37 @@ def test_observe_nothing() -> None:
     """Nothing asked, nothing read."""
     seen = observe([], [], [CWD])
     assert (dict(seen.files), dict(seen.images)) == ({}, {})
+
+
+async def test_a_fifo_or_device_named_as_edit_target_or_image_is_not_read(root: Path) -> None:
+    """An edit target or image path that is a FIFO (open blocks until a writer
+    comes) or a device (/dev/zero never ends; its size reads 0) is refused
+    without waiting: these reads run as agy's lines arrive and on the
+    session's loop. The bounded wait below only detects a hang."""
+    fifo = root / "pipe.png"
+    os.mkfifo(fifo)
+    try:
+        with trio.move_on_after(20) as waited:
+            found = await trio.to_thread.run_sync(
+                lambda: (
+                    observe([str(fifo)], [str(fifo)], [str(root)]),
+                    snapshot_edit_target(_edit_step(str(fifo))),
+                ),
+                abandon_on_cancel=True,
+            )
+    finally:
+        # Release a reader stuck in open() (the code before the fix).
+        fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+        os.close(fd)
+    assert not waited.cancelled_caught, "reading a FIFO blocked"
+    seen, snapshot = found
+    assert seen.files == {} and seen.images == {} and snapshot is None
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_text_file("/dev/zero")
+
+
+def _edit_step(path: str) -> StepUpdateEvent:
+    info = ToolInfo(name="write_to_file", parameters={"TargetFile": path})
+    return StepUpdateEvent(
+        StepUpdate(3, "ACTIVE", "tool", tool_name="write_to_file", tool_info=info)
+    )

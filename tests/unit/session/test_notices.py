@@ -264,3 +264,12 @@ def test_available_models_from_the_captured_error(samples_dir: Path) -> None:
 def test_available_models(text: str, models: list[str]) -> None:
     """Names after ``Available models:`` are listed; elisions and blank lines are not."""
     assert notices.available_models(text) == models
+
+
+@pytest.mark.parametrize("duration", ["99999999999999h", "2000000000h", "9" * 400 + "s"])
+def test_quota_reset_beyond_the_calendar_is_kept_as_text(duration: str) -> None:
+    """A reset time no date can hold (agy's text, not ours) never raises: the
+    message keeps agy's duration and names no reset date."""
+    quota = notices.quota_error(f"Individual quota reached. Resets in {duration}.", None, NOW)
+    assert quota is not None and quota.resets_in == duration and quota.resets_at is None
+    assert "Resets in" in quota.message()

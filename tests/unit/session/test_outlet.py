@@ -133,6 +133,36 @@ async def test_replaced_client_is_told_and_gets_nothing_more() -> None:
     assert new.texts() == ["x"]
 
 
+class Stuck(Client):
+    """A client that stopped reading: every hand-over waits forever."""
+
+    async def __call__(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+        await trio.sleep_forever()
+
+
+@pytest.mark.parametrize("waiting", [0, 1])
+async def test_a_client_that_stopped_reading_does_not_block_the_next_one(
+    waiting: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A session blocked handing updates to a client that stopped reading (and
+    ``waiting`` more updates queued behind) is taken over by a client that opens
+    it: the new one gets the turn so far, the rest live, then the outcome."""
+    stuck, new = Stuck(), Client()
+    outlet = Outlet("s", stuck)
+    await outlet.turn_started("p")
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            for text in "ab"[: 1 + waiting]:
+                nursery.start_soon(outlet.send, chunk(text))
+                await trio.testing.wait_all_tasks_blocked()
+            await outlet.attach_replaying(new, None)
+        await outlet.send(chunk("c"))
+        await outlet.turn_ended(ENDED)
+    # The turn log joins a run of text.
+    assert new.texts() == ["p", "ab" if waiting else "a", "c"]
+    assert new.turns() == [{"state": "running"}, {"state": "ended", "stopReason": "end_turn"}]
+
+
 async def test_a_long_detached_turn_is_kept_bounded() -> None:
     """Beyond MAX_ENTRIES the oldest updates go, and the client is told how many."""
     outlet = Outlet("s", None)
