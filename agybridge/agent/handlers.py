@@ -266,7 +266,7 @@ class AcpAgent:
                 return
             for seq, session_id in self._behind_prompts.items():
                 if session_id == cancel.session_id and seq < ctx.seq:
-                    self._behind[seq] = True  # it arrives cancelled (when it arrives)
+                    self._behind[seq] = True  # answered cancelled once it arrives
             session = self._manager.get(cancel.session_id)
             if session is None:
                 logger.info("session/cancel for unknown session %r", cancel.session_id)
