@@ -90,6 +90,9 @@ class AcpAgent:
         #: Requests for a session not live yet, sent behind its load or resume:
         #: whether ``$/cancel_request`` came for them while they waited.
         self._behind: dict[int, bool] = {}
+        #: Those of them that are prompts (or steers) -> their session id: a
+        #: ``session/cancel`` sent after them cancels them too.
+        self._behind_prompts: dict[int, str] = {}
         self._lifecycle = LifecycleOrder()
         #: Rollback requests in flight -> their session's mutation log, which
         #: holds back the prompts sent after them (``MutationLog.settled``).
@@ -122,17 +125,26 @@ class AcpAgent:
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         if method in LIFECYCLE_METHODS and isinstance(session_id, str):
             self._lifecycle.ticket(session_id, ctx.seq)
+        if (
+            isinstance(session_id, str)
+            and method not in LIFECYCLE_METHODS
+            and self._lifecycle.pending(session_id)
+        ):
+            # Sent right behind a load, resume, close or delete of the session (a
+            # client that does not wait for its answer): it arrives once that is
+            # done, also when the session is live now (after a close: -32002).
+            self._lifecycle.ticket(session_id, ctx.seq)
+            self._behind[ctx.seq] = False
+            if method in ("session/prompt", STEER):
+                # Answered cancelled, as any prompt (else: -32800).
+                ctx.on_cancel = functools.partial(self._cancel_behind, ctx.seq)
+                self._behind_prompts[ctx.seq] = session_id
+            if self._manager.get(session_id) is None:
+                self._manager.client_spoke(session_id)
+            return
         session = self._named_session(params)
         if session is None:
             if isinstance(session_id, str):
-                if method not in LIFECYCLE_METHODS and self._lifecycle.pending(session_id):
-                    # Sent right behind a load or resume of the session (a client
-                    # that does not wait for its answer): it arrives once that is done.
-                    self._lifecycle.ticket(session_id, ctx.seq)
-                    self._behind[ctx.seq] = False
-                    if method in ("session/prompt", STEER):
-                        # Answered cancelled, as any prompt (else: -32800).
-                        ctx.on_cancel = functools.partial(self._cancel_behind, ctx.seq)
                 self._manager.client_spoke(session_id)
             return
         self._arrive(session, method, ctx)
@@ -165,6 +177,7 @@ class AcpAgent:
                 pass  # its place is only for waiting: later requests need not wait for it
         finally:
             cancelled = self._behind.pop(ctx.seq)
+            self._behind_prompts.pop(ctx.seq, None)
         session = self._manager.get(session_id)
         if session is None:
             return cancelled  # not loaded (its load said why): the request's own error
@@ -251,6 +264,9 @@ class AcpAgent:
             except Exception:
                 logger.warning("ignoring malformed session/cancel: %r", params)
                 return
+            for seq, session_id in self._behind_prompts.items():
+                if session_id == cancel.session_id and seq < ctx.seq:
+                    self._behind[seq] = True  # answered cancelled once it arrives
             session = self._manager.get(cancel.session_id)
             if session is None:
                 logger.info("session/cancel for unknown session %r", cancel.session_id)

@@ -13,9 +13,12 @@ the manager's per-session lock (``SessionManager.lifecycle``) for its whole
 handling, after its turn here: two clients' requests take effect one at a
 time, each as a whole.
 
-A session's other requests (a prompt...) sent right behind its load or resume,
-before the session is live, wait the same way, then arrive at the session at
-once: they hold their place only until the requests before them are done.
+A session's other requests (a prompt...) sent right behind its load, resume,
+close or delete wait the same way (also when the session is live), then arrive
+at the session at once: they hold their place only until the requests before
+them are done. After a close or delete there is no session to arrive at: they
+get the unknown-session error. A ``session/cancel`` sent behind them cancels
+the prompts among them when they arrive.
 """
 
 from __future__ import annotations

@@ -39,6 +39,21 @@ def prompt(client: RawClient, session_id: str, text: str) -> Any:
     )
 
 
+def open_request(client: RawClient, method: str, session_id: str) -> Any:
+    """A ``session/load`` or ``session/resume`` of ``session_id`` from the client's cwd."""
+    params: dict[str, Any] = {"sessionId": session_id, "cwd": str(client.tmp_path)}
+    if method == "session/load":
+        params["mcpServers"] = []
+    return request(client, method, params)
+
+
+async def stored_session(harness: Harness) -> str:
+    """A session made by a bridge that has exited: in the store, not live."""
+    async with harness.open_bridge() as first:
+        await first.initialize()
+        return await first.new_session()
+
+
 async def write_together(client: RawClient, *messages: Any) -> None:
     await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
 
@@ -129,10 +144,7 @@ async def test_a_prompt_sent_behind_its_sessions_load(
             assert stop_reason(answer) == "end_turn"
         async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
             await client.initialize()
-            params: dict[str, Any] = {"sessionId": session_id, "cwd": str(client.tmp_path)}
-            if method == "session/load":
-                params["mcpServers"] = []
-            load = request(client, method, params)
+            load = open_request(client, method, session_id)
             follow = prompt(client, session_id, SLOW if then != "runs" else "hello again")
             extra = []
             if then == "cancel_request":
@@ -162,20 +174,79 @@ async def test_a_mode_change_sent_behind_its_sessions_load(harness: Harness) -> 
     """Any request for the session, not only a prompt, waits for a load sent before it
     instead of failing -32002 while agy starts."""
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge() as first:
-            await first.initialize()
-            session_id = await first.new_session()
+        session_id = await stored_session(harness)
         async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
             await client.initialize()
-            load = request(
-                client,
-                "session/load",
-                {"sessionId": session_id, "cwd": str(client.tmp_path), "mcpServers": []},
-            )
+            load = open_request(client, "session/load", session_id)
             mode = request(client, "session/set_mode", {"sessionId": session_id, "modeId": "ask"})
             await write_together(client, load, mode)
             assert "result" in await client.response(load["id"])
             changed = await client.response(mode["id"])
             assert changed.get("result") == {}, f"{changed}\n{client.diagnostics()}"
+        assert_clean(client)
+    await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+async def test_a_cancel_sent_behind_its_sessions_load(harness: Harness, method: str) -> None:
+    """``session/cancel`` written together with a load (or resume) of a stored session
+    and a prompt sent behind it: the prompt is answered ``cancelled`` and never runs,
+    as it would be on a live session (the cancel was dropped as "unknown session"
+    while agy was starting, and the prompt ran to ``end_turn``)."""
+    with trio.fail_after(TIMEOUT_S):
+        session_id = await stored_session(harness)
+        async with harness.open_bridge(FAKE_AGY_STARTUP_DELAY="0.3") as client:
+            await client.initialize()
+            load = open_request(client, method, session_id)
+            follow = prompt(client, session_id, "this must not run")
+            cancel = request(client, "session/cancel", {"sessionId": session_id}, notification=True)
+            await write_together(client, load, follow, cancel)
+            response = await client.response(follow["id"])
+            assert stop_reason(response) == "cancelled", f"{response}\n{client.diagnostics()}"
+            assert "result" in await client.response(load["id"])
+            assert "this must not run" not in client.message_text(session_id)
+            again = await client.response(await client.start_prompt(session_id, "now run"))
+            assert stop_reason(again) == "end_turn", again
+        assert_clean(client)
+    await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize(
+    "order", ["gone,prompt", "gone,prompt,load", "load,gone,prompt", "gone,load,prompt"]
+)
+@pytest.mark.parametrize("method", ["session/close", "session/delete"])
+async def test_a_prompt_sent_behind_its_sessions_close(
+    harness: Harness, method: str, order: str
+) -> None:
+    """A prompt written right behind a ``session/close`` (or delete) of its live
+    session is for a closed session: answered -32002 and never run, also when a
+    ``session/load`` follows in the same write (it must not run on the reloaded
+    session) or precedes the close. It was answered ``cancelled`` by the closing
+    session it reached first (and the fuzzer saw one run to ``end_turn`` while the
+    close waited for an earlier load). Behind a close and then a load, it is
+    served by the reloaded session (it was answered ``cancelled`` too); a load
+    of a deleted session fails, so the prompt is -32002 again."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            await client.initialize()
+            session_id = await client.new_session()
+            made = {
+                "gone": lambda: request(client, method, {"sessionId": session_id}),
+                "prompt": lambda: prompt(client, session_id, "this must not run"),
+                "load": lambda: open_request(client, "session/load", session_id),
+            }
+            messages = {name: made[name]() for name in order.split(",")}
+            await write_together(client, *messages.values())
+            response = await client.response(messages["prompt"]["id"])
+            closed = await client.response(messages["gone"]["id"])
+            assert closed.get("result") == {}, closed
+            for message in messages.values():
+                await client.response(message["id"])
+            if order == "gone,load,prompt" and method == "session/close":
+                assert stop_reason(response) == "end_turn", f"{response}\n{client.diagnostics()}"
+            else:
+                code = response.get("error", {}).get("code")
+                assert code == -32002, f"{response}\n{client.diagnostics()}"
+                assert "this must not run" not in client.message_text(session_id)
         assert_clean(client)
     await harness.assert_no_leftovers()

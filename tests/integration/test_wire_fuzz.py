@@ -1,9 +1,12 @@
 """A seeded wire-level fuzzer: random interleavings against the real bridge process.
 
 Each seed (`wirefuzz.make_plan`) starts one bridge with the fake agy and performs a
-random plan: a few sessions with a scenario each, prompts, session/cancel,
-session/close, session/load, session/resume, ``$/cancel_request``, permission
-answers after random delays, pauses, agy start-up delays, and stdin EOF at the end.
+random plan: a few sessions with a scenario each (and an id that never existed),
+prompts, session/cancel, session/close, session/load, session/resume,
+session/delete, session/list, session/set_mode, ``$/cancel_request``, bursts (a
+lifecycle request with requests for its session written right behind it, in one
+write), permission answers after random delays, pauses, agy start-up delays, and
+stdin EOF at the end.
 The raw wire is recorded (every message schema-checked by `acp_wire.WireValidator`)
 and checked by `wirefuzz.check`; a process scan samples the agy children of each
 session (one working directory per session) while it runs; the bridge must exit 0
@@ -20,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import trio
 
 from ..acp_wire import BridgeGone, Harness, RawClient, leftover_processes, wait_no_leftovers
-from ..wirefuzz import Plan, Step, check, child_overlaps, make_plan, wire_log
+from ..wirefuzz import GHOST, Op, Plan, Step, check, child_overlaps, make_plan, wire_log
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +41,8 @@ PARALLEL = 3
 SEED_TIMEOUT_S = 90
 EXIT_TIMEOUT_S = 15
 SAMPLE_INTERVAL_S = 0.1
+#: The id the plans' session that never existed goes by.
+GHOST_ID = "sess_" + "0" * 32
 
 
 def selected_seeds() -> list[int]:
@@ -102,31 +107,58 @@ class Run:
             (self.harness.tmp_path / "wire.ndjson").write_text("\n".join(client.transcript))
 
     async def _perform(self, client: RawClient, step: Step) -> None:
-        session = self.session_ids.get(step.slot)
-        cwd = str(self.cwds[step.slot])
         if step.op == "sleep":
             await trio.sleep(step.seconds)  # a pause is part of the interleaving
         elif step.op == "new":
+            cwd = str(self.cwds[step.slot])
             response = await client.request("session/new", {"cwd": cwd, "mcpServers": []})
             if "result" in response:
                 self.session_ids[step.slot] = response["result"]["sessionId"]
+        else:
+            steps = step.burst or (step,)
+            messages = [m for m in (self._message(client, s) for s in steps) if m is not None]
+            if messages:
+                # One write: the bridge reads them together, before any is answered.
+                await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+    def _message(self, client: RawClient, step: Step) -> dict[str, Any] | None:
+        """The message of one step (validated as sent), or None when it has no target."""
+        session = GHOST_ID if step.slot == GHOST else self.session_ids.get(step.slot)
+        cwd = str(self.cwds[max(step.slot, 0)])
+        method = ""
+        params: dict[str, Any] = {"sessionId": session}
+        if step.op == "list":
+            method, params = "session/list", {}
         elif session is None:
-            return  # its session/new failed: nothing to address
+            return None  # its session/new failed: nothing to address
         elif step.op == "prompt":
-            self.prompt_ids.append(await client.start_prompt(session, step.text))
+            method = "session/prompt"
+            params["prompt"] = [{"type": "text", "text": step.text}]
         elif step.op == "cancel":
-            await client.notify("session/cancel", {"sessionId": session})
+            method = "session/cancel"
         elif step.op == "cancel_request":
-            if self.prompt_ids:
-                target = self.prompt_ids[step.pick % len(self.prompt_ids)]
-                await client.notify("$/cancel_request", {"requestId": target})
-        elif step.op == "close":
-            await client.start_request("session/close", {"sessionId": session})
+            if not self.prompt_ids:
+                return None
+            method = "$/cancel_request"
+            params = {"requestId": self.prompt_ids[step.pick % len(self.prompt_ids)]}
+        elif step.op == "mode":
+            method = "session/set_mode"
+            params["modeId"] = step.text
+        elif step.op in ("close", "delete"):
+            method = f"session/{step.op}"
         elif step.op == "load":
-            params = {"sessionId": session, "cwd": cwd, "mcpServers": []}
-            await client.start_request("session/load", params)
+            method = "session/load"
+            params.update(cwd=cwd, mcpServers=[])
         elif step.op == "resume":
-            await client.start_request("session/resume", {"sessionId": session, "cwd": cwd})
+            method = "session/resume"
+            params["cwd"] = cwd
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if method not in ("session/cancel", "$/cancel_request"):
+            message["id"] = client.new_id()
+            if method == "session/prompt":
+                self.prompt_ids.append(message["id"])
+        client.validator.feed("c2a", message)
+        return message
 
     async def _answer_permissions(self, client: RawClient) -> None:
         answered = 0
@@ -168,7 +200,10 @@ def report(runs: list[Run]) -> str:
         lines.append(f"seed {seed}: {len(run.problems)} problem(s)")
         lines += [f"    {p}" for p in run.problems[:8]]
         lines.append(f"    wire log: {run.harness.tmp_path / 'wire.ndjson'}")
-        lines.append(f"    replay: {SEED_VAR}={seed} .venv/bin/pytest tests/test_wire_fuzz.py")
+        lines += [f"    {line}" for line in run.plan.describe().splitlines()]
+        lines.append(
+            f"    replay: {SEED_VAR}={seed} .venv/bin/pytest tests/integration/test_wire_fuzz.py"
+        )
     return "\n".join(lines)
 
 
@@ -199,7 +234,11 @@ def test_plans_are_deterministic_and_varied() -> None:
     assert make_plan(7) == make_plan(7)
     plans = [make_plan(seed) for seed in range(DEFAULT_SEEDS)]
     ops = {step.op for plan in plans for step in plan.steps}
-    assert ops == {"new", "prompt", "cancel", "close", "load", "resume", "cancel_request", "sleep"}
+    ops |= {s.op for plan in plans for step in plan.steps for s in step.burst}
+    assert ops == set(get_args(Op))
+    leads = {step.burst[0].op for plan in plans for step in plan.steps if step.burst}
+    assert leads == {"load", "resume", "close", "delete"}
+    assert any(step.slot == GHOST for plan in plans for step in plan.steps)
     scenarios = {s for plan in plans for s in plan.scenarios}
     assert len(scenarios) >= 6, scenarios
 
@@ -236,3 +275,72 @@ def test_checker_finds_each_violation() -> None:
     assert any("agent_message_chunk" in p for p in stray)
     assert child_overlaps([(0.0, {"w": frozenset({1, 2})}), (3.0, {"w": frozenset({1, 2})})])
     assert not child_overlaps([(0.0, {"w": frozenset({1, 2})}), (1.0, {"w": frozenset({1})})])
+
+
+def test_checker_finds_each_lifecycle_violation() -> None:
+    """The lifecycle rules (wirefuzz.check_lifecycle): each violation is flagged,
+    the clean exchange passes."""
+
+    def log(*items: tuple[str, dict[str, Any]]) -> list[str]:
+        return [json.dumps({"dir": d, "raw": json.dumps(m)}) for d, m in items]
+
+    def req(request_id: int, method: str, **params: Any) -> tuple[str, dict[str, Any]]:
+        return "c2a", {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+    def ok(request_id: int, result: Any) -> tuple[str, dict[str, Any]]:
+        return "a2c", {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def update(kind: str, text: str = "") -> tuple[str, dict[str, Any]]:
+        content = {"type": "text", "text": text}
+        params = {"sessionId": "s", "update": {"sessionUpdate": kind, "content": content}}
+        return "a2c", {"jsonrpc": "2.0", "method": "session/update", "params": params}
+
+    text = "[fake-agy:echo] hi"
+    prompt = [{"type": "text", "text": text}]
+    new = (req(1, "session/new", cwd="/w"), ok(1, {"sessionId": "s"}))
+    ran = (req(2, "session/prompt", sessionId="s", prompt=prompt),)
+    ran += (update("agent_message_chunk", "x"), ok(2, {"stopReason": "end_turn"}))
+    closed = (req(3, "session/close", sessionId="s"), ok(3, {}))
+    load = req(4, "session/load", sessionId="s", cwd="/w", mcpServers=[])
+    behind = req(5, "session/prompt", sessionId="s", prompt=prompt)
+    replay = update("user_message_chunk", text)
+    clean = log(
+        *new, *ran, *closed, load, behind, replay, ok(4, {}), ok(5, {"stopReason": "end_turn"})
+    )
+    assert check(wire_log(clean)) == []
+
+    after_close = log(*new, *closed, behind, ok(5, {"stopReason": "end_turn"}))
+    assert any("not -32002" in p for p in check(wire_log(after_close)))
+    chatty = log(*new, *closed, update("agent_message_chunk", "late"))
+    assert any("after its session/close" in p for p in check(wire_log(chatty)))
+    refused = log(
+        *new, *closed, load, behind, replay, ok(4, {}), ok(5, {"stopReason": "cancelled"})
+    )
+    assert any("right behind session/load" in p for p in check(wire_log(refused)))
+    forgot = log(*new, *ran, *closed, load, ok(4, {}))
+    assert any("without" in p for p in check(wire_log(forgot)))
+    twice = log(*new, *ran, *closed, load, replay, replay, ok(4, {}))
+    assert any("2x" in p for p in check(wire_log(twice)))
+    deleted = (req(6, "session/delete", sessionId="s"), ok(6, {}))
+    listed = (req(7, "session/list"), ok(7, {"sessions": [{"sessionId": "s", "cwd": "/w"}]}))
+    assert any("shows s" in p for p in check(wire_log(log(*new, *deleted, *listed))))
+    empty = (req(7, "session/list"), ok(7, {"sessions": []}))
+    assert any("misses s" in p for p in check(wire_log(log(*new, *empty))))
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}}
+    together = [
+        *log(*new),
+        json.dumps({"dir": "c2a", "raw": json.dumps(behind[1]) + "\n" + json.dumps(cancel)}),
+        *log(ok(5, {"stopReason": "end_turn"})),
+    ]
+    assert any("written together" in p for p in check(wire_log(together)))
+    mode = req(8, "session/set_mode", sessionId="s", modeId="ask")
+    assert any("set_mode" in p for p in check(wire_log(log(*new, *closed, mode, ok(8, {})))))
+    behind_mode = log(
+        *new,
+        *closed,
+        load,
+        mode,
+        ok(4, {}),
+        ("a2c", {"jsonrpc": "2.0", "id": 8, "error": {"code": -32002, "message": "gone"}}),
+    )
+    assert any("right behind" in p for p in check(wire_log(behind_mode)))
