@@ -236,9 +236,17 @@ class SessionMethods:
 
     async def _delete_session(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.SessionIdParams)
+        self._let_go(request.session_id)
         await self._manager.close(request.session_id)
         await self._require_store().delete_session(request.session_id)
         return {}  # deleting what does not exist is not an error (idempotent)
+
+    def _let_go(self, session_id: str) -> None:
+        """Closing a session another client has (the daemon): that client is not
+        waited on (it may have stopped reading)."""
+        live = self._manager.get(session_id)
+        if live is not None:
+            live.outlet.let_go(self._client)
 
     def _require_store(self) -> AsyncStore:
         store = self._manager.store
@@ -346,6 +354,7 @@ class SessionMethods:
 
     async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.SessionIdParams)
+        self._let_go(request.session_id)
         if not await self._manager.close(request.session_id):
             raise unknown_session(request.session_id)
         return {}

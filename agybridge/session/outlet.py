@@ -98,6 +98,11 @@ class Outlet:
         return self._takeovers
 
     @property
+    def handing_over(self) -> bool:
+        """Updates are being handed to a client right now (it may be slow to read)."""
+        return self._handing is not None
+
+    @property
     def attached(self) -> bool:
         return self._client is not None
 
@@ -115,6 +120,18 @@ class Outlet:
         if self._attached.is_set():
             self._attached = trio.Event()
         self._unbind()
+
+    def let_go(self, closer: ClientSink) -> None:
+        """``closer`` is closing the session: another client attached to it is
+        detached and a hand-over to it given up, so the close does not wait on a
+        client that may have stopped reading (only where clients can take
+        sessions from each other: the daemon)."""
+        if not self._takeovers or self._client is None or self._client is closer:
+            return
+        self.detach()
+        handing = self._handing
+        if handing is not None and handing[0] is not closer:
+            handing[1].cancel(reason="another client is closing the session")
 
     def _unbind(self) -> None:
         for client, scope in self._bound:

@@ -345,3 +345,31 @@ async def test_a_prompt_right_behind_a_load_waiting_for_another_client_is_served
                 answers[message["id"]] = message
         assert "result" in answers[101], answers
         assert answers[102]["result"]["stopReason"] == "end_turn", answers
+
+
+@pytest.mark.parametrize("method", ["session/close", "session/delete"])
+async def test_a_close_from_another_client_does_not_wait_for_one_that_stopped_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """A's turn floods a session while A reads nothing, so the session is stuck
+    handing updates to A; B's close (or delete) of that session is answered
+    (A is let go: it is not sent the rest), the session ends, no agy is left."""
+    async with _two_clients(tmp_path, monkeypatch) as bridge:
+        new = await bridge.a.request("session/new", {"cwd": str(bridge.cwd), "mcpServers": []})
+        session_id = new["result"]["sessionId"]
+        prompt = {
+            "sessionId": session_id,
+            "prompt": [{"type": "text", "text": "[fake-agy:flood] 400000"}],
+        }
+        await bridge.a.send(
+            {"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": prompt}
+        )
+        live = bridge.daemon.manager.get(session_id)
+        assert live is not None
+        # Stuck for good: A's socket and the daemon's writer are full, and with
+        # them the session's inbox and agy's pipe; nothing wakes any task.
+        await trio.testing.wait_all_tasks_blocked(cushion=0.5)
+        assert live.outlet.handing_over
+        closed = await bridge.b.request(method, {"sessionId": session_id})
+        assert closed["result"] == {}, closed
+        assert bridge.daemon.manager.get(session_id) is None
