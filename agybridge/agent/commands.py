@@ -22,6 +22,7 @@ async def run_command(
     if command.name in ("model", "mode", "effort"):
         return await _option_command(session, command)
     if command.name == "status":
+        await session.mutations.load()  # a loaded session's log is in the store
         return status_text(runtime(session))
     if command.name == "diff":
         return await _diff(session, command.args)
@@ -52,7 +53,7 @@ async def _option_command(session: Session, command: BridgeCommand) -> str:
 async def _diff(session: Session, args: str) -> str:
     turn = None
     if args:
-        if not args.isdigit():
+        if not (args.isascii() and args.isdigit()):  # int() refuses '²'
             return f"⚠️ `/diff` takes a turn number (0 is the first turn), not {args!r}."
         turn = int(args)
     diff = await diff_of(session, turn=turn, since=None, path=None)
@@ -73,6 +74,7 @@ async def _diff(session: Session, args: str) -> str:
 async def _undo(session: Session, args: str) -> str:
     if args not in ("", "force"):
         return f"⚠️ `/undo` takes nothing, or `force`, not {args!r}."
+    await session.mutations.load()  # a loaded session's log is in the store
     turn = session.mutations.undo_target()
     if turn is None:
         return "Nothing to undo: agy changed no files in this session (or all is undone)."

@@ -109,7 +109,9 @@ class Extensions:
     # --- methods -------------------------------------------------------------
 
     async def _runtime(self, params: dict[str, Any]) -> Any:
-        return runtime(self._session(params))
+        session = self._session(params)
+        await session.mutations.load()  # a loaded session's log is in the store
+        return runtime(session)
 
     async def _history(self, params: dict[str, Any]) -> Any:
         session = self._session(params)

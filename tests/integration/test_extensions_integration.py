@@ -332,3 +332,45 @@ async def test_a_prompt_sent_right_behind_a_rollback_tells_agy(harness: Harness)
             echoed = client.message_text(session_id, since=mark)
             assert "rolled back" in echoed and "- notes.txt: deleted" in echoed, echoed
         await harness.assert_no_leftovers()
+
+
+async def test_undo_and_status_after_a_restart_see_the_stored_changes(harness: Harness) -> None:
+    """A new bridge that loads the session: ``/undo`` undoes the stored last
+    turn and the runtime snapshot counts the stored changes (before, the log
+    was read from the store only by diff/mutations/rollback: ``/undo`` said
+    "Nothing to undo" and ``runtime.mutations`` was 0)."""
+    original = b"kept across restarts\n"
+    workspace = make_workspace(harness, original)
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            session_id, target = await two_editing_turns(client, workspace)
+            edited_twice = target.read_bytes()
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            await client.initialize()
+            loaded = await client.request(
+                "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+            )
+            assert "result" in loaded, loaded
+            status = await result(client, "_agybridge/session/runtime", {"sessionId": session_id})
+            assert status["mutations"] == 2, status
+            mark = client.mark()
+            await prompt(client, session_id, "/undo")
+            assert "from turn 1 on" in client.message_text(session_id, since=mark)
+            assert target.read_bytes() != edited_twice
+        await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("args", ["²", "1²", "-1", "1 2", "١"])
+async def test_diff_with_odd_arguments_answers_in_the_chat(harness: Harness, args: str) -> None:
+    """``/diff`` with an argument that is not a plain turn number answers
+    with a message (a superscript digit passed ``str.isdigit`` and then made
+    ``int()`` raise: an internal error instead of an answer)."""
+    workspace = make_workspace(harness, b"x\n")
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            await client.initialize()
+            session_id = await client.new_session(workspace)
+            mark = client.mark()
+            await prompt(client, session_id, f"/diff {args}")
+            assert "turn number" in client.message_text(session_id, since=mark)
+        await harness.assert_no_leftovers()
