@@ -53,9 +53,14 @@ async def _option_command(session: Session, command: BridgeCommand) -> str:
 async def _diff(session: Session, args: str) -> str:
     turn = None
     if args:
-        if not (args.isascii() and args.isdigit()):  # int() refuses '²'
-            return f"⚠️ `/diff` takes a turn number (0 is the first turn), not {args!r}."
-        turn = int(args)
+        try:
+            # int() also takes "١", " 1", "1_0" and refuses "²" (isdigit) and 5000 digits.
+            turn = int(args) if args.isascii() and args.isdigit() else None
+        except ValueError:
+            turn = None
+        if turn is None:
+            shown = args if len(args) <= 40 else args[:40] + "…"
+            return f"⚠️ `/diff` takes a turn number (0 is the first turn), not {shown!r}."
     diff = await diff_of(session, turn=turn, since=None, path=None)
     if not diff["files"]:
         where = f"in turn {turn}" if turn is not None else "in this session"

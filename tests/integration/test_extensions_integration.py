@@ -360,11 +360,11 @@ async def test_undo_and_status_after_a_restart_see_the_stored_changes(harness: H
         await harness.assert_no_leftovers()
 
 
-@pytest.mark.parametrize("args", ["²", "1²", "-1", "1 2", "١"])
+@pytest.mark.parametrize("args", ["²", "1²", "-1", "1 2", "١", "9" * 5000])
 async def test_diff_with_odd_arguments_answers_in_the_chat(harness: Harness, args: str) -> None:
     """``/diff`` with an argument that is not a plain turn number answers
     with a message (a superscript digit passed ``str.isdigit`` and then made
-    ``int()`` raise: an internal error instead of an answer)."""
+    ``int()`` raise, as did 5000 digits: an internal error instead of an answer)."""
     workspace = make_workspace(harness, b"x\n")
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge("edit", validator=WireValidator()) as client:
