@@ -35,7 +35,8 @@ async def _option_command(session: Session, command: BridgeCommand) -> str:
     option = next(o for o in session.config_options() if o.id == command.name)
     if command.args:
         try:
-            await session.set_config_option(command.name, command.args)
+            # No answer carries the options: the client hears of the change.
+            await session.set_config_option(command.name, command.args, announce=True)
         except ConfigValueError as exc:
             return f"⚠️ {exc}"
         option = next(o for o in session.config_options() if o.id == command.name)

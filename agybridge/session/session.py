@@ -491,14 +491,17 @@ class Session:
     def modes(self) -> models.SessionModeState:
         return self.announcer.modes(self.core.requested)
 
-    async def set_config_option(self, config_id: str, value: str) -> None:
-        """Change one option; applied now when idle, else when the turn ends.
+    async def set_config_option(
+        self, config_id: str, value: str, *, announce: bool = False
+    ) -> None:
+        """Change one option; applied now when idle, else when the turn ends
+        (then announced; ``announce``: also when applied now).
 
         Raises:
             ConfigValueError: unknown option or value.
         """
         new = apply_option(self.core.requested, config_id, value, self.deps.catalog())
-        self.post(turns.SettingsRequested(new))
+        self.post(turns.SettingsRequested(new, announce))
         await self.barrier()
 
     async def set_mode(self, mode_id: str) -> None:
