@@ -55,7 +55,7 @@ async def _diff(session: Session, args: str) -> str:
     turn = None
     if args:
         try:
-            # int() also takes "١", " 1", "1_0" and refuses "²" (isdigit) and 5000 digits.
+            # int() takes other scripts' digits and "1_0", refuses "²" and 5000 digits.
             turn = int(args) if args.isascii() and args.isdigit() else None
         except ValueError:
             turn = None

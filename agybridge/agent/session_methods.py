@@ -306,12 +306,10 @@ class SessionMethods:
         ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
         try:
             with translate_session_errors():
-                # A rollback sent just before: agy must read its note, and
-                # must not run while the files are being restored.
+                # A rollback sent just before: agy must not run while the files
+                # are being restored (its note goes with the turn: send_user_turn).
                 await session.mutations.settled()
-                result = await session.prompt(
-                    ctx.seq, _with_rollback_note(session, prepared.text), prepared.display_text
-                )
+                result = await session.prompt(ctx.seq, prepared.text, prepared.display_text)
         finally:
             if prepared.converted.files:
                 await prompting.discard(session, ctx.seq)
@@ -370,13 +368,6 @@ def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
     except McpServerError as exc:
         raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
     return config
-
-
-def _with_rollback_note(session: Session, text: str) -> str:
-    """What agy reads: the user's text after a note on files rolled back
-    since its last turn (the journal keeps the user's text alone)."""
-    note = session.mutations.take_agy_note()
-    return note + text if note else text
 
 
 def _conversation_meta(session: Session) -> dict[str, Any] | None:

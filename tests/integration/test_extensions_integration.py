@@ -374,3 +374,37 @@ async def test_diff_with_odd_arguments_answers_in_the_chat(harness: Harness, arg
             await prompt(client, session_id, f"/diff {args}")
             assert "turn number" in client.message_text(session_id, since=mark)
         await harness.assert_no_leftovers()
+
+
+async def test_a_prompt_sent_right_behind_undo_tells_agy(harness: Harness) -> None:
+    """``/undo`` and a prompt in one write: the prompt's turn waits behind
+    the ``/undo`` (wire order) and agy reads the rollback note with it. Before,
+    the note was taken as the prompt's task started, possibly before the
+    ``/undo`` had rolled anything back: agy read it one turn late."""
+    workspace = make_workspace(harness)
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            session_id, _ = await two_editing_turns(client, workspace)
+            undo_id, prompt_id = client.new_id(), client.new_id()
+            messages = [
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "session/prompt",
+                    "params": {
+                        "sessionId": session_id,
+                        "prompt": [{"type": "text", "text": text}],
+                    },
+                }
+                for request_id, text in (
+                    (undo_id, "/undo"),
+                    (prompt_id, "[fake-agy:echo] hello again"),
+                )
+            ]
+            mark = client.mark()
+            await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+            assert "result" in await client.response(undo_id)
+            assert "result" in await client.response(prompt_id)
+            echoed = client.message_text(session_id, since=mark)
+            assert "rolled back" in echoed and "- notes.txt: restored" in echoed, echoed
+        await harness.assert_no_leftovers()
