@@ -164,6 +164,27 @@ def test_hunks_rebuild_the_new_text(before: list[str], after: list[str]) -> None
     assert (diff["diff"] == "") == (old == new)
 
 
+@given(
+    before=st.lists(st.sampled_from(["a", "b\x0cb", "c\u2028", "\r"]), min_size=1, max_size=6),
+    after=st.lists(st.sampled_from(["a", "b\x0cb", "d\x85d", "\r"]), min_size=1, max_size=6),
+)
+def test_lines_are_split_at_newlines_only(before: list[str], after: list[str]) -> None:
+    """A file's lines are what ``\n`` ends, as for diff(1) and git: a form
+    feed, a carriage return or a Unicode line separator inside a line is
+    text. (str.splitlines split there: the diff said "No newline at end of
+    file" in the middle of the file, and its hunks did not match the file.)"""
+    old = "".join(line + "\n" for line in before)
+    new = "".join(line + "\n" for line in after)
+    diff = unified("/f", old, new)
+    assert "No newline at end of file" not in diff["diff"]
+    for hunk in diff["hunks"]:
+        assert hunk["oldLines"] == sum(x["type"] != "add" for x in hunk["lines"])
+        assert hunk["newLines"] == sum(x["type"] != "remove" for x in hunk["lines"])
+        for line in hunk["lines"]:
+            source = after if line["type"] == "add" else before
+            assert line["text"] in source
+
+
 def test_binary_sides_have_no_diff() -> None:
     assert unified("/f", None, "x") == {"path": "/f", "binary": True, "diff": "", "hunks": []}
 
