@@ -397,6 +397,11 @@ def mode_state(settings: LaunchSettings) -> models.SessionModeState:
     )
 
 
+def option_setting(config_id: str) -> str:
+    """The setting (``with_setting`` name) a config option id changes."""
+    return LAUNCH_ONLY_OPTIONS.get(config_id, config_id)
+
+
 def apply_option(
     settings: LaunchSettings, config_id: str, value: str, catalog: Catalog
 ) -> LaunchSettings:
@@ -407,7 +412,7 @@ def apply_option(
     """
     if config_id in LAUNCH_ONLY_OPTIONS:
         # agy-acp-map's extra configIds: settings without an option of their own.
-        return with_setting(settings, LAUNCH_ONLY_OPTIONS[config_id], value)
+        return with_setting(settings, option_setting(config_id), value)
     offered = {option.id: option for option in config_options(settings, catalog)}
     option = offered.get(config_id)
     if option is None:

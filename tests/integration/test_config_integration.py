@@ -8,6 +8,7 @@ validates against the ACP schema.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -222,3 +223,36 @@ async def test_a_slash_command_change_is_announced_once(harness: Harness, busy: 
             assert [current(o["configOptions"], "mode") for o in options] == ["plan"]
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_changes_sent_together_are_all_kept(harness: Harness) -> None:
+    """Three changes in one write, the client not waiting for the answers:
+    every one is kept (before, each was computed from the settings as they
+    were before any of them was applied, and the last one undid the others)."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:  # raw lines: no validator
+            session_id = (await new_session(client))["sessionId"]
+            changes = [("mode", "plan"), ("effort", "high"), ("sandbox", "true")]
+            ids = [client.new_id() for _ in changes]
+            await client.send_raw(
+                b"".join(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": request_id,
+                            "method": "session/set_config_option",
+                            "params": {"sessionId": session_id, "configId": key, "value": value},
+                        }
+                    ).encode()
+                    + b"\n"
+                    for request_id, (key, value) in zip(ids, changes, strict=True)
+                )
+            )
+            for request_id in ids:
+                assert "result" in await client.response(request_id)
+            status = await client.request("_agybridge/session/runtime", {"sessionId": session_id})
+            assert (status["result"]["mode"], status["result"]["effort"]) == ("plan", "high")
+            assert "result" in await prompt(client, session_id, "hi")
+        argv = harness.session_argvs()[-1]
+        assert "--mode=plan" in argv and "--effort=high" in argv and "--sandbox" in argv, argv
+        await harness.assert_no_leftovers()
