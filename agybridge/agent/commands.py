@@ -16,14 +16,19 @@ from .extensions import diff_of, rollback
 
 
 async def run_command(
-    session: Session, command: BridgeCommand, doctor: Callable[[], list[str]]
+    session: Session,
+    command: BridgeCommand,
+    doctor: Callable[[], list[str]],
+    seq: float | None = None,
 ) -> str:
-    """The bridge's answer to one of its commands (Markdown)."""
+    """The bridge's answer to one of its commands (Markdown); ``seq``: the
+    command's prompt (in the session's queue until answered)."""
     if command.name in ("model", "mode", "effort"):
         return await _option_command(session, command)
     if command.name == "status":
         await session.mutations.load()  # a loaded session's log is in the store
-        return status_text(runtime(session))
+        await session.barrier()  # the prompts sent before this one are queued
+        return status_text(runtime(session, asking=seq))
     if command.name == "diff":
         return await _diff(session, command.args)
     if command.name == "undo":

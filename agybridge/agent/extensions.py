@@ -111,6 +111,7 @@ class Extensions:
     async def _runtime(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
         await session.mutations.load()  # a loaded session's log is in the store
+        await session.barrier()  # the prompts sent before this request are queued
         return runtime(session)
 
     async def _history(self, params: dict[str, Any]) -> Any:

@@ -288,7 +288,7 @@ class SessionMethods:
             )
         command = prompting.command_of(request.prompt, session)
         if isinstance(command, BridgeCommand):
-            return await self._answer_command(session, command)
+            return await self._answer_command(session, command, ctx.seq)
         try:
             prepared = await prompting.prepare(
                 session,
@@ -333,9 +333,9 @@ class SessionMethods:
         }
         return await self._prompt(prompt, ctx)
 
-    async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
+    async def _answer_command(self, session: Session, command: BridgeCommand, seq: int) -> Any:
         """Answer a bridge command with a message, without an agy turn."""
-        reply = await commands.run_command(session, command, self._doctor)
+        reply = await commands.run_command(session, command, self._doctor, seq)
         chunk = models.AgentMessageChunk(
             content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
         )
