@@ -10,6 +10,7 @@ from ..jsonrpc import RpcError
 from ..session import Session
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError
+from ..session.mutations import FORCE_HINT
 from ..session.runtime import runtime, status_text
 from ..session.tool_calls import fenced
 from .extensions import diff_of, rollback
@@ -92,7 +93,7 @@ async def _undo(session: Session, args: str) -> str:
     try:
         result = await rollback(session, turn, dry_run=False, force=args == "force")
     except RpcError as exc:
-        return f"⚠️ {exc.message}."
+        return f"⚠️ {exc.message.replace(FORCE_HINT, 'send `/undo force` to overwrite them')}."
     files = [f"- `{f['path']}`: {f['action']}" for f in result["files"]]
     return "\n".join(
         [

@@ -408,3 +408,24 @@ async def test_a_prompt_sent_right_behind_undo_tells_agy(harness: Harness) -> No
             echoed = client.message_text(session_id, since=mark)
             assert "rolled back" in echoed and "- notes.txt: restored" in echoed, echoed
         await harness.assert_no_leftovers()
+
+
+async def test_undo_refused_for_a_file_changed_after_agy_says_undo_force(harness: Harness) -> None:
+    """``/undo`` of a turn whose file someone changed after agy: the chat
+    answer names the command that overwrites it (``/undo force``), not the
+    extension's ``force: true`` parameter a person typing cannot pass."""
+    workspace = make_workspace(harness, b"mine\n")
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            session_id, target = await two_editing_turns(client, workspace)
+            target.write_bytes(target.read_bytes() + b"user's own line\n")
+            mark = client.mark()
+            await prompt(client, session_id, "/undo")
+            refused = client.message_text(session_id, since=mark)
+            assert str(target) in refused and "`/undo force`" in refused, refused
+            assert "force: true" not in refused, refused
+            mark = client.mark()
+            await prompt(client, session_id, "/undo force")
+            assert "from turn 1 on" in client.message_text(session_id, since=mark)
+            assert b"user's own line" not in target.read_bytes()
+        await harness.assert_no_leftovers()
