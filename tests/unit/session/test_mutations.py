@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from agybridge.agent.history_pages import page
 from agybridge.jsonrpc import RpcError
 from agybridge.session.diffs import unified
-from agybridge.session.mutations import MutationLog, RollbackRefused, _put
+from agybridge.session.mutations import Mutation, MutationLog, RollbackRefused, _put
 from agybridge.session.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
+from agybridge.store import JournalEntry
 
 
 class Turns:
@@ -197,6 +198,30 @@ def test_history_cursor_pages_and_rejects_foreign_cursors() -> None:
             page([], [], bad, None)
     with pytest.raises(RpcError):
         page([], [], None, 0)
+
+
+def test_history_pages_stay_whole_when_a_turn_is_journalled_between_pages() -> None:
+    """A turn's mutations are listed while it runs; its journal lines arrive
+    when it ends and sort before them. A client paging meanwhile still gets
+    every entry exactly once (an offset cursor skipped one line and repeated
+    the mutation)."""
+    snapshot = Snapshot.of_bytes(b"x")
+    mutations = [
+        (Mutation(seq, 1, f"/ws/{seq}", Snapshot.absent(), snapshot, "agy"), False)
+        for seq in (0, 1)
+    ]
+
+    def line(turn: int, index: int) -> JournalEntry:
+        return JournalEntry(
+            "s", turn, index, "user" if index == 0 else "agent", text=f"{turn}.{index}"
+        )
+
+    earlier = [line(0, 0), line(0, 1)]
+    first = page(earlier, mutations, None, 3)
+    later = [*earlier, line(1, 0), line(1, 1)]
+    rest = page(later, mutations, first["nextCursor"], 10)
+    seen = [e.get("text") or e["mutation"]["path"] for e in (*first["entries"], *rest["entries"])]
+    assert sorted(seen) == ["/ws/0", "/ws/1", "0.0", "0.1", "1.0", "1.1"], seen
 
 
 @pytest.mark.parametrize("earlier", [b"before\n", None])
