@@ -169,6 +169,7 @@ class Extensions:
 
     async def _skills_list(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
+        await session.barrier()  # the scan session/new started may not be done yet
         return {
             "skills": [
                 {"name": s.name, "description": s.description, "path": s.path}

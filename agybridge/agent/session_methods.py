@@ -287,6 +287,10 @@ class SessionMethods:
                 {"sessionId": request.session_id},
             )
         command = prompting.command_of(request.prompt, session)
+        if command is None and prompting.slash_text(request.prompt):
+            # A skill? The scan session/new started may not be done yet.
+            await session.barrier()
+            command = prompting.command_of(request.prompt, session)
         if isinstance(command, BridgeCommand):
             return await self._answer_command(session, command, ctx.seq)
         try:
