@@ -28,7 +28,7 @@ from ..store import AsyncStore, InvalidCursorError
 from . import commands, compat, prompting
 from .advertised import STEER
 from .auth import SignInState
-from .extensions import Extensions
+from .extensions import Extensions, str_param
 from .params import (
     check_directories,
     check_directory,
@@ -332,7 +332,9 @@ class SessionMethods:
                 {"path": "$.text"},
             )
         prompt = {
-            "sessionId": params.get("sessionId"),
+            # -32602 naming the field, as every extension (session/prompt's
+            # own check would answer a list of problems).
+            "sessionId": str_param(params, "sessionId", required=True),
             "prompt": [{"type": "text", "text": params["text"]}],
         }
         return await self._prompt(prompt, ctx)

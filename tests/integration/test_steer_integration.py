@@ -100,3 +100,27 @@ async def test_runtime_counts_the_prompts_waiting_not_the_running_turn(harness: 
             for request in (running, queued):
                 assert "result" in await client.response(request)
         await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize(
+    ("params", "path"),
+    [
+        ({"text": "hi"}, "$.sessionId"),
+        ({"sessionId": 5, "text": "hi"}, "$.sessionId"),
+        ({"sessionId": "", "text": "hi"}, "$.sessionId"),
+        ({"sessionId": "x", "text": 5}, "$.text"),
+    ],
+)
+async def test_bad_steer_params_name_the_field(
+    harness: Harness, params: dict[str, object], path: str
+) -> None:
+    """Like every extension (docs/extensions.md "Errors"): -32602 with
+    ``data.path`` naming the field (a bad sessionId answered cattrs'
+    ``problems`` list for session/prompt instead)."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            await client.initialize()
+            response = await client.request("_agybridge/session/steer", params)
+            assert response["error"]["code"] == -32602, response
+            assert response["error"]["data"]["path"] == path, response
+        await harness.assert_no_leftovers()
