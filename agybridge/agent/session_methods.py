@@ -331,6 +331,11 @@ class SessionMethods:
                 "Invalid params: text must be a string",
                 {"path": "$.text"},
             )
+        if not params["text"].strip():
+            # Named as the steer's field, not as the prompt block it becomes.
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, "Invalid params: text is empty", {"path": "$.text"}
+            )
         prompt = {
             # -32602 naming the field, as every extension (session/prompt's
             # own check would answer a list of problems).

@@ -109,6 +109,8 @@ async def test_runtime_counts_the_prompts_waiting_not_the_running_turn(harness: 
         ({"sessionId": 5, "text": "hi"}, "$.sessionId"),
         ({"sessionId": "", "text": "hi"}, "$.sessionId"),
         ({"sessionId": "x", "text": 5}, "$.text"),
+        ({"sessionId": "LIVE", "text": ""}, "$.text"),
+        ({"sessionId": "LIVE", "text": " \n "}, "$.text"),
     ],
 )
 async def test_bad_steer_params_name_the_field(
@@ -120,6 +122,8 @@ async def test_bad_steer_params_name_the_field(
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge() as client:
             await client.initialize()
+            if params.get("sessionId") == "LIVE":
+                params = {**params, "sessionId": await client.new_session(harness.tmp_path)}
             response = await client.request("_agybridge/session/steer", params)
             assert response["error"]["code"] == -32602, response
             assert response["error"]["data"]["path"] == path, response
