@@ -376,6 +376,10 @@ async def test_diff_with_odd_arguments_answers_in_the_chat(harness: Harness, arg
         await harness.assert_no_leftovers()
 
 
+def text_block(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
 async def test_a_prompt_sent_right_behind_undo_tells_agy(harness: Harness) -> None:
     """``/undo`` and a prompt in one write: the prompt's turn waits behind
     the ``/undo`` (wire order) and agy reads the rollback note with it. Before,
@@ -386,23 +390,22 @@ async def test_a_prompt_sent_right_behind_undo_tells_agy(harness: Harness) -> No
         async with harness.open_bridge("edit", validator=WireValidator()) as client:
             session_id, _ = await two_editing_turns(client, workspace)
             undo_id, prompt_id = client.new_id(), client.new_id()
-            messages = [
-                {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "method": "session/prompt",
-                    "params": {
-                        "sessionId": session_id,
-                        "prompt": [{"type": "text", "text": text}],
-                    },
-                }
-                for request_id, text in (
-                    (undo_id, "/undo"),
-                    (prompt_id, "[fake-agy:echo] hello again"),
-                )
-            ]
+            texts = {undo_id: "/undo", prompt_id: "[fake-agy:echo] hello again"}
             mark = client.mark()
-            await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+            await client.send_raw(  # one write: the prompt does not wait for the /undo
+                b"".join(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": request_id,
+                            "method": "session/prompt",
+                            "params": {"sessionId": session_id, "prompt": [text_block(text)]},
+                        }
+                    ).encode()
+                    + b"\n"
+                    for request_id, text in texts.items()
+                )
+            )
             assert "result" in await client.response(undo_id)
             assert "result" in await client.response(prompt_id)
             echoed = client.message_text(session_id, since=mark)
