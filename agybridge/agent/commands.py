@@ -10,19 +10,26 @@ from ..jsonrpc import RpcError
 from ..session import Session
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError
+from ..session.mutations import FORCE_HINT
 from ..session.runtime import runtime, status_text
 from ..session.tool_calls import fenced
 from .extensions import diff_of, rollback
 
 
 async def run_command(
-    session: Session, command: BridgeCommand, doctor: Callable[[], list[str]]
+    session: Session,
+    command: BridgeCommand,
+    doctor: Callable[[], list[str]],
+    seq: float | None = None,
 ) -> str:
-    """The bridge's answer to one of its commands (Markdown)."""
+    """The bridge's answer to one of its commands (Markdown); ``seq``: the
+    command's prompt (in the session's queue until answered)."""
     if command.name in ("model", "mode", "effort"):
         return await _option_command(session, command)
     if command.name == "status":
-        return status_text(runtime(session))
+        await session.mutations.load()  # a loaded session's log is in the store
+        await session.barrier()  # the prompts sent before this one are queued
+        return status_text(runtime(session, asking=seq))
     if command.name == "diff":
         return await _diff(session, command.args)
     if command.name == "undo":
@@ -34,7 +41,8 @@ async def _option_command(session: Session, command: BridgeCommand) -> str:
     option = next(o for o in session.config_options() if o.id == command.name)
     if command.args:
         try:
-            await session.set_config_option(command.name, command.args)
+            # No answer carries the options: the client hears of the change.
+            await session.set_config_option(command.name, command.args, announce=True)
         except ConfigValueError as exc:
             return f"⚠️ {exc}"
         option = next(o for o in session.config_options() if o.id == command.name)
@@ -52,9 +60,14 @@ async def _option_command(session: Session, command: BridgeCommand) -> str:
 async def _diff(session: Session, args: str) -> str:
     turn = None
     if args:
-        if not args.isdigit():
-            return f"⚠️ `/diff` takes a turn number (0 is the first turn), not {args!r}."
-        turn = int(args)
+        try:
+            # int() takes other scripts' digits and "1_0", refuses "²" and 5000 digits.
+            turn = int(args) if args.isascii() and args.isdigit() else None
+        except ValueError:
+            turn = None
+        if turn is None:
+            shown = args if len(args) <= 40 else args[:40] + "…"
+            return f"⚠️ `/diff` takes a turn number (0 is the first turn), not {shown!r}."
     diff = await diff_of(session, turn=turn, since=None, path=None)
     if not diff["files"]:
         where = f"in turn {turn}" if turn is not None else "in this session"
@@ -73,13 +86,14 @@ async def _diff(session: Session, args: str) -> str:
 async def _undo(session: Session, args: str) -> str:
     if args not in ("", "force"):
         return f"⚠️ `/undo` takes nothing, or `force`, not {args!r}."
+    await session.mutations.load()  # a loaded session's log is in the store
     turn = session.mutations.undo_target()
     if turn is None:
         return "Nothing to undo: agy changed no files in this session (or all is undone)."
     try:
         result = await rollback(session, turn, dry_run=False, force=args == "force")
     except RpcError as exc:
-        return f"⚠️ {exc.message}."
+        return f"⚠️ {exc.message.replace(FORCE_HINT, 'send `/undo force` to overwrite them')}."
     files = [f"- `{f['path']}`: {f['action']}" for f in result["files"]]
     return "\n".join(
         [

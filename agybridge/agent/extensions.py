@@ -109,7 +109,10 @@ class Extensions:
     # --- methods -------------------------------------------------------------
 
     async def _runtime(self, params: dict[str, Any]) -> Any:
-        return runtime(self._session(params))
+        session = self._session(params)
+        await session.mutations.load()  # a loaded session's log is in the store
+        await session.barrier()  # the prompts sent before this request are queued
+        return runtime(session)
 
     async def _history(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
@@ -166,6 +169,7 @@ class Extensions:
 
     async def _skills_list(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
+        await session.barrier()  # the scan session/new started may not be done yet
         return {
             "skills": [
                 {"name": s.name, "description": s.description, "path": s.path}

@@ -14,7 +14,12 @@ from ..store import JournalEntry
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
-_CURSOR_PREFIX = "h1:"
+#: A cursor holds the last journal line given, (turn, index), and the last
+#: mutation's seq (-1: none yet): each only grows as the session goes on, but
+#: a turn journalled when it ends sorts before the mutations listed while it
+#: ran, so neither an offset nor one sort key would give each entry once.
+_CURSOR_PREFIX = "h2:"
+_Key = tuple[int, int, int]  # (journal turn, journal index, mutation seq)
 
 
 def _entry(entry: JournalEntry) -> dict[str, Any]:
@@ -31,17 +36,18 @@ def _entry(entry: JournalEntry) -> dict[str, Any]:
     return wire
 
 
-def _cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{offset}".encode()).decode("ascii")
+def _cursor(key: _Key) -> str:
+    text = _CURSOR_PREFIX + ":".join(str(part) for part in key)
+    return base64.urlsafe_b64encode(text.encode()).decode("ascii")
 
 
-def _offset(cursor: str) -> int:
+def _after(cursor: str) -> _Key:
     try:
         text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
         if text.startswith(_CURSOR_PREFIX):
-            offset = int(text[len(_CURSOR_PREFIX) :])
-            if offset >= 0:
-                return offset
+            turn, index, seq = (int(part) for part in text[len(_CURSOR_PREFIX) :].split(":"))
+            if min(turn, index, seq) >= -1:
+                return turn, index, seq
     except (ValueError, binascii.Error, UnicodeError):
         pass
     raise RpcError(
@@ -81,9 +87,7 @@ def page(
             f"Invalid params: limit must be between 1 and {MAX_LIMIT}, not {limit}",
             {"path": "$.limit"},
         )
-    keyed: list[tuple[tuple[int, int, int], dict[str, Any]]] = [
-        ((e.turn, 0, e.index), _entry(e)) for e in journal
-    ]
+    keyed: list[tuple[_Key, dict[str, Any]]] = [((e.turn, 0, e.index), _entry(e)) for e in journal]
     keyed += [
         (
             (m.turn, 1, m.seq),
@@ -92,8 +96,23 @@ def page(
         for m, changed in mutations
     ]
     keyed.sort(key=lambda item: item[0])
-    start = _offset(cursor) if cursor is not None else 0
+    journal_at, seq_at = ((-1, -1), -1)
+    if cursor is not None:
+        turn, index, seq_at = _after(cursor)
+        journal_at = (turn, index)
+    keyed = [
+        ((turn, kind, index), wire)
+        for (turn, kind, index), wire in keyed
+        if (index > seq_at if kind else (turn, index) > journal_at)
+    ]
     size = limit or DEFAULT_LIMIT
-    entries = [wire for _, wire in keyed[start : start + size]]
-    more = start + size < len(keyed)
-    return {"entries": entries, "nextCursor": _cursor(start + size) if more else None}
+    chosen, more = keyed[:size], len(keyed) > size
+    for (turn, kind, index), _ in chosen:
+        if kind:
+            seq_at = index
+        else:
+            journal_at = (turn, index)
+    return {
+        "entries": [wire for _, wire in chosen],
+        "nextCursor": _cursor((*journal_at, seq_at)) if more else None,
+    }

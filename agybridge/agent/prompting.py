@@ -41,6 +41,15 @@ def command_of(
     return parse(blocks[0].text, session.skills)
 
 
+def slash_text(blocks: Sequence[models.ContentBlock]) -> bool:
+    """The prompt is one text block that starts with ``/`` (a command, maybe)."""
+    return (
+        len(blocks) == 1
+        and isinstance(blocks[0], models.TextContent)
+        and blocks[0].text.lstrip().startswith("/")
+    )
+
+
 def display_text(blocks: Sequence[models.ContentBlock]) -> str:
     parts = []
     for block in blocks:

@@ -28,7 +28,7 @@ from ..store import AsyncStore, InvalidCursorError
 from . import commands, compat, prompting
 from .advertised import STEER
 from .auth import SignInState
-from .extensions import Extensions
+from .extensions import Extensions, str_param
 from .params import (
     check_directories,
     check_directory,
@@ -295,8 +295,12 @@ class SessionMethods:
                 {"sessionId": request.session_id},
             )
         command = prompting.command_of(request.prompt, session)
+        if command is None and prompting.slash_text(request.prompt):
+            # A skill? The scan session/new started may not be done yet.
+            await session.barrier()
+            command = prompting.command_of(request.prompt, session)
         if isinstance(command, BridgeCommand):
-            return await self._answer_command(session, command)
+            return await self._answer_command(session, command, ctx.seq)
         try:
             prepared = await prompting.prepare(
                 session,
@@ -314,12 +318,10 @@ class SessionMethods:
         ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
         try:
             with translate_session_errors():
-                # A rollback sent just before: agy must read its note, and
-                # must not run while the files are being restored.
+                # A rollback sent just before: agy must not run while the files
+                # are being restored (its note goes with the turn: send_user_turn).
                 await session.mutations.settled()
-                result = await session.prompt(
-                    ctx.seq, _with_rollback_note(session, prepared.text), prepared.display_text
-                )
+                result = await session.prompt(ctx.seq, prepared.text, prepared.display_text)
         finally:
             if prepared.converted.files:
                 await prompting.discard(session, ctx.seq)
@@ -337,15 +339,22 @@ class SessionMethods:
                 "Invalid params: text must be a string",
                 {"path": "$.text"},
             )
+        if not params["text"].strip():
+            # Named as the steer's field, not as the prompt block it becomes.
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, "Invalid params: text is empty", {"path": "$.text"}
+            )
         prompt = {
-            "sessionId": params.get("sessionId"),
+            # -32602 naming the field, as every extension (session/prompt's
+            # own check would answer a list of problems).
+            "sessionId": str_param(params, "sessionId", required=True),
             "prompt": [{"type": "text", "text": params["text"]}],
         }
         return await self._prompt(prompt, ctx)
 
-    async def _answer_command(self, session: Session, command: BridgeCommand) -> Any:
+    async def _answer_command(self, session: Session, command: BridgeCommand, seq: int) -> Any:
         """Answer a bridge command with a message, without an agy turn."""
-        reply = await commands.run_command(session, command, self._doctor)
+        reply = await commands.run_command(session, command, self._doctor, seq)
         chunk = models.AgentMessageChunk(
             content=models.TextContent(text=reply), message_id=f"cmd_{uuid.uuid4().hex}"
         )
@@ -379,13 +388,6 @@ def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
     except McpServerError as exc:
         raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
     return config
-
-
-def _with_rollback_note(session: Session, text: str) -> str:
-    """What agy reads: the user's text after a note on files rolled back
-    since its last turn (the journal keeps the user's text alone)."""
-    note = session.mutations.take_agy_note()
-    return note + text if note else text
 
 
 def _conversation_meta(session: Session) -> dict[str, Any] | None:

@@ -75,6 +75,12 @@ async def send_user_turn(session: Session, action: turns.SendUserTurn) -> None:
     notice = session.conversation.take_fork_notice()
     if notice is not None:
         await say(session, mapper, notice + "\n\n", "notice")
+    note = session.mutations.take_agy_note()
+    if note is not None:
+        # A rollback since agy's last turn (an /undo or a rollback sent before
+        # this prompt, which waited for it): agy reads what it undid first. Kept
+        # in the text for a resend of this turn.
+        work.text = note + work.text
     session.last_output = trio.current_time()
     # If agy is already going away, its exit finishes the attempt.
     with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):

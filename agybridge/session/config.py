@@ -38,6 +38,9 @@ if TYPE_CHECKING:  # the settings are read before initialize; agy's modules load
 logger = logging.getLogger(__name__)
 
 DEFAULT = "default"
+#: Longest value put in one agy argument: Linux refuses an argument of more
+#: than 128 KiB (MAX_ARG_STRLEN) with E2BIG, so every spawn would fail.
+MAX_ARG_BYTES = 64 * 2**10
 _GO_DURATION = re.compile(r"0|(?:\d+(?:\.\d+)?(?:h|ms|us|µs|ns|m|s))+")
 
 #: id -> (name, description), in the order editors show them.
@@ -244,6 +247,13 @@ def with_setting(settings: LaunchSettings, name: str, value: Any) -> LaunchSetti
     """
     if value is None or value == "":
         return settings
+    text_value = value if isinstance(value, str) else json.dumps(value)
+    size = len(text_value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ARG_BYTES:
+        raise ConfigValueError(
+            f"{name} is too long for agy's command line ({size} bytes, at most {MAX_ARG_BYTES})"
+            + ("; give a schema file's path instead" if name == "json_schema" else "")
+        )
     if name in ("model", "agent"):
         text = str(value).strip()
         if text.startswith("-"):
@@ -397,6 +407,11 @@ def mode_state(settings: LaunchSettings) -> models.SessionModeState:
     )
 
 
+def option_setting(config_id: str) -> str:
+    """The setting (``with_setting`` name) a config option id changes."""
+    return LAUNCH_ONLY_OPTIONS.get(config_id, config_id)
+
+
 def apply_option(
     settings: LaunchSettings, config_id: str, value: str, catalog: Catalog
 ) -> LaunchSettings:
@@ -407,7 +422,7 @@ def apply_option(
     """
     if config_id in LAUNCH_ONLY_OPTIONS:
         # agy-acp-map's extra configIds: settings without an option of their own.
-        return with_setting(settings, LAUNCH_ONLY_OPTIONS[config_id], value)
+        return with_setting(settings, option_setting(config_id), value)
     offered = {option.id: option for option in config_options(settings, catalog)}
     option = offered.get(config_id)
     if option is None:

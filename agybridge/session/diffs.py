@@ -16,8 +16,8 @@ def unified(path: str, before: str | None, after: str | None) -> dict[str, Any]:
         return {"path": path, "binary": True, "diff": "", "hunks": []}
     lines = list(
         difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
+            _lines(before),
+            _lines(after),
             fromfile=f"a{path}",
             tofile=f"b{path}",
         )
@@ -25,6 +25,15 @@ def unified(path: str, before: str | None, after: str | None) -> dict[str, Any]:
     no_newline = "\n\\ No newline at end of file\n"
     text = "".join(line if line.endswith("\n") else line + no_newline for line in lines)
     return {"path": path, "binary": False, "diff": text, "hunks": hunks_of(lines)}
+
+
+def _lines(text: str) -> list[str]:
+    """The lines ``\\n`` ends, with it (the last may lack it), as diff(1)
+    sees them: unlike ``str.splitlines``, a form feed, a lone carriage return
+    or U+2028 inside a line does not end it."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
 
 
 def hunks_of(lines: list[str]) -> list[dict[str, Any]]:

@@ -39,6 +39,8 @@ from .tools import edit_target
 logger = logging.getLogger(__name__)
 
 _LOG_KEY = "agybridge.mutations/"
+#: How a refused rollback says it can be forced (``/undo`` says it its way).
+FORCE_HINT = "pass force: true to overwrite them"
 
 
 @attrs.frozen
@@ -374,7 +376,7 @@ class MutationLog:
             raise RollbackRefused(
                 "these files changed after agy wrote them: "
                 + ", ".join(conflicts)
-                + "; pass force: true to overwrite them",
+                + f"; {FORCE_HINT}",
                 plan,
             )
         if dry_run:

@@ -12,9 +12,12 @@ if TYPE_CHECKING:
     from .session import Session
 
 
-def runtime(session: Session) -> dict[str, Any]:
+def runtime(session: Session, *, asking: float | None = None) -> dict[str, Any]:
     """Model, effort, mode, agent, agy, conversation, tokens, tools, MCP
-    servers, gate, queue and the running turn, as camelCase JSON."""
+    servers, gate, queue and the running turn, as camelCase JSON.
+
+    ``asking``: the prompt that asks (``/status``), not counted as waiting.
+    """
     settings = session.settings
     core = session.core
     child = session.slot.current
@@ -50,7 +53,10 @@ def runtime(session: Session) -> dict[str, Any]:
         "tools": list(init.tools) if init else [],
         "mcpServers": [server["name"] for server in mcp_servers(session)],
         "gate": core.gate.value if core.gate is not None else None,
-        "queuedPrompts": len(core.queue),
+        # Not the running turn (still at the queue's head), nor the asker.
+        "queuedPrompts": sum(
+            1 for seq in core.queue if seq != asking and (turn is None or seq != turn.seq)
+        ),
         "runningTurn": None
         if turn is None
         else {"turn": session.book.next_turn, "state": turn.state.value, "attempt": turn.attempt},

@@ -32,7 +32,7 @@ from . import actions, output, timers, turns
 from .announcer import Announcer
 from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
-from .config import LaunchSettings, apply_option
+from .config import LaunchSettings, apply_option, option_setting, with_setting
 from .conversation import Conversation
 from .deps import SessionDeps
 from .errors import AgyStartError, InternalSessionError, SessionError, internal_error
@@ -491,15 +491,24 @@ class Session:
     def modes(self) -> models.SessionModeState:
         return self.announcer.modes(self.core.requested)
 
-    async def set_config_option(self, config_id: str, value: str) -> None:
-        """Change one option; applied now when idle, else when the turn ends.
+    async def set_config_option(
+        self, config_id: str, value: str, *, announce: bool = False
+    ) -> None:
+        """Change one option; applied now when idle, else when the turn ends
+        (then announced; ``announce``: also when applied now).
 
         Raises:
             ConfigValueError: unknown option or value.
         """
-        new = apply_option(self.core.requested, config_id, value, self.deps.catalog())
-        self.post(turns.SettingsRequested(new))
-        await self.barrier()
+        apply_option(self.core.requested, config_id, value, self.deps.catalog())  # raises
+
+        async def request() -> None:
+            # Onto the settings requested by now, in the loop: changes sent
+            # together each count (computed here and there, the last undid the rest).
+            new = with_setting(self.core.requested, option_setting(config_id), value)
+            await self.feed(turns.SettingsRequested(new, announce))
+
+        await self._run_in_loop(request)
 
     async def set_mode(self, mode_id: str) -> None:
         """Legacy ``session/set_mode`` (same effect as the mode option)."""

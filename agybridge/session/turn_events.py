@@ -158,6 +158,9 @@ class GateVerified:
 @attrs.frozen
 class SettingsRequested:
     settings: LaunchSettings
+    #: Tell the client when applied at once too (the change did not come
+    #: with an answer that carries the options: a slash command).
+    announce: bool = False
 
 
 @attrs.frozen
@@ -276,7 +279,8 @@ class AcceptPermissions:
 class ApplySettings:
     old: LaunchSettings
     new: LaunchSettings
-    #: Tell the client (the change was requested during the turn that just ended).
+    #: Tell the client (the change was requested during the turn that just
+    #: ended, or by a slash command).
     announce: bool
 
 

@@ -272,7 +272,7 @@ class TurnCore:
     def _on_SettingsRequested(self, event: SettingsRequested) -> None:
         self.requested = event.settings
         if self.current is None:
-            self._apply_settings(announce=False)
+            self._apply_settings(announce=event.announce)
 
     # --- child events ----------------------------------------------------------
 

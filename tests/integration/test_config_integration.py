@@ -8,6 +8,7 @@ validates against the ACP schema.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -184,4 +185,74 @@ async def test_new_session_meta_sets_launch_settings(harness: Harness) -> None:
             assert bad["error"]["code"] == -32602 and "_meta.effort" in bad["error"]["message"]
         first = harness.session_argvs()[0]
         assert "--model=gemini-3.7-flash-low" in first and "--mode=plan" in first
+        await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("busy", [False, True])
+async def test_a_slash_command_change_is_announced_once(harness: Harness, busy: bool) -> None:
+    """``/mode plan`` changes the mode: the client hears it once (one
+    current_mode_update, one config_option_update naming it) whether the
+    session was idle (applied at once) or a turn was running (applied when
+    it ends). Before, an idle change was only told in the chat: the editor's
+    mode and option menus kept showing the old mode."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(
+            validator=validator, FAKE_AGY_SLOW_SECONDS="0.6", FAKE_AGY_SPAWN_CHILDREN="0"
+        ) as client:
+            created = await new_session(client)
+            session_id = created["sessionId"]
+            # The catalog's own config_option_update (models discovered) first.
+            await wait_for_model(client, session_id, created, "gemini-3.1-pro-low")
+            mark = client.mark()
+            running = None
+            if busy:
+                running = await client.start_prompt(session_id, "[fake-agy:slow] go")
+                await client.wait_update(session_id, "agent_message_chunk", since=mark)
+            answered = await prompt(client, session_id, "/mode plan")
+            assert answered["result"]["stopReason"] == "end_turn"
+            if running is not None:
+                assert (await client.response(running))["result"]["stopReason"] == "end_turn"
+            # A request after both: everything they sent is in.
+            assert "result" in await client.request(
+                "_agybridge/session/runtime", {"sessionId": session_id}
+            )
+            modes = client.updates(session_id, "current_mode_update", since=mark)
+            assert [m["currentModeId"] for m in modes] == ["plan"]
+            options = client.updates(session_id, "config_option_update", since=mark)
+            assert [current(o["configOptions"], "mode") for o in options] == ["plan"]
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_changes_sent_together_are_all_kept(harness: Harness) -> None:
+    """Three changes in one write, the client not waiting for the answers:
+    every one is kept (before, each was computed from the settings as they
+    were before any of them was applied, and the last one undid the others)."""
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:  # raw lines: no validator
+            session_id = (await new_session(client))["sessionId"]
+            changes = [("mode", "plan"), ("effort", "high"), ("sandbox", "true")]
+            ids = [client.new_id() for _ in changes]
+            await client.send_raw(
+                b"".join(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": request_id,
+                            "method": "session/set_config_option",
+                            "params": {"sessionId": session_id, "configId": key, "value": value},
+                        }
+                    ).encode()
+                    + b"\n"
+                    for request_id, (key, value) in zip(ids, changes, strict=True)
+                )
+            )
+            for request_id in ids:
+                assert "result" in await client.response(request_id)
+            status = await client.request("_agybridge/session/runtime", {"sessionId": session_id})
+            assert (status["result"]["mode"], status["result"]["effort"]) == ("plan", "high")
+            assert "result" in await prompt(client, session_id, "hi")
+        argv = harness.session_argvs()[-1]
+        assert "--mode=plan" in argv and "--effort=high" in argv and "--sandbox" in argv, argv
         await harness.assert_no_leftovers()

@@ -332,3 +332,103 @@ async def test_a_prompt_sent_right_behind_a_rollback_tells_agy(harness: Harness)
             echoed = client.message_text(session_id, since=mark)
             assert "rolled back" in echoed and "- notes.txt: deleted" in echoed, echoed
         await harness.assert_no_leftovers()
+
+
+async def test_undo_and_status_after_a_restart_see_the_stored_changes(harness: Harness) -> None:
+    """A new bridge that loads the session: ``/undo`` undoes the stored last
+    turn and the runtime snapshot counts the stored changes (before, the log
+    was read from the store only by diff/mutations/rollback: ``/undo`` said
+    "Nothing to undo" and ``runtime.mutations`` was 0)."""
+    original = b"kept across restarts\n"
+    workspace = make_workspace(harness, original)
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            session_id, target = await two_editing_turns(client, workspace)
+            edited_twice = target.read_bytes()
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            await client.initialize()
+            loaded = await client.request(
+                "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+            )
+            assert "result" in loaded, loaded
+            status = await result(client, "_agybridge/session/runtime", {"sessionId": session_id})
+            assert status["mutations"] == 2, status
+            mark = client.mark()
+            await prompt(client, session_id, "/undo")
+            assert "from turn 1 on" in client.message_text(session_id, since=mark)
+            assert target.read_bytes() != edited_twice
+        await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("args", ["²", "1²", "-1", "1 2", "١", "9" * 5000])
+async def test_diff_with_odd_arguments_answers_in_the_chat(harness: Harness, args: str) -> None:
+    """``/diff`` with an argument that is not a plain turn number answers
+    with a message (a superscript digit passed ``str.isdigit`` and then made
+    ``int()`` raise, as did 5000 digits: an internal error instead of an answer)."""
+    workspace = make_workspace(harness, b"x\n")
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            await client.initialize()
+            session_id = await client.new_session(workspace)
+            mark = client.mark()
+            await prompt(client, session_id, f"/diff {args}")
+            assert "turn number" in client.message_text(session_id, since=mark)
+        await harness.assert_no_leftovers()
+
+
+def text_block(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+async def test_a_prompt_sent_right_behind_undo_tells_agy(harness: Harness) -> None:
+    """``/undo`` and a prompt in one write: the prompt's turn waits behind
+    the ``/undo`` (wire order) and agy reads the rollback note with it. Before,
+    the note was taken as the prompt's task started, possibly before the
+    ``/undo`` had rolled anything back: agy read it one turn late."""
+    workspace = make_workspace(harness)
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            session_id, _ = await two_editing_turns(client, workspace)
+            undo_id, prompt_id = client.new_id(), client.new_id()
+            texts = {undo_id: "/undo", prompt_id: "[fake-agy:echo] hello again"}
+            mark = client.mark()
+            await client.send_raw(  # one write: the prompt does not wait for the /undo
+                b"".join(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": request_id,
+                            "method": "session/prompt",
+                            "params": {"sessionId": session_id, "prompt": [text_block(text)]},
+                        }
+                    ).encode()
+                    + b"\n"
+                    for request_id, text in texts.items()
+                )
+            )
+            assert "result" in await client.response(undo_id)
+            assert "result" in await client.response(prompt_id)
+            echoed = client.message_text(session_id, since=mark)
+            assert "rolled back" in echoed and "- notes.txt: restored" in echoed, echoed
+        await harness.assert_no_leftovers()
+
+
+async def test_undo_refused_for_a_file_changed_after_agy_says_undo_force(harness: Harness) -> None:
+    """``/undo`` of a turn whose file someone changed after agy: the chat
+    answer names the command that overwrites it (``/undo force``), not the
+    extension's ``force: true`` parameter a person typing cannot pass."""
+    workspace = make_workspace(harness, b"mine\n")
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=WireValidator()) as client:
+            session_id, target = await two_editing_turns(client, workspace)
+            target.write_bytes(target.read_bytes() + b"user's own line\n")
+            mark = client.mark()
+            await prompt(client, session_id, "/undo")
+            refused = client.message_text(session_id, since=mark)
+            assert str(target) in refused and "`/undo force`" in refused, refused
+            assert "force: true" not in refused, refused
+            mark = client.mark()
+            await prompt(client, session_id, "/undo force")
+            assert "from turn 1 on" in client.message_text(session_id, since=mark)
+            assert b"user's own line" not in target.read_bytes()
+        await harness.assert_no_leftovers()

@@ -201,3 +201,33 @@ async def test_slash_commands(harness: Harness) -> None:
         assert "--mode=plan" in argv
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_a_skill_used_right_after_session_new_is_known(harness: Harness) -> None:
+    """The client sends ``_agybridge/skills/list`` and a ``/skill`` prompt as
+    soon as session/new is answered (not waiting for the commands update):
+    the skill is listed and used as a skill, since they wait for the skill
+    scan the session started before answering (before: both could run first,
+    see no skill, and the prompt went to agy as plain text)."""
+    skill = harness.tmp_path / ".agents" / "skills" / "release-notes"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: release-notes\ndescription: Draft release notes\n---\nSteps…\n"
+    )
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            session_id = await start(client)
+            listed = await client.request("_agybridge/skills/list", {"sessionId": session_id})
+            assert [s["name"] for s in listed["result"]["skills"]] == ["release-notes"], listed
+        async with harness.open_bridge() as client:
+            session_id = await start(client)
+            await client.request(
+                "session/prompt",
+                {
+                    "sessionId": session_id,
+                    "prompt": [{"type": "text", "text": "/release-notes for 2.0"}],
+                },
+            )
+            [sent] = stdin_texts(harness)
+            assert "SKILL.md" in sent and "for 2.0" in sent, sent
+        await harness.assert_no_leftovers()

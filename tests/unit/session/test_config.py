@@ -128,6 +128,20 @@ def test_apply_option_rejects_what_is_not_offered(config_id: str, value: str, me
         apply_option(LaunchSettings(), config_id, value, CATALOG)
 
 
+@pytest.mark.parametrize(
+    ("config_id", "value"),
+    [("jsonSchema", "x" * 200_000), ("printTimeout", "1h" * 100_000)],
+)
+def test_a_value_too_long_for_agy_argv_is_refused(config_id: str, value: str) -> None:
+    """One argument of agy's command line holds at most 128 KiB (Linux
+    MAX_ARG_STRLEN): a longer value is refused when it is set, saying so;
+    accepted, every later spawn failed with "Argument list too long"."""
+    with pytest.raises(ConfigValueError, match="too long"):
+        apply_option(LaunchSettings(), config_id, value, CATALOG)
+    with pytest.raises(ConfigValueError, match="too long"):
+        settings_from_meta(LaunchSettings(), {config_id: value})
+
+
 def test_apply_option_changes_one_setting() -> None:
     """Choosing a value changes that setting; "default" clears it."""
     chosen = apply_option(LaunchSettings(), "model", "gemini-3.7-flash-high", CATALOG)

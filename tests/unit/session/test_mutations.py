@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from agybridge.agent.history_pages import page
 from agybridge.jsonrpc import RpcError
 from agybridge.session.diffs import unified
-from agybridge.session.mutations import MutationLog, RollbackRefused, _put
+from agybridge.session.mutations import Mutation, MutationLog, RollbackRefused, _put
 from agybridge.session.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
+from agybridge.store import JournalEntry
 
 
 class Turns:
@@ -164,6 +165,27 @@ def test_hunks_rebuild_the_new_text(before: list[str], after: list[str]) -> None
     assert (diff["diff"] == "") == (old == new)
 
 
+@given(
+    before=st.lists(st.sampled_from(["a", "b\x0cb", "c\u2028", "\r"]), min_size=1, max_size=6),
+    after=st.lists(st.sampled_from(["a", "b\x0cb", "d\x85d", "\r"]), min_size=1, max_size=6),
+)
+def test_lines_are_split_at_newlines_only(before: list[str], after: list[str]) -> None:
+    """A file's lines are what ``\n`` ends, as for diff(1) and git: a form
+    feed, a carriage return or a Unicode line separator inside a line is
+    text. (str.splitlines split there: the diff said "No newline at end of
+    file" in the middle of the file, and its hunks did not match the file.)"""
+    old = "".join(line + "\n" for line in before)
+    new = "".join(line + "\n" for line in after)
+    diff = unified("/f", old, new)
+    assert "No newline at end of file" not in diff["diff"]
+    for hunk in diff["hunks"]:
+        assert hunk["oldLines"] == sum(x["type"] != "add" for x in hunk["lines"])
+        assert hunk["newLines"] == sum(x["type"] != "remove" for x in hunk["lines"])
+        for line in hunk["lines"]:
+            source = after if line["type"] == "add" else before
+            assert line["text"] in source
+
+
 def test_binary_sides_have_no_diff() -> None:
     assert unified("/f", None, "x") == {"path": "/f", "binary": True, "diff": "", "hunks": []}
 
@@ -176,6 +198,30 @@ def test_history_cursor_pages_and_rejects_foreign_cursors() -> None:
             page([], [], bad, None)
     with pytest.raises(RpcError):
         page([], [], None, 0)
+
+
+def test_history_pages_stay_whole_when_a_turn_is_journalled_between_pages() -> None:
+    """A turn's mutations are listed while it runs; its journal lines arrive
+    when it ends and sort before them. A client paging meanwhile still gets
+    every entry exactly once (an offset cursor skipped one line and repeated
+    the mutation)."""
+    snapshot = Snapshot.of_bytes(b"x")
+    mutations = [
+        (Mutation(seq, 1, f"/ws/{seq}", Snapshot.absent(), snapshot, "agy"), False)
+        for seq in (0, 1)
+    ]
+
+    def line(turn: int, index: int) -> JournalEntry:
+        return JournalEntry(
+            "s", turn, index, "user" if index == 0 else "agent", text=f"{turn}.{index}"
+        )
+
+    earlier = [line(0, 0), line(0, 1)]
+    first = page(earlier, mutations, None, 3)
+    later = [*earlier, line(1, 0), line(1, 1)]
+    rest = page(later, mutations, first["nextCursor"], 10)
+    seen = [e.get("text") or e["mutation"]["path"] for e in (*first["entries"], *rest["entries"])]
+    assert sorted(seen) == ["/ws/0", "/ws/1", "0.0", "0.1", "1.0", "1.1"], seen
 
 
 @pytest.mark.parametrize("earlier", [b"before\n", None])
