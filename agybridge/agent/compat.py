@@ -69,9 +69,13 @@ def conversation_id(params: Any) -> str | None:
         value, path = meta.get("conversationId"), "$._meta.conversationId"
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or value.startswith("-"):
-        raise _bad(path, "must be an agy conversation id (a non-empty string)")
-    return value.strip()
+    # Trimmed first: it goes to agy's argv on its own, where "-" starts a flag.
+    text = value.strip() if isinstance(value, str) else ""
+    if not text or text.startswith("-"):
+        raise _bad(
+            path, "must be an agy conversation id (a non-empty string not starting with '-')"
+        )
+    return text
 
 
 def bridge_capabilities(catalog: Catalog) -> dict[str, Any]:

@@ -104,6 +104,16 @@ def test_conversation_id_shapes() -> None:
             conversation_id({"conversationId": bad})
 
 
+@pytest.mark.parametrize("bad", [" --help", "\t-x", "  -", " \n--model=x "])
+def test_conversation_id_is_never_flag_like_after_trimming(bad: str) -> None:
+    """The id goes to agy's argv as its own element after ``--conversation``:
+    one that starts with '-' once trimmed would be read as a flag."""
+    with pytest.raises(RpcError) as caught:
+        conversation_id({"_meta": {"conversationId": bad}})
+    assert caught.value.code == -32602
+    assert caught.value.data == {"path": "$._meta.conversationId"}
+
+
 @pytest.mark.parametrize(
     ("config_id", "value", "expected"),
     [
