@@ -51,11 +51,16 @@ def parse(params: Any, cls: type[T]) -> T:
         ) from None
 
 
-def settings_from(defaults: LaunchSettings, meta: Any) -> LaunchSettings:
+def settings_from(
+    defaults: LaunchSettings, meta: Any, paths: dict[str, str] | None = None
+) -> LaunchSettings:
+    """``paths``: where each key was sent (default ``$._meta.<key>``)."""
     try:
-        return settings_from_meta(defaults, meta if isinstance(meta, dict) else None)
+        return settings_from_meta(defaults, meta if isinstance(meta, dict) else None, paths)
     except ConfigValueError as exc:
-        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"path": "$._meta"}) from None
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS, str(exc), {"path": exc.path or "$._meta"}
+        ) from None
 
 
 ON_DISCONNECT = ("keep", "cancel")

@@ -97,7 +97,7 @@ class SessionMethods:
             session_id=f"sess_{uuid.uuid4().hex}",
             cwd=check_directory(request.cwd, "cwd"),
             additional_dirs=check_directories(request.additional_directories),
-            settings=settings_from(self._default_settings, compat.launch_meta(params)),
+            settings=settings_from(self._default_settings, *compat.launch_sources(params)),
             terminals=self._client_wants_terminals(),
             mcp_config=mcp_config(request.mcp_servers),
             on_disconnect=on_disconnect_from(request.meta),
