@@ -140,7 +140,9 @@ class SessionMethods:
                 cwd=cwd, additional_dirs=dirs, cursor=request.cursor
             )
         except InvalidCursorError as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"cursor": request.cursor}) from None
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, str(exc), {"path": "$.cursor", "cursor": request.cursor}
+            ) from None
         return codec.unstructure(
             models.ListSessionsResponse(
                 sessions=[
