@@ -112,4 +112,17 @@ def check_directory(path: str, field: str, *, must_exist: bool = True) -> str:
             f"{field} {path!r} does not exist or is not a directory",
             {"path": f"$.{field}", "value": path},
         )
-    return os.path.normpath(path)
+    tidy = os.path.normpath(path)
+    if must_exist and not _same_directory(path, tidy):
+        # normpath cuts "link/.." from the text; the kernel goes up from link's target.
+        return os.path.realpath(path)
+    return tidy
+
+
+def _same_directory(path: str, tidy: str) -> bool:
+    if ".." not in path.split("/"):
+        return True  # only "//" and "." were tidied away
+    try:
+        return os.path.samefile(path, tidy)
+    except OSError:
+        return False
