@@ -27,7 +27,7 @@ from . import compat
 from .advertised import EXTENSION_METHODS, ROLLBACK, STEER, extension_capabilities
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
-from .params import check_text, parse, translate_session_errors
+from .params import check_text, initialize_request, parse, translate_session_errors
 from .wirelog import log_initialize
 
 if TYPE_CHECKING:
@@ -295,7 +295,7 @@ class AcpAgent:
 
     async def _initialize(self, params: Any, ctx: RequestContext) -> Any:
         try:
-            request = parse(params, models.InitializeRequest)
+            request = initialize_request(params)
             self.client_capabilities = request.client_capabilities
             self._initialized = True
         finally:

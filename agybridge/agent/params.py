@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..acp import codec
+from ..acp import codec, models
 from ..acp.text_check import find_bad_text
 from ..jsonrpc import ErrorCode, RpcError
 from ..session import AuthRequiredError, InvalidModelError, SessionError
@@ -49,6 +50,62 @@ def parse(params: Any, cls: type[T]) -> T:
             f"Invalid params: {problems[0]}" if problems else "Invalid params",
             {"problems": problems},
         ) from None
+
+
+#: The schema's ``ProtocolVersion``: an unsigned 16-bit integer.
+MAX_PROTOCOL_VERSION = 65535
+
+
+def initialize_request(params: Any) -> models.InitializeRequest:
+    """``initialize``'s params: -32602 for a ``protocolVersion`` the schema
+    refuses (as the TS SDK's router answers). ``clientInfo``,
+    ``clientCapabilities`` (each of its fields) and ``_meta`` are defaulted when
+    malformed: the schema marks them ``x-deserialize-default-on-error``, and
+    both SDKs do so; a client is not locked out over what it says of itself."""
+    if params is not None and not isinstance(params, dict):
+        return parse(params, models.InitializeRequest)  # -32602: not an object
+    raw = params or {}
+    version = raw.get("protocolVersion")
+    if type(version) is not int or not 0 <= version <= MAX_PROTOCOL_VERSION:
+        given = json.dumps(version) if "protocolVersion" in raw else "missing"
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            "Invalid params: protocolVersion must be an integer from 0 to "
+            f"{MAX_PROTOCOL_VERSION} (the latest ACP version the client supports), not {given}",
+            {"path": "$.protocolVersion"},
+        )
+    cleaned: dict[str, Any] = {
+        "protocolVersion": version,
+        "clientCapabilities": _client_capabilities(raw.get("clientCapabilities")),
+    }
+    info = raw.get("clientInfo")
+    if isinstance(info, dict) and all(isinstance(info.get(k), str) for k in ("name", "version")):
+        cleaned["clientInfo"] = {
+            k: info[k] for k in ("name", "version", "title") if isinstance(info.get(k), str)
+        }
+    if isinstance(raw.get("_meta"), dict):
+        cleaned["_meta"] = raw["_meta"]
+    return parse(cleaned, models.InitializeRequest)
+
+
+def _client_capabilities(value: Any) -> dict[str, Any]:
+    """The well-formed part of ``clientCapabilities`` (the rest: defaults)."""
+    if not isinstance(value, dict):
+        return {}
+    fs = value.get("fs")
+    cleaned: dict[str, Any] = {
+        "fs": {
+            k: fs[k]
+            for k in ("readTextFile", "writeTextFile")
+            if isinstance(fs, dict) and isinstance(fs.get(k), bool)
+        }
+    }
+    if isinstance(value.get("terminal"), bool):
+        cleaned["terminal"] = value["terminal"]
+    for key in ("auth", "_meta"):
+        if isinstance(value.get(key), dict):
+            cleaned[key] = value[key]
+    return cleaned
 
 
 def settings_from(

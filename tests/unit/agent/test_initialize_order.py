@@ -76,3 +76,68 @@ async def test_requests_after_initialize_still_wait_for_it(method: str) -> None:
     [error] = outcome
     # Past the initialize check: refused for its own params, not as too early.
     assert not (isinstance(error, RpcError) and error.code == -32600), repr(error)
+
+
+async def initialize(params: Any) -> dict[str, Any]:
+    bridge = agent()
+    ctx = RequestContext(request_id=0, method="initialize", seq=0)
+    bridge.request_received("initialize", params, ctx)
+    answer: dict[str, Any] = await bridge.handle_request("initialize", params, ctx)
+    return answer | {"caps": bridge.client_capabilities}
+
+
+@pytest.mark.parametrize("version", [-1, 65536, 1.5, "1", True, None])
+async def test_a_protocol_version_that_is_no_uint16_is_invalid_params(version: Any) -> None:
+    """The schema's ProtocolVersion is an integer from 0 to 65535; the TS SDK's
+    router answers anything else -32602 (an unsupported one in range gets 1)."""
+    params = {"protocolVersion": version} if version is not None else {}
+    with pytest.raises(RpcError) as caught:
+        await initialize(params)
+    assert caught.value.code == -32602
+    assert "protocolVersion" in caught.value.message
+    assert "$.protocolVersion" in str(caught.value.data)
+
+
+@pytest.mark.parametrize("version", [0, 2, 999, 65535])
+async def test_any_uint16_version_is_answered_with_1(version: int) -> None:
+    assert (await initialize({"protocolVersion": version}))["protocolVersion"] == 1
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"clientInfo": "zed"},
+        {"clientInfo": {"name": 5}},
+        {"clientInfo": {"name": "zed"}},
+        {"clientCapabilities": None},
+        {"clientCapabilities": "all"},
+        {"clientCapabilities": {"fs": None, "terminal": "yes", "auth": []}},
+        {"_meta": 5},
+    ],
+)
+async def test_malformed_optional_initialize_fields_are_defaulted(odd: dict[str, Any]) -> None:
+    """The schema marks clientInfo, clientCapabilities (each of its fields) and
+    _meta x-deserialize-default-on-error, and both SDKs default them: a client
+    is not locked out over what it says about itself."""
+    answer = await initialize({"protocolVersion": 1, **odd})
+    assert answer["protocolVersion"] == 1
+    caps = answer["caps"]
+    assert (caps.fs.read_text_file, caps.fs.write_text_file, caps.terminal) == (False,) * 3
+    assert [m["id"] for m in answer["authMethods"]] == ["agy-signed-in"]
+
+
+async def test_each_capability_field_is_defaulted_on_its_own() -> None:
+    answer = await initialize(
+        {
+            "protocolVersion": 1,
+            "clientCapabilities": {
+                "fs": {"readTextFile": True, "writeTextFile": "no"},
+                "terminal": 1,
+                "auth": {"terminal": True},
+                "_meta": [],
+            },
+        }
+    )
+    caps = answer["caps"]
+    assert (caps.fs.read_text_file, caps.fs.write_text_file, caps.terminal) == (True, False, False)
+    assert [m["id"] for m in answer["authMethods"]] == ["agy-login", "agy-signed-in"]
