@@ -52,6 +52,23 @@ def parse(params: Any, cls: type[T]) -> T:
         ) from None
 
 
+def session_params(params: Any, *, null_lists: bool = True) -> Any:
+    """Session request params with a ``null`` ``mcpServers`` or
+    ``additionalDirectories`` as ``[]`` (unless ``null_lists`` is False:
+    session/list's filter, where null is no filter) and a ``_meta`` that is not
+    an object left out (the schema's x-deserialize-default-on-error; the TS
+    SDK's defaultOnNull and defaultOnError): not -32602."""
+    if not isinstance(params, dict):
+        return params
+    fixed = dict(params)
+    for key in ("mcpServers", "additionalDirectories") if null_lists else ():
+        if key in fixed and fixed[key] is None:
+            fixed[key] = []
+    if "_meta" in fixed and not isinstance(fixed["_meta"], dict):
+        del fixed["_meta"]
+    return fixed
+
+
 #: The schema's ``ProtocolVersion``: an unsigned 16-bit integer.
 MAX_PROTOCOL_VERSION = 65535
 
