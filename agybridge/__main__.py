@@ -8,12 +8,19 @@ it for every agent session, so its start-up is the user's wait (README
 import gc
 import sys
 
+#: The terminal auth method (agent/auth.py) has the editor run the command line
+#: it launches the agent with plus ``login``: the README's set-ups make these.
+LOGIN_LINES = (["attach", "login"], ["serve", "login"])
+
 
 def main() -> None:
-    if sys.argv[1:2] == ["attach"]:
+    argv = sys.argv[1:]
+    if argv in LOGIN_LINES:
+        argv = ["login"]
+    if argv[:1] == ["attach"]:
         from .attach.relay import main as attach_main  # noqa: PLC0415
 
-        sys.exit(attach_main(sys.argv[2:]))
+        sys.exit(attach_main(argv[1:]))
     # Start-up builds what lives as long as the process (modules, classes,
     # converters): the collector's passes over it while it grows are wasted
     # on an editor's wait (issue 15; ~20 ms here, smoke/bench_floor.py). cli.py
@@ -21,7 +28,7 @@ def main() -> None:
     gc.disable()
     from .cli import main as cli_main  # noqa: PLC0415
 
-    cli_main()
+    cli_main(argv)
 
 
 if __name__ == "__main__":

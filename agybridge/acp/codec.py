@@ -63,9 +63,7 @@ def converter() -> cattrs.Converter:
     def _is_model(cls: type) -> bool:
         return attrs.has(cls) and cls.__module__ in _MODEL_MODULES
 
-    conv.register_structure_hook_factory(
-        _is_model, lambda cls: make_dict_structure_fn(cls, conv, **_overrides(cls))
-    )
+    conv.register_structure_hook_factory(_is_model, lambda cls: _object_model(cls, conv))
     conv.register_unstructure_hook_factory(
         _is_model, lambda cls: make_dict_unstructure_fn(cls, conv, **_overrides(cls))
     )
@@ -135,7 +133,7 @@ def _configure_unions(conv: cattrs.Converter) -> None:
 
     def structure_object_block(raw: Any, cl: Any) -> Any:
         if not isinstance(raw, dict):
-            raise TypeError(f"expected a content block object, got {_json_type(raw)}")
+            raise JsonTypeError(f"expected a content block object, got {_json_type(raw)}")
         return structure_block(raw, cl)
 
     conv.register_structure_hook(models.ContentBlock, structure_object_block)
@@ -159,13 +157,31 @@ def _is_dict(t: Any) -> bool:
     return get_origin(t) is dict
 
 
+class JsonTypeError(TypeError):
+    """A wire value of the wrong JSON type, said in JSON terms ("expected an
+    object, got null"): the message is the problem a client reads."""
+
+
+def _object_model(cls: type, conv: cattrs.Converter) -> Any:
+    # Without this a null or a string fails inside the generated hook, with
+    # Python's words ("argument of type 'NoneType' is not iterable").
+    base: Any = make_dict_structure_fn(cls, conv, **_overrides(cls))
+
+    def hook(value: Any, cl: Any) -> Any:
+        if not isinstance(value, dict):
+            raise JsonTypeError(f"expected an object, got {_json_type(value)}")
+        return base(value, cl)
+
+    return hook
+
+
 def _strict_list(t: Any, conv: cattrs.Converter) -> Any:
     # cattrs would take any iterable: "hi" as ["h", "i"], {} as [].
     base = list_structure_factory(t, conv)
 
     def hook(value: Any, cl: Any) -> Any:
         if not isinstance(value, list):
-            raise TypeError(f"expected an array, got {_json_type(value)}")
+            raise JsonTypeError(f"expected an array, got {_json_type(value)}")
         return base(value, cl)
 
     return hook
@@ -176,7 +192,7 @@ def _strict_dict(t: Any, conv: cattrs.Converter) -> Any:
 
     def hook(value: Any, cl: Any) -> Any:
         if not isinstance(value, dict):
-            raise TypeError(f"expected an object, got {_json_type(value)}")
+            raise JsonTypeError(f"expected an object, got {_json_type(value)}")
         return base(value, cl)
 
     return hook
@@ -184,7 +200,7 @@ def _strict_dict(t: Any, conv: cattrs.Converter) -> Any:
 
 def _structure_unknown_content(raw: Any, _: Any) -> models.UnknownContent:
     if not isinstance(raw, dict):
-        raise TypeError(f"expected a content block object, got {_json_type(raw)}")
+        raise JsonTypeError(f"expected a content block object, got {_json_type(raw)}")
     return models.UnknownContent(raw=raw)
 
 
@@ -192,7 +208,7 @@ def _strict(kind: type[T]) -> Any:
     def hook(value: Any, _: Any) -> T:
         # bool is an int subclass, but true is not a number in JSON.
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise TypeError(f"expected {_JSON_NAMES[kind]}, got {_json_type(value)}")
+            raise JsonTypeError(f"expected {_JSON_NAMES[kind]}, got {_json_type(value)}")
         return value
 
     return hook
@@ -200,7 +216,7 @@ def _strict(kind: type[T]) -> Any:
 
 def _strict_number(value: Any, _: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, got {_json_type(value)}")
+        raise JsonTypeError(f"expected a number, got {_json_type(value)}")
     return float(value)
 
 
@@ -265,7 +281,7 @@ def describe_error(exc: Exception) -> list[str]:
 
 def _format_exception(exc: BaseException, type: Any) -> str:
     # This module's own hooks say what was expected in JSON terms.
-    if isinstance(exc, TypeError) and str(exc).startswith("expected a content block"):
+    if isinstance(exc, JsonTypeError):
         return str(exc)
     return cattrs.v.format_exception(exc, type)
 

@@ -28,9 +28,14 @@ def launch_meta(params: Any) -> dict[str, Any]:
         RpcError: ``config`` is not an object, or ``configOptions`` not a
             list of ``{id|configId, value}`` objects (-32602).
     """
+    return launch_sources(params)[0]
+
+
+def launch_sources(params: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """:func:`launch_meta`, and the JSON path each value was sent at."""
     if not isinstance(params, dict):
-        return {}
-    merged: dict[str, Any] = {}
+        return {}, {}
+    merged: dict[str, tuple[Any, str]] = {}
     options = params.get("configOptions")
     if options is not None:
         if not isinstance(options, list):
@@ -39,22 +44,25 @@ def launch_meta(params: Any) -> dict[str, Any]:
             name = option.get("id", option.get("configId")) if isinstance(option, dict) else None
             if not isinstance(name, str) or "value" not in option:
                 raise _bad(f"$.configOptions[{index}]", "must be an object with id and value")
-            merged[name] = option["value"]
+            merged[name] = (option["value"], f"$.configOptions[{index}].value")
     config = params.get("config")
     if config is not None:
         if not isinstance(config, dict):
             raise _bad("$.config", "must be an object")
-        merged.update(config)
+        merged.update({k: (v, f"$.config.{k}") for k, v in config.items()})
     meta = params.get("_meta")
     if isinstance(meta, dict):
-        merged.update(meta)
-    merged.update({k: params[k] for k in (*META_KEYS, "skipPermissions") if k in params})
-    skip = merged.pop("skipPermissions", None)
+        merged.update({k: (v, f"$._meta.{k}") for k, v in meta.items()})
+    merged.update(
+        {k: (params[k], f"$.{k}") for k in (*META_KEYS, "skipPermissions") if k in params}
+    )
+    skip, skip_path = merged.pop("skipPermissions", (None, "$.skipPermissions"))
     if skip is not None and not isinstance(skip, bool):
-        raise _bad("$.skipPermissions", "must be true or false")
+        raise _bad(skip_path, "must be true or false")
     if skip and "safety" not in merged:
-        merged["safety"] = "autonomous"
-    return {k: v for k, v in merged.items() if k in META_KEYS}
+        merged["safety"] = ("autonomous", skip_path)
+    chosen = {k: source for k, source in merged.items() if k in META_KEYS}
+    return {k: value for k, (value, _) in chosen.items()}, {k: p for k, (_, p) in chosen.items()}
 
 
 def conversation_id(params: Any) -> str | None:
@@ -69,9 +77,13 @@ def conversation_id(params: Any) -> str | None:
         value, path = meta.get("conversationId"), "$._meta.conversationId"
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or value.startswith("-"):
-        raise _bad(path, "must be an agy conversation id (a non-empty string)")
-    return value.strip()
+    # Trimmed first: it goes to agy's argv on its own, where "-" starts a flag.
+    text = value.strip() if isinstance(value, str) else ""
+    if not text or text.startswith("-"):
+        raise _bad(
+            path, "must be an agy conversation id (a non-empty string not starting with '-')"
+        )
+    return text
 
 
 def bridge_capabilities(catalog: Catalog) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from . import compat
 from .advertised import EXTENSION_METHODS, ROLLBACK, STEER, extension_capabilities
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
-from .params import check_text, parse, translate_session_errors
+from .params import check_text, initialize_request, parse, translate_session_errors
 from .wirelog import log_initialize
 
 if TYPE_CHECKING:
@@ -83,6 +83,8 @@ class AcpAgent:
         self._default_settings = default_settings or LaunchSettings()
         #: An initialize request has arrived (wire order), and has succeeded.
         self._initialize_seen = False
+        #: Requests sent before any initialize (wire order): -32600.
+        self._too_early: set[int] = set()
         self._initialize_done = trio.Event()
         self._initialized = False
         #: Each request's params, checked once in wire order (or the error).
@@ -114,6 +116,9 @@ class AcpAgent:
         """In wire order, before the request's task starts."""
         if method == "initialize":
             self._initialize_seen = True
+        elif not self._initialize_seen:
+            # Refused even if its task runs once a later initialize is done.
+            self._too_early.add(ctx.seq)
         try:
             check_text(params)
         except RpcError as exc:
@@ -201,6 +206,8 @@ class AcpAgent:
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         handler = self._methods.get(method)
         problem = self._checked.pop(ctx.seq, None)
+        too_early = ctx.seq in self._too_early
+        self._too_early.discard(ctx.seq)
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         ordered = method in LIFECYCLE_METHODS and isinstance(session_id, str)
         try:
@@ -220,7 +227,7 @@ class AcpAgent:
                 if handler is None:
                     raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
                 if method != "initialize":
-                    await self._wait_initialized(method)
+                    await self._wait_initialized(method, too_early=too_early)
                 if problem is not None:
                     raise problem
                 return await handler(params, ctx)
@@ -244,16 +251,16 @@ class AcpAgent:
         handed to the peer, success or error)."""
         await self._initialize_done.wait()
 
-    async def _wait_initialized(self, method: str) -> None:
+    async def _wait_initialized(self, method: str, *, too_early: bool = False) -> None:
         # Request tasks start in no fixed order: a request sent right after
         # initialize (without waiting for its answer) waits for it here.
-        if self._initialize_seen and not self._initialize_done.is_set():
+        if not too_early and self._initialize_seen and not self._initialize_done.is_set():
             await self._initialize_done.wait()
-        if not self._initialized:
+        if too_early or not self._initialized:
             raise RpcError(
                 ErrorCode.INVALID_REQUEST,
                 "the first ACP request must be initialize"
-                + (" (and it failed)" if self._initialize_seen else ""),
+                + (" (and it failed)" if self._initialize_seen and not too_early else ""),
                 {"method": method},
             )
 
@@ -288,7 +295,7 @@ class AcpAgent:
 
     async def _initialize(self, params: Any, ctx: RequestContext) -> Any:
         try:
-            request = parse(params, models.InitializeRequest)
+            request = initialize_request(params)
             self.client_capabilities = request.client_capabilities
             self._initialized = True
         finally:

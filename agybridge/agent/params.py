@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..acp import codec
+from ..acp import codec, models
 from ..acp.text_check import find_bad_text
 from ..jsonrpc import ErrorCode, RpcError
 from ..session import AuthRequiredError, InvalidModelError, SessionError
@@ -51,11 +52,89 @@ def parse(params: Any, cls: type[T]) -> T:
         ) from None
 
 
-def settings_from(defaults: LaunchSettings, meta: Any) -> LaunchSettings:
+def session_params(params: Any, *, null_lists: bool = True) -> Any:
+    """Session request params with a ``null`` ``mcpServers`` or
+    ``additionalDirectories`` as ``[]`` (unless ``null_lists`` is False:
+    session/list's filter, where null is no filter) and a ``_meta`` that is not
+    an object left out (the schema's x-deserialize-default-on-error; the TS
+    SDK's defaultOnNull and defaultOnError): not -32602."""
+    if not isinstance(params, dict):
+        return params
+    fixed = dict(params)
+    for key in ("mcpServers", "additionalDirectories") if null_lists else ():
+        if key in fixed and fixed[key] is None:
+            fixed[key] = []
+    if "_meta" in fixed and not isinstance(fixed["_meta"], dict):
+        del fixed["_meta"]
+    return fixed
+
+
+#: The schema's ``ProtocolVersion``: an unsigned 16-bit integer.
+MAX_PROTOCOL_VERSION = 65535
+
+
+def initialize_request(params: Any) -> models.InitializeRequest:
+    """``initialize``'s params: -32602 for a ``protocolVersion`` the schema
+    refuses (as the TS SDK's router answers). ``clientInfo``,
+    ``clientCapabilities`` (each of its fields) and ``_meta`` are defaulted when
+    malformed: the schema marks them ``x-deserialize-default-on-error``, and
+    both SDKs do so; a client is not locked out over what it says of itself."""
+    if params is not None and not isinstance(params, dict):
+        return parse(params, models.InitializeRequest)  # -32602: not an object
+    raw = params or {}
+    version = raw.get("protocolVersion")
+    if type(version) is not int or not 0 <= version <= MAX_PROTOCOL_VERSION:
+        given = json.dumps(version) if "protocolVersion" in raw else "missing"
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            "Invalid params: protocolVersion must be an integer from 0 to "
+            f"{MAX_PROTOCOL_VERSION} (the latest ACP version the client supports), not {given}",
+            {"path": "$.protocolVersion"},
+        )
+    cleaned: dict[str, Any] = {
+        "protocolVersion": version,
+        "clientCapabilities": _client_capabilities(raw.get("clientCapabilities")),
+    }
+    info = raw.get("clientInfo")
+    if isinstance(info, dict) and all(isinstance(info.get(k), str) for k in ("name", "version")):
+        cleaned["clientInfo"] = {
+            k: info[k] for k in ("name", "version", "title") if isinstance(info.get(k), str)
+        }
+    if isinstance(raw.get("_meta"), dict):
+        cleaned["_meta"] = raw["_meta"]
+    return parse(cleaned, models.InitializeRequest)
+
+
+def _client_capabilities(value: Any) -> dict[str, Any]:
+    """The well-formed part of ``clientCapabilities`` (the rest: defaults)."""
+    if not isinstance(value, dict):
+        return {}
+    fs = value.get("fs")
+    cleaned: dict[str, Any] = {
+        "fs": {
+            k: fs[k]
+            for k in ("readTextFile", "writeTextFile")
+            if isinstance(fs, dict) and isinstance(fs.get(k), bool)
+        }
+    }
+    if isinstance(value.get("terminal"), bool):
+        cleaned["terminal"] = value["terminal"]
+    for key in ("auth", "_meta"):
+        if isinstance(value.get(key), dict):
+            cleaned[key] = value[key]
+    return cleaned
+
+
+def settings_from(
+    defaults: LaunchSettings, meta: Any, paths: dict[str, str] | None = None
+) -> LaunchSettings:
+    """``paths``: where each key was sent (default ``$._meta.<key>``)."""
     try:
-        return settings_from_meta(defaults, meta if isinstance(meta, dict) else None)
+        return settings_from_meta(defaults, meta if isinstance(meta, dict) else None, paths)
     except ConfigValueError as exc:
-        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"path": "$._meta"}) from None
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS, str(exc), {"path": exc.path or "$._meta"}
+        ) from None
 
 
 ON_DISCONNECT = ("keep", "cancel")
@@ -107,4 +186,17 @@ def check_directory(path: str, field: str, *, must_exist: bool = True) -> str:
             f"{field} {path!r} does not exist or is not a directory",
             {"path": f"$.{field}", "value": path},
         )
-    return os.path.normpath(path)
+    tidy = os.path.normpath(path)
+    if must_exist and not _same_directory(path, tidy):
+        # normpath cuts "link/.." from the text; the kernel goes up from link's target.
+        return os.path.realpath(path)
+    return tidy
+
+
+def _same_directory(path: str, tidy: str) -> bool:
+    if ".." not in path.split("/"):
+        return True  # only "//" and "." were tidied away
+    try:
+        return os.path.samefile(path, tidy)
+    except OSError:
+        return False

@@ -35,6 +35,7 @@ from .params import (
     normalise,
     on_disconnect_from,
     parse,
+    session_params,
     settings_from,
     translate_session_errors,
     unknown_session,
@@ -92,12 +93,12 @@ class SessionMethods:
         return await served(params, ctx)
 
     async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.NewSessionRequest)
+        request = parse(session_params(params), models.NewSessionRequest)
         spec = SessionSpec(
             session_id=f"sess_{uuid.uuid4().hex}",
             cwd=check_directory(request.cwd, "cwd"),
             additional_dirs=check_directories(request.additional_directories),
-            settings=settings_from(self._default_settings, compat.launch_meta(params)),
+            settings=settings_from(self._default_settings, *compat.launch_sources(params)),
             terminals=self._client_wants_terminals(),
             mcp_config=mcp_config(request.mcp_servers),
             on_disconnect=on_disconnect_from(request.meta),
@@ -124,7 +125,7 @@ class SessionMethods:
         return codec.unstructure(response)
 
     async def _list_sessions(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.ListSessionsRequest)
+        request = parse(session_params(params, null_lists=False), models.ListSessionsRequest)
         # `is not None`: an empty cwd is no absolute path (-32602), not "no filter".
         cwd = (
             check_directory(request.cwd, "cwd", must_exist=False)
@@ -140,7 +141,9 @@ class SessionMethods:
                 cwd=cwd, additional_dirs=dirs, cursor=request.cursor
             )
         except InvalidCursorError as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), {"cursor": request.cursor}) from None
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, str(exc), {"path": "$.cursor", "cursor": request.cursor}
+            ) from None
         return codec.unstructure(
             models.ListSessionsResponse(
                 sessions=[
@@ -170,7 +173,7 @@ class SessionMethods:
         Everything they send precedes their response. Two opens of one stored
         session at once share one session (the second waits for the first).
         """
-        request = parse(params, models.OpenSessionRequest)
+        request = parse(session_params(params), models.OpenSessionRequest)
         cwd = check_directory(request.cwd, "cwd")
         dirs = check_directories(request.additional_directories)
         servers = mcp_config(request.mcp_servers or [])

@@ -121,6 +121,9 @@ LAUNCH_ONLY_OPTIONS = {
 class ConfigValueError(ValueError):
     """A configuration value the bridge cannot use (message says why)."""
 
+    #: The JSON path of the value, when it came from a request.
+    path: str | None = None
+
 
 @attrs.frozen
 class Catalog:
@@ -320,14 +323,22 @@ def settings_from_env(env: Mapping[str, str]) -> tuple[LaunchSettings, list[str]
     return settings, warnings
 
 
-def settings_from_meta(settings: LaunchSettings, meta: Mapping[str, Any] | None) -> LaunchSettings:
-    """Apply the launch keys a client put in ``session/new`` ``_meta``."""
+def settings_from_meta(
+    settings: LaunchSettings,
+    meta: Mapping[str, Any] | None,
+    paths: Mapping[str, str] | None = None,
+) -> LaunchSettings:
+    """Apply the launch keys a client put in ``session/new`` ``_meta``
+    (``paths``: the JSON path each key was sent at, if not ``$._meta.<key>``)."""
     for key, name in META_KEYS.items():
         if meta and key in meta:
             try:
                 settings = with_setting(settings, name, meta[key])
             except ConfigValueError as exc:
-                raise ConfigValueError(f"_meta.{key}: {exc}") from None
+                path = (paths or {}).get(key, f"$._meta.{key}")
+                error = ConfigValueError(f"{path.removeprefix('$.')}: {exc}")
+                error.path = path
+                raise error from None
     return settings
 
 

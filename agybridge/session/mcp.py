@@ -173,7 +173,9 @@ def _stdio_entry(server: Mapping[str, Any], name: str, path: str) -> dict[str, A
         )
     args = server.get("args", [])
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-        raise McpServerError(f"MCP server {name!r}: 'args' must be an array of strings", path)
+        raise McpServerError(
+            f"MCP server {name!r}: 'args' must be an array of strings", f"{path}.args"
+        )
     env = _pairs(server.get("env", []), name, f"{path}.env", "env")
     for index, (key, value) in enumerate(env):
         if "=" in key or "\0" in key or "\0" in value:

@@ -8,7 +8,8 @@ customization roots ``.agent/``, ``_agents/`` and ``_agent/``
 of a name wins: roots in the order given (cwd first), customization roots in
 the order above.
 
-Tolerant by design: a missing, unreadable, binary or garbled ``SKILL.md`` is
+Tolerant by design: a missing, unreadable, binary or garbled ``SKILL.md`` (or one
+that is not a regular file: a named pipe would never end) is
 skipped or read as far as it makes sense, never an error. There is no YAML
 parser dependency: :func:`parse_front_matter` reads the flat ``key: value``
 subset skills use (plain, quoted and block scalars).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 from collections.abc import Collection, Sequence
 
 import attrs
@@ -78,10 +80,20 @@ def find_skills(
 def read_skill(path: str, folder: str) -> Skill | None:
     """The skill described by the file at ``path``, or None (blocking)."""
     try:
-        with open(path, "rb") as file:
+        # Non-blocking open: a named pipe would wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            logger.debug("skill %s skipped: not a regular file", path)
+            return None  # a pipe, device or socket: nothing to read, or no end
+        with os.fdopen(fd, "rb", closefd=False) as file:
             data = file.read(MAX_SKILL_READ_BYTES)
     except OSError:
         return None
+    finally:
+        os.close(fd)
     return parse_skill(data.decode("utf-8", errors="replace"), folder, path)
 
 

@@ -414,7 +414,9 @@ class Store:
             and all(isinstance(v, str) for v in data.values())
         ):
             raise InvalidCursorError(cursor, "it is not a cursor")
-        if not hmac.compare_digest(data["m"], self._cursor_mac(data["u"], data["s"])):
+        # compare_digest refuses a str that is not ASCII (TypeError): compare bytes.
+        forged = data["m"].encode("utf-8", "surrogatepass")
+        if not hmac.compare_digest(forged, self._cursor_mac(data["u"], data["s"]).encode()):
             raise InvalidCursorError(cursor, "it was altered, or comes from another database")
         return data["u"], data["s"]
 

@@ -245,6 +245,42 @@ async def test_bad_session_new_params_are_invalid_params(
     await harness.assert_no_leftovers()
 
 
+async def test_null_lists_and_a_malformed_meta_are_defaulted(harness: Harness) -> None:
+    """``mcpServers: null`` is no servers and a ``_meta`` that is not an object is
+    none, on session/new, list and load (the schema's x-deserialize-default-on-error;
+    the TS SDK's defaultOnNull/defaultOnError): not -32602."""
+    cwd = str(harness.tmp_path)
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            await client.initialize()
+            new = await client.request(
+                "session/new",
+                {"cwd": cwd, "mcpServers": None, "additionalDirectories": None, "_meta": 5},
+            )
+            assert "result" in new, new
+            session_id = new["result"]["sessionId"]
+            listed = await client.request("session/list", {"cwd": cwd, "_meta": "x"})
+            assert [s["sessionId"] for s in listed["result"]["sessions"]] == [session_id]
+            # session/list's own additionalDirectories filter: null is no filter, not [].
+            extra = harness.tmp_path / "extra"
+            extra.mkdir()
+            other = await client.request(
+                "session/new", {"cwd": cwd, "mcpServers": [], "additionalDirectories": [str(extra)]}
+            )
+            listed = await client.request("session/list", {"additionalDirectories": None})
+            assert {s["sessionId"] for s in listed["result"]["sessions"]} == {
+                session_id,
+                other["result"]["sessionId"],
+            }
+            await client.request("session/close", {"sessionId": session_id})
+            loaded = await client.request(
+                "session/load",
+                {"sessionId": session_id, "cwd": cwd, "mcpServers": None, "_meta": []},
+            )
+            assert "result" in loaded, loaded
+    await harness.assert_no_leftovers()
+
+
 @pytest.mark.parametrize(
     ("block", "message"),
     [

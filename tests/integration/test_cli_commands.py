@@ -87,6 +87,21 @@ async def test_login_when_signed_in_and_signed_out(harness: Harness) -> None:
     await harness.assert_no_leftovers()
 
 
+@pytest.mark.parametrize("launch", [["attach"], ["serve"]])
+async def test_terminal_auth_appends_login_to_the_editors_command(
+    harness: Harness, launch: list[str]
+) -> None:
+    """The terminal auth method's ``args: ["login"]`` are appended to the command
+    line the editor launches the agent with (acp/brief.md §4, Zed's
+    terminal_auth_task): with the README's daemon set-up (``args: ["attach"]``)
+    that is ``agybridge attach login``, which must sign in, not start a relay."""
+    ok = await agybridge(harness, *launch, "login")
+    assert (ok.returncode, ok.stdout) == (0, "agy is signed in.\n"), ok.stderr
+    out = await agybridge(harness, *launch, "login", FAKE_AGY_SIGNED_OUT="1")
+    assert out.returncode == 1 and "needs a terminal" in out.stderr
+    await harness.assert_no_leftovers()
+
+
 def test_tail_lines(tmp_path: Path) -> None:
     path = tmp_path / "log"
     path.write_text("".join(f"{i}\n" for i in range(100)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -231,3 +232,23 @@ async def test_a_skill_used_right_after_session_new_is_known(harness: Harness) -
             [sent] = stdin_texts(harness)
             assert "SKILL.md" in sent and "for 2.0" in sent, sent
         await harness.assert_no_leftovers()
+
+
+async def test_a_skill_file_that_is_a_fifo_is_skipped(harness: Harness) -> None:
+    """A workspace whose SKILL.md is a named pipe (or a device) must not stall the
+    session: reading it would wait for a writer forever, in a worker thread that
+    no cancel reaches (the commands are announced before the first turn)."""
+    skill = harness.tmp_path / ".agents" / "skills" / "pipe"
+    skill.mkdir(parents=True)
+    os.mkfifo(skill / "SKILL.md")
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            session_id = await start(client)
+            update = await client.wait_update(session_id, "available_commands_update")
+            assert "pipe" not in [c["name"] for c in update["availableCommands"]]
+            answer = await client.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]},
+            )
+            assert answer["result"]["stopReason"] == "end_turn"
+    await harness.assert_no_leftovers()

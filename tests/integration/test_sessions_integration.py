@@ -148,6 +148,7 @@ async def test_resume_does_not_replay_and_other_cwds_are_refused(harness: Harnes
             assert bad_dir["error"]["code"] == -32602
             bad_cursor = await client.request("session/list", {"cursor": "not-a-cursor"})
             assert bad_cursor["error"]["code"] == -32602
+            assert bad_cursor["error"]["data"]["path"] == "$.cursor"
 
             listed = await ok(client, "session/list", {"cwd": cwd})
             assert listed["sessions"][0]["additionalDirectories"] == [str(extra)]

@@ -500,3 +500,49 @@ def test_non_object_prompt_block_is_described_in_json_terms(block: Any) -> None:
     assert problem.startswith("expected a content block object, got ")
     assert problem.endswith("@ $.prompt[0]")
     assert "agybridge" not in problem
+
+
+@pytest.mark.parametrize(
+    ("cls", "data", "problem"),
+    [
+        (
+            models.InitializeRequest,
+            {"protocolVersion": "1"},
+            "expected an integer, got a string @ $.protocolVersion",
+        ),
+        (
+            models.InitializeRequest,
+            {"protocolVersion": 1, "clientCapabilities": None},
+            "expected an object, got null @ $.clientCapabilities",
+        ),
+        (
+            models.InitializeRequest,
+            {"protocolVersion": 1, "clientCapabilities": {"auth": []}},
+            "expected an object, got an array @ $.clientCapabilities.auth",
+        ),
+        (
+            models.InitializeRequest,
+            {"protocolVersion": 1, "clientInfo": "zed"},
+            "expected an object, got a string @ $.clientInfo",
+        ),
+        (models.ListSessionsRequest, {"cursor": 5}, "expected a string, got a number @ $.cursor"),
+        (
+            models.NewSessionRequest,
+            {"cwd": "/w", "mcpServers": [5]},
+            "expected an object, got a number @ $.mcpServers[0]",
+        ),
+        (
+            models.NewSessionRequest,
+            {"cwd": "/w", "mcpServers": None},
+            "expected an array, got null @ $.mcpServers",
+        ),
+    ],
+)
+def test_wrong_json_types_are_described_in_json_terms(
+    cls: type, data: dict[str, Any], problem: str
+) -> None:
+    """A client reads "expected an object, got null", not the bridge's Python types
+    ("expected dict[str, typing.Any] | None", "expected ClientCapabilities")."""
+    with pytest.raises(cattrs.BaseValidationError) as caught:
+        codec.structure(data, cls)
+    assert codec.describe_error(caught.value) == [problem]

@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from agybridge.agent.compat import bridge_capabilities, conversation_id, launch_meta
+from agybridge.agent.compat import (
+    bridge_capabilities,
+    conversation_id,
+    launch_meta,
+    launch_sources,
+)
+from agybridge.agent.params import settings_from
 from agybridge.config import ConfigError, Settings
 from agybridge.jsonrpc import RpcError
 from agybridge.session.config import (
@@ -102,6 +108,16 @@ def test_conversation_id_shapes() -> None:
     for bad in ("", "--help", 3):
         with pytest.raises(RpcError):
             conversation_id({"conversationId": bad})
+
+
+@pytest.mark.parametrize("bad", [" --help", "\t-x", "  -", " \n--model=x "])
+def test_conversation_id_is_never_flag_like_after_trimming(bad: str) -> None:
+    """The id goes to agy's argv as its own element after ``--conversation``:
+    one that starts with '-' once trimmed would be read as a flag."""
+    with pytest.raises(RpcError) as caught:
+        conversation_id({"_meta": {"conversationId": bad}})
+    assert caught.value.code == -32602
+    assert caught.value.data == {"path": "$._meta.conversationId"}
 
 
 @pytest.mark.parametrize(
@@ -218,3 +234,26 @@ def test_store_variables_are_honoured(tmp_path: Path) -> None:
     assert settings.legacy is not None
     assert str(settings.legacy.sessions_file).endswith("b.json")
     assert str(settings.legacy.history_dir).endswith("h")
+
+
+@pytest.mark.parametrize(
+    ("params", "path"),
+    [
+        ({"_meta": {"effort": "huge"}}, "$._meta.effort"),
+        ({"effort": "huge"}, "$.effort"),
+        ({"model": "-x", "_meta": {"model": "ok"}}, "$.model"),
+        ({"config": {"printTimeout": "-1"}}, "$.config.printTimeout"),
+        ({"configOptions": [{"id": "model", "value": "-x"}]}, "$.configOptions[0].value"),
+        (
+            {"configOptions": [{"configId": "sandbox", "value": "maybe"}]},
+            "$.configOptions[0].value",
+        ),
+    ],
+)
+def test_a_bad_launch_value_is_named_where_it_was_sent(params: dict[str, Any], path: str) -> None:
+    """-32602 names the field the client sent (a top-level ``effort`` is not ``_meta.effort``)."""
+    with pytest.raises(RpcError) as caught:
+        settings_from(LaunchSettings(), *launch_sources(params))
+    assert caught.value.code == -32602
+    assert caught.value.data == {"path": path}
+    assert caught.value.message.startswith(f"{path[2:]}: ")

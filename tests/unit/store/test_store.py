@@ -600,3 +600,13 @@ def test_a_cursor_naming_a_lone_surrogate_is_refused(store: Store) -> None:
     ):
         with pytest.raises(InvalidCursorError, match="list again without one"):
             store.list_sessions(cursor=forged)
+
+
+def test_a_cursor_with_a_non_ascii_signature_is_refused(store: Store) -> None:
+    """A forged cursor whose signature field is not ASCII: InvalidCursorError, not
+    the TypeError hmac.compare_digest raises for such strings (-32603 on the wire)."""
+    store.upsert_session(record("s0", minute=0))
+    for signature in ("é" * 32, "\ud800", "0" * 31 + "\u0660"):
+        forged = _forged({"u": "2026-05-01T10:00:00.000000Z", "s": "a", "m": signature})
+        with pytest.raises(InvalidCursorError, match="list again without one"):
+            store.list_sessions(cursor=forged)
