@@ -22,7 +22,12 @@ import trio
 
 from agybridge.daemon.listener import peer_allowed
 from tests.acp_wire import BRIDGE_CMD, Harness, RawClient, open_bridge, stop_reason, tail
-from tests.integration.test_shutdown_wire import STARTED_BIG_LINE, logged, unread_bytes
+from tests.integration.test_shutdown_wire import (
+    STARTED_BIG_LINE,
+    assert_whole_lines_with_the_big_one,
+    logged,
+    unread_bytes,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -406,11 +411,7 @@ async def test_stop_finishes_the_line_a_client_that_is_not_reading_was_sent(
                     await trio.sleep(0.02)
                 async for chunk in stream:
                     data += chunk
-    assert data.endswith(b"\n"), data[-200:]
-    lines = data.splitlines()
-    for line in lines:
-        json.loads(line)
-    assert max(map(len, lines)) > 2**20  # the big line came through whole
+    assert_whole_lines_with_the_big_one(data)
     await harness.assert_no_leftovers()
 
 

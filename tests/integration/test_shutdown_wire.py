@@ -88,6 +88,16 @@ def logged(path: Path, text: str) -> bool:
         return False
 
 
+def assert_whole_lines_with_the_big_one(data: bytes) -> None:
+    """``data`` ends on a line boundary, every line is JSON, and the 1 MiB line
+    came through whole."""
+    assert data.endswith(b"\n"), data[-200:]
+    lines = data.splitlines()
+    for line in lines:
+        json.loads(line)
+    assert max(map(len, lines)) > 2**20
+
+
 def unread_bytes(fd: int) -> int:
     return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), "little")
 
@@ -124,11 +134,7 @@ async def test_sigterm_with_a_blocked_reader_ends_on_a_line_boundary(harness: Ha
                 data += chunk
             await client.process.wait()
             assert client.process.returncode == 0
-    assert data.endswith(b"\n"), data[-200:]
-    lines = data.splitlines()
-    for line in lines:
-        json.loads(line)
-    assert max(map(len, lines)) > 2**20  # the big line came through whole
+    assert_whole_lines_with_the_big_one(data)
     await harness.assert_no_leftovers()
 
 
