@@ -80,7 +80,7 @@ def test_the_entry_point_turns_the_collector_off_for_cli(
     monkeypatch: pytest.MonkeyPatch, collector_restored: None
 ) -> None:
     seen: list[bool] = []
-    monkeypatch.setattr(cli, "main", lambda: seen.append(gc.isenabled()))
+    monkeypatch.setattr(cli, "main", lambda argv=None: seen.append(gc.isenabled()))
     monkeypatch.setattr(sys, "argv", ["agybridge"])
     entry.main()
     assert seen == [False]
