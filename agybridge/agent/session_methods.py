@@ -244,6 +244,25 @@ class SessionMethods:
         await self._require_store().delete_session(request.session_id)
         return {}  # deleting what does not exist is not an error (idempotent)
 
+    def _driven(self, session_id: str) -> Session:
+        """The live session, if this client drives it (two clients rule, README
+        "Long-running sessions": the newest client to open a session drives it;
+        the others may not prompt it or change its settings).
+
+        Raises:
+            RpcError: -32002 no such live session; -32600 another client has it.
+        """
+        session = self._session(session_id)
+        if session.outlet.client is not self._client:
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST,
+                f"session {session_id!r} is not attached to this client (another "
+                "client opened it, or it was detached): session/load or session/resume it "
+                "here to take it over",
+                {"sessionId": session_id},
+            )
+        return session
+
     def _let_go(self, session_id: str) -> None:
         """Closing a session another client has (the daemon): that client is not
         waited on (it may have stopped reading)."""
@@ -259,7 +278,7 @@ class SessionMethods:
 
     async def _set_config_option(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.SetConfigOptionRequest)
-        session = self._session(request.session_id)
+        session = self._driven(request.session_id)
         try:
             await session.set_config_option(request.config_id, request.value)
         except ConfigValueError as exc:
@@ -275,7 +294,7 @@ class SessionMethods:
 
     async def _set_mode(self, params: Any, ctx: RequestContext) -> Any:
         request = parse(params, models.SetModeRequest)
-        session = self._session(request.session_id)
+        session = self._driven(request.session_id)
         try:
             await session.set_mode(request.mode_id)
         except ConfigValueError as exc:
@@ -286,17 +305,7 @@ class SessionMethods:
 
     async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
         request = codec.structure_plain_prompt(params) or parse(params, models.PromptRequest)
-        session = self._session(request.session_id)
-        if session.outlet.client is not self._client:
-            # Two clients rule (README "Long-running sessions"): the newest
-            # client to open a session drives it.
-            raise RpcError(
-                ErrorCode.INVALID_REQUEST,
-                f"session {request.session_id!r} is not attached to this client (another "
-                "client opened it, or it was detached): session/load or session/resume it "
-                "here to take it over",
-                {"sessionId": request.session_id},
-            )
+        session = self._driven(request.session_id)
         command = prompting.command_of(request.prompt, session)
         if command is None and prompting.slash_text(request.prompt):
             # A skill? The scan session/new started may not be done yet.

@@ -258,6 +258,12 @@ async def test_the_newer_client_drives_and_the_older_is_told(
         )
         assert refused["error"]["code"] == -32600
         assert "session/load" in refused["error"]["message"]
+        for method, params in (
+            ("session/set_config_option", {"configId": "mode", "value": "plan"}),
+            ("session/set_mode", {"modeId": "plan"}),
+        ):
+            changed = await first.request(method, {"sessionId": session_id, **params})
+            assert changed["error"]["code"] == -32600, changed
         done = await second.request(
             "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
         )
