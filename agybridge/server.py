@@ -304,17 +304,22 @@ async def _serve(
         with trio.move_on_after(RESPONSE_FLUSH_S):
             await peer.wait_requests_done()
             await peer.flush()
-        # A line started is finished (a client reading slowly gets it whole), later
-        # ones are dropped; a reader that stopped for good is given up at the grace.
-        if peer.writing:
-            logger.info("shutdown: finishing the line being written to the client")
-        with trio.move_on_after(settings.shutdown_grace_s) as finishing:
-            await peer.close_output()
-        if finishing.cancelled_caught:
-            logger.warning(
-                "the client did not read for %.1f s: exiting mid-line", settings.shutdown_grace_s
-            )
+        await finish_lines([peer], settings.shutdown_grace_s)
         nursery.cancel_scope.cancel(reason="shutdown")
+
+
+async def finish_lines(peers: Sequence[Peer], grace_s: float) -> None:
+    """At shutdown: a line started to a client is finished (one reading slowly
+    gets it whole), later ones are dropped; a client that stopped reading for
+    good is given up after ``grace_s``."""
+    if any(peer.writing for peer in peers):
+        logger.info("shutdown: finishing the line being written to a client")
+    with trio.move_on_after(grace_s) as finishing:
+        async with trio.open_nursery() as nursery:
+            for peer in peers:
+                nursery.start_soon(peer.close_output)
+    if finishing.cancelled_caught:
+        logger.warning("a client did not read for %.1f s: stopping mid-line", grace_s)
 
 
 def collect_start_up_garbage() -> None:

@@ -41,6 +41,7 @@ from ..jsonrpc import PeerClosedError, RpcError
 from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
 from ..server import (
     doctor_lines,
+    finish_lines,
     open_store,
     session_deps,
     start_housekeeping,
@@ -236,23 +237,9 @@ class Daemon:
                 for connection in list(self.connections.values()):
                     await connection.peer.wait_requests_done()
                     await connection.peer.flush()
-            await self._finish_lines()
+            peers = [connection.peer for connection in self.connections.values()]
+            await finish_lines(peers, self.settings.shutdown_grace_s)
             nursery.cancel_scope.cancel(reason="daemon stopped")
-
-    async def _finish_lines(self) -> None:
-        """A line started to a client is finished (one reading slowly gets it
-        whole), later ones are dropped; a client that stopped reading for good
-        is given up at the shutdown grace (as the stdio bridge does)."""
-        peers = [connection.peer for connection in self.connections.values()]
-        if any(peer.writing for peer in peers):
-            logger.info("shutdown: finishing the line being written to a client")
-        grace = self.settings.shutdown_grace_s
-        with trio.move_on_after(grace) as finishing:
-            async with trio.open_nursery() as nursery:
-                for peer in peers:
-                    nursery.start_soon(peer.close_output)
-        if finishing.cancelled_caught:
-            logger.warning("a client did not read for %.1f s: stopping mid-line", grace)
 
 
 async def _watch_signals(daemon: Daemon) -> None:

@@ -10,7 +10,7 @@ import datetime as dt
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableSequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,7 +19,7 @@ import trio
 from ..acp import codec, models
 from ..agy import AgySpawnError, build_argv
 from . import output, timers, turns
-from .errors import AgyStartError, auth_required
+from .errors import AgyStartError, auth_required, internal_error
 from .gating import ask_allow_and_retry
 from .history import storable
 from .mapper import TurnMapper
@@ -113,6 +113,24 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
         work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
         outcome = turn_outcome("ended", stopReason=models.STOP_END_TURN)
     await session.outlet.turn_ended(outcome)
+
+
+async def answer_regardless(
+    session: Session, queue: MutableSequence[turns.Action], exc: Exception
+) -> None:
+    """An action failed with a bug: the core counts the answers it decided as
+    given, so those still in ``queue`` are given now (the rest is dropped). An
+    answer that was to say ``end_turn`` says the bug instead."""
+    answers = [action for action in queue if type(action) is turns.AnswerPrompt]
+    queue.clear()
+    for decided in answers:
+        answered = decided
+        if decided.error is None and decided.stop is not turns.Stop.CANCELLED:
+            answered = attrs.evolve(decided, stop=None, error=internal_error(exc))
+        try:
+            await answer(session, answered)
+        except Exception:
+            logger.exception("session %s: answering after an internal error", session.session_id)
 
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:

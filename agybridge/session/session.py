@@ -21,7 +21,6 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from ..acp import models
@@ -258,25 +257,10 @@ class Session:
                 try:
                     await actions.PERFORM[type(action)](self, action)
                 except Exception as exc:
-                    await self._answer_regardless(queue, exc)
+                    await actions.answer_regardless(self, queue, exc)
                     raise  # then reported as a bug (`_on_bug`)
         finally:
             self._performing = None
-
-    async def _answer_regardless(self, queue: deque[turns.Action], exc: Exception) -> None:
-        """An action failed with a bug: the core counts the answers it decided
-        as given, so those still queued are given now (the rest is dropped).
-        An answer that was to say ``end_turn`` says the bug instead."""
-        answers = [action for action in queue if type(action) is turns.AnswerPrompt]
-        queue.clear()
-        for decided in answers:
-            answer = decided
-            if decided.error is None and decided.stop is not turns.Stop.CANCELLED:
-                answer = attrs.evolve(decided, stop=None, error=internal_error(exc))
-            try:
-                await actions.answer(self, answer)
-            except Exception:
-                logger.exception("session %s: answering after an internal error", self.session_id)
 
     async def _run_in_loop(self, step: Step) -> None:
         """Post ``step`` and wait until the loop has run it (or has ended)."""
