@@ -38,6 +38,9 @@ SEEDS_VAR = "AGYBRIDGE_FUZZ_SEEDS"
 DEFAULT_SEEDS = 40
 #: Bridges run side by side (most of a seed's time is agy start-ups and pauses).
 PARALLEL = 3
+#: The seeds are split into this many tests (seed % SHARDS), so that pytest-xdist
+#: spreads them over its workers instead of leaving one long test to the end.
+SHARDS = 4
 SEED_TIMEOUT_S = 90
 EXIT_TIMEOUT_S = 15
 SAMPLE_INTERVAL_S = 0.1
@@ -221,9 +224,13 @@ async def run_seeds(seeds: list[int], tmp_path: Path) -> list[Run]:
     return runs
 
 
-async def test_wire_fuzz(tmp_path: Path) -> None:
-    """Every selected seed keeps every promise (see wirefuzz.check)."""
-    runs = await run_seeds(selected_seeds(), tmp_path)
+@pytest.mark.parametrize("shard", range(SHARDS))
+async def test_wire_fuzz(shard: int, tmp_path: Path) -> None:
+    """Every selected seed of this shard keeps every promise (see wirefuzz.check)."""
+    seeds = [seed for seed in selected_seeds() if seed % SHARDS == shard]
+    if not seeds:
+        pytest.skip(f"no selected seed falls in shard {shard}")
+    runs = await run_seeds(seeds, tmp_path)
     failing = report(runs)
     print(failing)  # whole, for the log: pytest shortens assertion messages
     assert not failing, f"{failing.count('replay:')} failing seed(s), see the captured stdout"
