@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,15 @@ _LOG_FILE_BYTES = 10 * 2**20  # 10 MiB per file, 3 kept
 #: Protocol payloads quoted in log lines are cut here: a 5 MiB bad line once
 #: went whole into stderr and the log.
 MAX_LOGGED_BYTES = 4 * 2**10  # 4 KiB
+
+
+#: What would break a record's line (or drive a terminal) if logged raw: C0 controls
+#: but tab, DEL, C1 (NEL) and the Unicode line/paragraph separators.
+_LINE_BREAKERS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return ascii(match.group())[1:-1]  # "\n", "\x1b", "\u2028"
 
 
 def truncated(payload: str | bytes, limit: int = MAX_LOGGED_BYTES) -> str:
@@ -30,7 +40,10 @@ def truncated(payload: str | bytes, limit: int = MAX_LOGGED_BYTES) -> str:
 
 class _TruncateFilter(logging.Filter):
     """Cuts every message to `MAX_LOGGED_BYTES`, naming the total size: payloads
-    quoted in log lines (a bad protocol message, an agy line) can be megabytes."""
+    quoted in log lines (a bad protocol message, an agy line) can be megabytes.
+    Line breaks and other control characters in it are escaped (``\\n``): what
+    a client sends (its ``clientInfo`` name, a path) could otherwise forge log
+    lines. One record is one line (a traceback, added by the formatter, aside)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         # Handlers share the record: the first one cuts it, once.
@@ -38,10 +51,11 @@ class _TruncateFilter(logging.Filter):
             return True
         record.agybridge_cut = True
         message = record.getMessage()
-        if len(message) > MAX_LOGGED_BYTES // 4:  # cheap pre-check before encoding
-            cut = truncated(message)
-            if cut != message:
-                record.msg, record.args = cut, None
+        cut = _LINE_BREAKERS.sub(_escaped, message)
+        if len(cut) > MAX_LOGGED_BYTES // 4:  # cheap pre-check before encoding
+            cut = truncated(cut)
+        if cut != message:
+            record.msg, record.args = cut, None
         return True
 
 

@@ -642,17 +642,18 @@ def _reply_text(turn: Turn, text: str) -> None:
 
 
 def edit(turn: Turn) -> int | None:
-    """``replace_file_content`` on a real file: ``[fake-agy:edit] [path]``.
+    """``replace_file_content`` on a real file: ``[fake-agy:edit] [path] [gate=P]``.
 
     The path (relative to the workspace, or absolute; default ``fake-agy-edit.txt``) is
     created first by a ``write_to_file`` step if missing (parameters on DONE only, like
     the 1.1.11 capture). The replace step is ACTIVE with ``{"TargetFile": <abs>}`` before
-    the file changes; after ``FAKE_AGY_EDIT_DELAY`` its first line gets a suffix, then the
-    step is DONE (no ``output``: none seen for edits, hooks-and-tools.md §B2).
+    the file changes; after ``FAKE_AGY_EDIT_DELAY`` (and once the file P exists, with
+    ``gate=P``) its first line gets a suffix, then the step is DONE (no ``output``:
+    none seen for edits, hooks-and-tools.md §B2).
     """
     turn.user_input()
     root = _workspace(turn)
-    args = directive_args(turn.prompt)
+    args = [arg for arg in directive_args(turn.prompt) if not arg.startswith("gate=")]
     target = root / (args[0] if args else EDIT_DEFAULT_FILE)  # an absolute arg wins
     turn.pause(turn.knobs.fragment_delay_s)
     if not target.exists():
@@ -686,6 +687,7 @@ def edit(turn: Turn) -> int | None:
     )
     replace.authorize()
     turn.pause(turn.knobs.edit_delay_s)
+    _hold(turn)
     first, newline, rest = target.read_bytes().partition(b"\n")
     target.write_bytes(first + EDIT_SUFFIX.encode() + newline + rest)
     replace.done()

@@ -70,9 +70,10 @@ Knobs (environment)
                              ``fake-agy-permission.txt``),
                              ``[fake-agy:schema] [stream]``, and ``gate=PATH`` for
                              big-output/huge-line (hold the turn after the big payload until
-                             PATH exists: a test control, not agy behaviour). Scenarios that
-                             touch files work in the workspace: the first ``--add-dir``, else
-                             the cwd.
+                             PATH exists) and edit (hold the replace step ACTIVE, before
+                             the write, until PATH exists): a test control, not agy
+                             behaviour. Scenarios that touch files work in the workspace:
+                             the first ``--add-dir``, else the cwd.
 ``FAKE_AGY_REPLAY``          an ``.ndjson`` capture: its ``init`` is printed at startup (if it
                              has one) and each stdin turn replays the capture's next turn
                              verbatim: all lines after the previous ``result`` through the

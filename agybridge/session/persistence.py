@@ -2,6 +2,11 @@
 
 A store failure is logged, not raised: history is a convenience, the turn is
 what matters.
+
+The first save creates the row; later saves only update it. A row deleted while
+the session runs (``agybridge sessions delete``, another bridge on the same
+database) stays deleted: the session goes on answering its prompts, but saves
+nothing more (one warning), rather than writing the row back without its history.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ class SessionBook:
         self.next_turn = next_turn
         #: Tokens of this session so far (for /status).
         self.usage_totals: dict[str, int] = {}
+        #: The row was written once: later saves only update it.
+        self._saved = False
+        #: The row was deleted by someone else: nothing more is saved.
+        self.deleted = False
 
     @staticmethod
     def row(
@@ -60,14 +69,20 @@ class SessionBook:
         )
 
     async def save(self, record: SessionRecord) -> None:
-        if self._store is None:
+        if self._store is None or self.deleted:
             return
         try:
-            await self._store.upsert_session(record)
+            if self._saved:
+                written = await self._store.update_session(record)
+            else:
+                await self._store.upsert_session(record)
+                written = True
         except StoreError as exc:
             logger.warning(
                 "session %s: could not save the session index: %s", self._session_id, exc
             )
+            return
+        self._note(written)
 
     async def record_turn(
         self, text: str | None, mapper: TurnMapper, record: Callable[[], SessionRecord]
@@ -77,12 +92,26 @@ class SessionBook:
         ``text`` None: the prompt is journalled already (a retried turn)."""
         index, self.next_turn = self.next_turn, self.next_turn + 1
         entries = turn_entries(self._session_id, index, text, mapper, f"user_{uuid.uuid4().hex}")
-        if self._store is None:
+        if self._store is None or self.deleted:
             return
         try:
-            await self._store.record_turn(entries, record())
+            written = await self._store.record_turn(entries, record(), create=not self._saved)
         except StoreError as exc:
             logger.warning("session %s: could not save turn %d: %s", self._session_id, index, exc)
+            return
+        self._note(written)
+
+    def _note(self, written: bool) -> None:
+        if written:
+            self._saved = True
+        elif not self.deleted:
+            self.deleted = True
+            logger.warning(
+                "session %s was deleted from the session database by another process "
+                "(agybridge sessions delete, or another bridge): it keeps answering here, "
+                "but its history is no longer saved",
+                self._session_id,
+            )
 
     def count_usage(self, mapper: TurnMapper) -> None:
         spent = mapper.turn_usage

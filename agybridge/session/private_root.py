@@ -21,6 +21,7 @@ async def prepare_private_root(
 
     Raises:
         AgyStartError: it could not be made (session/new fails with it).
+    Cancellation: a directory made already is removed again.
     """
     if base is None:
         return None
@@ -28,10 +29,22 @@ async def prepare_private_root(
         staging = await trio.to_thread.run_sync(
             functools.partial(StagingArea.create, base, keep=keep)
         )
+    except (StagingError, ValueError, OSError) as exc:
+        raise _start_error(exc, base) from exc
+    try:
         if mcp_config.get("mcpServers"):
             await trio.to_thread.run_sync(write_mcp_config, staging.root, dict(mcp_config))
-    except (StagingError, ValueError, OSError) as exc:
-        raise AgyStartError(
-            f"could not prepare the session's private directory: {exc}", data={"base": base}
-        ) from exc
+    except BaseException as exc:
+        # Nobody else knows the directory yet: remove it (and release its lock).
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(staging.remove)
+        if isinstance(exc, ValueError | OSError):
+            raise _start_error(exc, base) from exc
+        raise
     return staging
+
+
+def _start_error(exc: Exception, base: str) -> AgyStartError:
+    return AgyStartError(
+        f"could not prepare the session's private directory: {exc}", data={"base": base}
+    )

@@ -390,9 +390,13 @@ class Session:
         self.post(turns.PromptArrived(seq, steer=True))
 
     def drop_prompt(self, seq: float) -> None:
-        """The prompt was answered without a turn (error, bridge command)."""
+        """The prompt's request task is done (answered by its turn, or without
+        one: an error, a bridge command)."""
         self.prompts.drop(seq)
-        if seq not in self.core.answered:  # answered by its turn: nothing left to drop
+        if seq in self.core.answered:
+            # Answered by its turn: the core only forgets it, no need to wake the loop.
+            self._inbox.post_quietly(turns.PromptDropped(seq))
+        else:
             self.post(turns.PromptDropped(seq))
 
     async def prompt(self, seq: float, text: str, display_text: str) -> PromptResult:

@@ -56,7 +56,8 @@ class PromptReady:
 
 @attrs.frozen
 class PromptDropped:
-    """The prompt was answered without a turn (bad params, a bridge command)."""
+    """The prompt's request task is done: it was answered without a turn (bad
+    params, a bridge command), or its answer was taken (or abandoned)."""
 
     seq: float
 

@@ -144,7 +144,12 @@ class TurnCore:
         #: The gate check found agy signed out: the waiting turn's error.
         self.auth_failure: SessionError | None = None
         self.coalesced: set[str] = set()
+        #: Answered prompts whose request task may still tell `PromptArrived`
+        #: (to be ignored); forgotten at its `PromptDropped`, which comes last.
         self.answered: set[float] = set()
+        #: The running turn's prompt, if its request task is done already: its
+        #: answer need not be remembered.
+        self.gone: set[float] = set()
         #: The latest idle timeout armed (an older one firing is stale).
         self.idle_token = 0
         self._out: list[Action] = []
@@ -226,11 +231,14 @@ class TurnCore:
             self.ready.add(event.seq)
 
     def _on_PromptDropped(self, event: PromptDropped) -> None:
-        if event.seq in self.queue and (self.current is None or self.current.seq != event.seq):
+        # Its request task is done: both its PromptArrived came before this.
+        self.answered.discard(event.seq)
+        if self.current is not None and self.current.seq == event.seq:
+            self.gone.add(event.seq)
+        elif event.seq in self.queue:
             self.queue.remove(event.seq)
             self.ready.discard(event.seq)
             self.steered.discard(event.seq)
-            self.answered.add(event.seq)
 
     def _on_Cancel(self, event: Cancel) -> None:
         self.cancelled_before = max(self.cancelled_before, event.seq)
@@ -579,7 +587,10 @@ class TurnCore:
             self.queue.remove(seq)
         self.ready.discard(seq)
         self.steered.discard(seq)
-        self.answered.add(seq)
+        if seq in self.gone:
+            self.gone.discard(seq)
+        else:
+            self.answered.add(seq)
         self._emit(AnswerPrompt(seq, stop, error))
         if stop is Stop.CANCELLED:
             self.muted = True

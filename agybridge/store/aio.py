@@ -148,6 +148,10 @@ class AsyncStore:
         """`Store.upsert_session`. Cancellation: a started write completes."""
         await self._write(lambda store: store.upsert_session(record))
 
+    async def update_session(self, record: SessionRecord) -> bool:
+        """`Store.update_session`. Cancellation: a started write completes."""
+        return await self._write(lambda store: store.update_session(record))
+
     async def create_session(
         self, record: SessionRecord, journal: Iterable[JournalEntry] = ()
     ) -> bool:
@@ -208,10 +212,12 @@ class AsyncStore:
         batch = list(entries)
         await self._write(lambda store: store.append_journal(batch))
 
-    async def record_turn(self, entries: Sequence[JournalEntry], record: SessionRecord) -> None:
+    async def record_turn(
+        self, entries: Sequence[JournalEntry], record: SessionRecord, *, create: bool = True
+    ) -> bool:
         """`Store.record_turn`. Cancellation: a started write completes."""
         batch = list(entries)
-        await self._write(lambda store: store.record_turn(batch, record))
+        return await self._write(lambda store: store.record_turn(batch, record, create=create))
 
     async def journal(self, session_id: str) -> list[JournalEntry]:
         """`Store.journal`. Cancellation: abandoned at once."""

@@ -129,6 +129,18 @@ class Store:
         with self._writing(f"saving session {record.session_id!r}") as conn:
             _upsert_session(conn, record)
 
+    def update_session(self, record: SessionRecord) -> bool:
+        """Replace the stored row with ``record``'s session id, if there is one.
+
+        A live session's later saves use this: a row deleted meanwhile (``agybridge
+        sessions delete``, another bridge) stays deleted.
+
+        Returns:
+            False (nothing written) when no such session is stored.
+        """
+        with self._writing(f"saving session {record.session_id!r}") as conn:
+            return _update_session(conn, record)
+
     def create_session(self, record: SessionRecord, journal: Iterable[JournalEntry] = ()) -> bool:
         """Insert ``record`` and its ``journal`` in one transaction, unless the id exists.
 
@@ -257,12 +269,25 @@ class Store:
         with self._writing(f"appending {len(entries)} journal lines") as conn:
             _insert_journal(conn, entries)
 
-    def record_turn(self, entries: Sequence[JournalEntry], record: SessionRecord) -> None:
+    def record_turn(
+        self, entries: Sequence[JournalEntry], record: SessionRecord, *, create: bool = True
+    ) -> bool:
         """A finished turn: its journal lines and the session's row, in one
-        transaction (one commit per turn)."""
+        transaction (one commit per turn).
+
+        Args:
+            create: False to write only while the row exists (`update_session`).
+
+        Returns:
+            False (nothing written) when ``create`` is False and no such session is stored.
+        """
         with self._writing(f"saving a turn of session {record.session_id!r}") as conn:
+            if create:
+                _upsert_session(conn, record)
+            elif not _update_session(conn, record):
+                return False
             _insert_journal(conn, entries)
-            _upsert_session(conn, record)
+            return True
 
     def journal(self, session_id: str) -> list[JournalEntry]:
         """The session's journal in (turn, index) order; empty when there is none."""
@@ -357,7 +382,8 @@ class Store:
         self.reopened += 1
         logger.warning(
             "the session database %s was %s while the bridge ran; reopened it: sessions "
-            "written before are no longer listed there (history since then goes to the %s file)",
+            "written before are no longer listed there, unless the %s file has them (sessions "
+            "still running keep saving only if it does; new sessions are saved there)",
             self._path,
             what,
             "new" if now is None else "replacing",
@@ -453,6 +479,16 @@ def _upsert_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _session_params(record),
     )
+
+
+def _update_session(conn: sqlite3.Connection, record: SessionRecord) -> bool:
+    session_id, *values = _session_params(record)
+    columns = [c.strip() for c in _SESSION_COLUMNS.split(",")][1:]
+    cursor = conn.execute(
+        f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in columns)} WHERE session_id = ?",
+        (*values, session_id),
+    )
+    return cursor.rowcount == 1
 
 
 def _insert_journal(conn: sqlite3.Connection, entries: Iterable[JournalEntry]) -> None:

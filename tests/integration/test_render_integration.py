@@ -235,22 +235,34 @@ async def test_edit_of_a_new_file_shows_the_write_then_the_diff(harness: Harness
 
 
 async def test_edit_written_right_after_active_still_has_a_diff(harness: Harness, ws: Path) -> None:
-    """agy changes the file a few milliseconds after announcing the step: the
-    bridge snapshots the file as it reads the ACTIVE line, so the diff survives.
+    """agy changes the file right after announcing the step: the bridge
+    snapshots the file as it reads the ACTIVE line, so the diff survives.
 
-    (With no delay at all it is a race no stream-json reader can always win;
-    the PreToolUse hook, which runs before the write, is the complete answer.)
+    The fake writes the file as soon as the test has seen the step's card on
+    the wire (``gate=``), with no delay: the snapshot must come before the card,
+    not later. (With agy writing before the bridge has even read the ACTIVE line
+    it is a race no stream-json reader can always win; the PreToolUse hook,
+    which runs before the write, is the complete answer.)
     """
     with trio.fail_after(TEST_TIMEOUT_S):
         async with harness.open_bridge(
-            FAKE_AGY_EDIT_DELAY="0.02", FAKE_AGY_FRAGMENT_DELAY="0"
+            FAKE_AGY_EDIT_DELAY="0", FAKE_AGY_FRAGMENT_DELAY="0"
         ) as client:
             session_id = await open_session(client, ws)
             missing = []
             for attempt in range(8):
                 (ws / f"f{attempt}.txt").write_text("one\ntwo\n")
-                _, updates = await prompt(client, session_id, f"[fake-agy:edit] f{attempt}.txt")
+                gate = harness.tmp_path / f"gate-{attempt}"
+                mark = client.mark()
+                request = await client.start_prompt(
+                    session_id, f"[fake-agy:edit] f{attempt}.txt gate={gate}"
+                )
+                await client.wait_update(session_id, "tool_call", since=mark)
+                gate.touch()
+                assert stop_reason(await client.response(request)) == "end_turn"
+                updates = client.updates(session_id, since=mark)
                 [call] = of_kind(updates, "tool_call")
+                assert (ws / f"f{attempt}.txt").read_text() == f"one{EDIT_SUFFIX}\ntwo\n"
                 content = completed(updates, call["toolCallId"]).get("content") or []
                 if not [c for c in content if c["type"] == "diff"]:
                     missing.append(attempt)

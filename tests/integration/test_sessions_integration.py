@@ -8,6 +8,8 @@ Every message is schema-validated.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -227,3 +229,46 @@ async def test_a_list_filter_that_is_not_an_absolute_path_is_refused(
             answer = await client.request("session/list", {"cwd": cwd})
             assert answer["error"]["code"] == -32602, answer
         await harness.assert_no_leftovers()
+
+
+async def test_a_session_deleted_by_another_process_stays_deleted(harness: Harness) -> None:
+    """`agybridge sessions delete` (another process) on a live session wins: the
+    session keeps answering its prompts, once each, but its later turns do not
+    write the row back (nor journal lines), and the bridge says so in its log."""
+    validator = WireValidator()
+    cwd = str(harness.tmp_path)
+    db = harness.tmp_path / "agybridge.db"
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            session_id = await client.new_session(cwd)
+            assert await prompt(client, session_id, "first") == "end_turn"
+
+            deleted = await trio.run_process(
+                [sys.executable, "-m", "agybridge", "sessions", "delete", session_id],
+                env=harness.env(),
+                stdin=subprocess.DEVNULL,
+                capture_stdout=True,
+                capture_stderr=True,
+            )
+            assert deleted.stdout.decode() == f"deleted {session_id}\n"
+            assert await prompt(client, session_id, "second") == "end_turn"
+            assert await prompt(client, session_id, "third") == "end_turn"
+            answers = [
+                m for m in client.received if "id" in m and "stopReason" in m.get("result", {})
+            ]
+            assert len(answers) == 3
+
+            def stored() -> tuple[SessionRecord | None, int]:
+                with Store.open(db) as store:
+                    return store.get_session(session_id), len(store.journal(session_id))
+
+            assert await trio.to_thread.run_sync(stored) == (None, 0)
+            listed = await ok(client, "session/list", {"cwd": cwd})
+            assert session_id not in [s["sessionId"] for s in listed["sessions"]]
+        await harness.assert_no_leftovers()
+    log = (harness.tmp_path / "agybridge.log").read_text()
+    warned = f"WARNING agybridge.session.persistence: session {session_id} was deleted"
+    warnings = [line for line in log.splitlines() if warned in line]
+    assert len(warnings) == 1, log
+    assert validator.problems == []

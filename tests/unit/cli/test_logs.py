@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from agybridge.acp import codec, models
+from agybridge.agent.wirelog import log_initialize
 from agybridge.logs import MAX_LOGGED_BYTES, configure_logging, truncated
 
 
@@ -68,3 +70,27 @@ def test_a_megabyte_payload_is_logged_cut(
     for out in (err, text):
         assert len(out) < 2 * MAX_LOGGED_BYTES
         assert f"{len('invalid message: ') + len(payload)} in total" in out
+
+
+def test_client_data_with_line_breaks_stays_on_one_log_line(
+    tmp_path: Path, restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``clientInfo`` name with a newline (or a carriage return, an escape
+    sequence, a line separator) is written escaped: one record, one line in
+    the file and on stderr, so it cannot forge a log line or drive a terminal."""
+    log_file = tmp_path / "agybridge.log"
+    configure_logging(log_file)
+    forged = "zed\n2026-12-02 01:00:00,000 1 ERROR agybridge.server: forged\r\x1b[2J\u2028x"
+    request = codec.structure(
+        {"protocolVersion": 1, "clientInfo": {"name": forged, "version": "1"}},
+        models.InitializeRequest,
+    )
+    log_initialize(request)
+    logging.getLogger("agybridge.session").warning("session %s: a warning", forged)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    lines = log_file.read_text().splitlines()
+    assert len(lines) == 2, lines
+    assert "initialize from zed\\n2026-12-02" in lines[0]
+    assert "\\r\\x1b[2J\\u2028x 1: protocol 1" in lines[0]
+    assert capsys.readouterr().err.count("\n") == 1

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agybridge.agent import extensions
 from agybridge.agent.history_pages import page
 from agybridge.jsonrpc import RpcError
 from agybridge.session.diffs import unified
@@ -188,6 +192,29 @@ def test_lines_are_split_at_newlines_only(before: list[str], after: list[str]) -
 
 def test_binary_sides_have_no_diff() -> None:
     assert unified("/f", None, "x") == {"path": "/f", "binary": True, "diff": "", "hunks": []}
+
+
+async def test_diffs_are_computed_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/diff`` and ``_agybridge/session/diff`` run difflib in a worker thread:
+    on two 1 MiB files of repeated lines it takes a minute, which on the event
+    loop stalled every session of the bridge."""
+    log, _ = make_log(tmp_path)
+    target = tmp_path / "f.txt"
+    target.write_bytes(b"one\n")
+    await agy_writes(log, 1, target, b"two\n")
+    threads: list[int] = []
+
+    def recording(path: str, before: str | None, after: str | None) -> dict[str, Any]:
+        threads.append(threading.get_ident())
+        return unified(path, before, after)
+
+    monkeypatch.setattr(extensions, "unified", recording)
+    session = cast(Any, SimpleNamespace(mutations=log))
+    result = await extensions.diff_of(session, turn=None, since=None, path=None)
+    assert "-one\n+two\n" in result["diff"]
+    assert len(threads) == 1 and threads[0] != threading.get_ident()
 
 
 def test_history_cursor_pages_and_rejects_foreign_cursors() -> None:

@@ -13,15 +13,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from agybridge.acp import models
 from agybridge.acp.content import StagedFile, convert_prompt
+from agybridge.session import private_root
+from agybridge.session.errors import AgyStartError
 from agybridge.session.staging import StagingArea, StagingError, sweep_stale
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and flock")
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(24)
 DAY_S = 24 * 3600.0
+MCP = {"mcpServers": {"files": {"command": "/bin/true", "args": []}}}
 
 
 def mode(path: str | Path) -> int:
@@ -341,3 +345,39 @@ def test_write_failure_mid_file_leaves_no_partial_file(area: StagingArea) -> Non
         signal.signal(signal.SIGXFSZ, old_handler)
     assert not os.path.exists(os.path.join(directory, "big.txt"))
     assert os.listdir(area.attachments_dir) == []
+
+
+async def test_a_private_root_whose_mcp_config_fails_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing the MCP config failing (a full disk) fails session/new with a
+    clear error and leaves no private directory behind (nor its lock open)."""
+
+    def full(root: str, config: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(private_root, "write_mcp_config", full)
+    base = tmp_path / "base"
+    with pytest.raises(AgyStartError, match="No space left on device"):
+        await private_root.prepare_private_root(str(base), False, MCP)
+    assert list(base.iterdir()) == []
+
+
+async def test_a_private_root_whose_preparation_is_cancelled_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled once the directory exists (session/new's client gone, the
+    bridge shutting down), preparing it removes it again."""
+    real_create = StagingArea.create
+    base = tmp_path / "base"
+    with trio.CancelScope() as scope:
+
+        def create_then_cancel(base_dir: str, *, keep: bool = False) -> StagingArea:
+            created = real_create(base_dir, keep=keep)
+            trio.from_thread.run_sync(scope.cancel)
+            return created
+
+        monkeypatch.setattr(StagingArea, "create", create_then_cancel)
+        await private_root.prepare_private_root(str(base), False, MCP)
+    assert scope.cancelled_caught
+    assert list(base.iterdir()) == []

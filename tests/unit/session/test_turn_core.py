@@ -32,7 +32,14 @@ ERROR = SessionError("boom")
 
 
 def _state(core: turns.TurnCore) -> str:
-    return repr({name: value for name, value in vars(core).items() if name != "_out"})
+    # Sets sorted: a set's repr depends on its history (a copy's may differ).
+    return repr(
+        {
+            name: sorted(value) if isinstance(value, set) else value
+            for name, value in vars(core).items()
+            if name != "_out"
+        }
+    )
 
 
 class TurnCoreMachine(RuleBasedStateMachine):
@@ -42,6 +49,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.core = turns.TurnCore(LaunchSettings(mode="safe"), gate=turns.GateState.UNVERIFIED)
         self.seq = 0
         self.arrived: list[float] = []
+        #: Prompts whose request task has ended (PromptDropped): never told again.
+        self.tasks_done: set[float] = set()
         self.steers: set[float] = set()
         self.answers: dict[float, list[turns.AnswerPrompt]] = {}
         self.cancel_marks: list[float] = []  # wire positions of session/cancel
@@ -158,17 +167,33 @@ class TurnCoreMachine(RuleBasedStateMachine):
             seq = data.draw(st.sampled_from(waiting))
             # Answered by the handler (an error) before the core hears of it.
             self.answers.setdefault(seq, []).append(turns.AnswerPrompt(seq, error=ERROR))
+            self.tasks_done.add(seq)
             self.feed(turns.PromptDropped(seq))
 
     @rule(data=st.data())
-    def drop_answered(self, data: st.DataObject) -> None:
-        """A request task ends after its prompt was answered: the driver does not
-        post the drop (Session.drop_prompt), so it must change nothing at all."""
-        if self.core.answered:
-            seq = data.draw(st.sampled_from(sorted(self.core.answered)))
-            trial = copy.deepcopy(self.core)
-            assert trial.handle(turns.PromptDropped(seq)) == []
-            assert _state(trial) == _state(self.core)
+    def told_again(self, data: st.DataObject) -> None:
+        """A prompt's request task tells the core too (Session.prompt), perhaps
+        after its answer: a prompt told twice changes nothing at all."""
+        told = [s for s in self.arrived if s not in self.tasks_done]
+        if told:
+            seq = data.draw(st.sampled_from(told))
+            if seq in self.core.queue or seq in self.core.answered:
+                trial = copy.deepcopy(self.core)
+                assert trial.handle(turns.PromptArrived(seq, steer=seq in self.steers)) == []
+                assert _state(trial) == _state(self.core)
+
+    @rule(data=st.data())
+    def request_done(self, data: st.DataObject) -> None:
+        """A request task ends (Session.drop_prompt) after its prompt was
+        answered, or while its turn still runs (the request went away): the
+        core sends nothing, and nothing of it is told again."""
+        current = self.core.current
+        done = sorted(self.core.answered) + ([current.seq] if current is not None else [])
+        done = [s for s in done if s not in self.tasks_done]
+        if done:
+            seq = data.draw(st.sampled_from(done))
+            self.tasks_done.add(seq)
+            assert self.core.handle(turns.PromptDropped(seq)) == []
 
     @rule()
     def cancel(self) -> None:
@@ -313,6 +338,14 @@ class TurnCoreMachine(RuleBasedStateMachine):
         turn = self.core.current
         if turn is not None:
             assert turn.seq not in self.answers
+
+    @invariant()
+    def only_prompts_that_may_be_told_again_are_remembered(self) -> None:
+        """The core's memory of answered prompts is bounded by the requests
+        still running (it grew by one per prompt for the session's life)."""
+        assert not self.core.answered & self.tasks_done
+        assert self.core.answered <= set(self.answers)
+        assert len(self.core.gone) <= 1
 
     @invariant()
     def settings_only_change_between_turns(self) -> None:

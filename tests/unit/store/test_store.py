@@ -494,6 +494,31 @@ def test_a_turn_and_the_session_row_are_saved_together(
     assert saved is not None and saved.title == "new"
 
 
+def test_later_saves_of_a_session_deleted_elsewhere_write_nothing(tmp_path: Path) -> None:
+    """A session's later saves (``create=False``, `Store.update_session`) only
+    update its row: once another process has deleted it they write nothing, so
+    the delete wins; a first save (the default) still creates the row."""
+    path = tmp_path / "agybridge.db"
+    with Store.open(path) as live, Store.open(path) as other:
+        first = [JournalEntry.user("s", 0, 0, "hi")]
+        assert live.record_turn(first, record("s", title="t"))
+        later = [JournalEntry.user("s", 1, 0, "again")]
+        assert live.record_turn(later, record("s", minute=1), create=False)
+        assert live.update_session(record("s", title="renamed", minute=2))
+        saved = live.get_session("s")
+        assert saved is not None and saved.title == "renamed"
+        assert [e.turn for e in live.journal("s")] == [0, 1]
+
+        assert other.delete_session("s")
+        assert not live.record_turn(
+            [JournalEntry.user("s", 2, 0, "late")], record("s", minute=3), create=False
+        )
+        assert not live.update_session(record("s", minute=4))
+        assert other.get_session("s") is None and other.journal("s") == []
+        assert live.record_turn(first, record("s"))  # a first save creates it again
+        assert other.get_session("s") is not None
+
+
 # --------------------------------------------------------------------------- cache and flags
 
 
