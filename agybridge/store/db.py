@@ -481,14 +481,14 @@ def _upsert_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
     )
 
 
+_UPDATE_SESSION = "UPDATE sessions SET {} WHERE session_id = ?".format(
+    ", ".join(f"{column.strip()} = ?" for column in _SESSION_COLUMNS.split(",")[1:])
+)
+
+
 def _update_session(conn: sqlite3.Connection, record: SessionRecord) -> bool:
     session_id, *values = _session_params(record)
-    columns = [c.strip() for c in _SESSION_COLUMNS.split(",")][1:]
-    cursor = conn.execute(
-        f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in columns)} WHERE session_id = ?",
-        (*values, session_id),
-    )
-    return cursor.rowcount == 1
+    return conn.execute(_UPDATE_SESSION, (*values, session_id)).rowcount == 1
 
 
 def _insert_journal(conn: sqlite3.Connection, entries: Iterable[JournalEntry]) -> None:

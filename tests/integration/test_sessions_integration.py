@@ -231,18 +231,34 @@ async def test_a_list_filter_that_is_not_an_absolute_path_is_refused(
         await harness.assert_no_leftovers()
 
 
-async def test_a_session_deleted_by_another_process_stays_deleted(harness: Harness) -> None:
+@pytest.mark.parametrize("opened_by", ["new", "load"])
+async def test_a_session_deleted_by_another_process_stays_deleted(
+    harness: Harness, opened_by: str
+) -> None:
     """`agybridge sessions delete` (another process) on a live session wins: the
     session keeps answering its prompts, once each, but its later turns do not
-    write the row back (nor journal lines), and the bridge says so in its log."""
+    write the row back (nor journal lines), and the bridge says so in its log.
+    The same for a session this bridge loaded from the store: its row exists already."""
     validator = WireValidator()
     cwd = str(harness.tmp_path)
     db = harness.tmp_path / "agybridge.db"
     with trio.fail_after(TIMEOUT_S):
+        if opened_by == "load":
+            async with harness.open_bridge(validator=validator) as client:
+                await client.initialize()
+                session_id = await client.new_session(cwd)
+                assert await prompt(client, session_id, "before") == "end_turn"
         async with harness.open_bridge(validator=validator) as client:
             await client.initialize()
-            session_id = await client.new_session(cwd)
-            assert await prompt(client, session_id, "first") == "end_turn"
+            if opened_by == "load":
+                await ok(
+                    client,
+                    "session/load",
+                    {"sessionId": session_id, "cwd": cwd, "mcpServers": []},
+                )
+            else:
+                session_id = await client.new_session(cwd)
+                assert await prompt(client, session_id, "first") == "end_turn"
 
             deleted = await trio.run_process(
                 [sys.executable, "-m", "agybridge", "sessions", "delete", session_id],
@@ -257,7 +273,7 @@ async def test_a_session_deleted_by_another_process_stays_deleted(harness: Harne
             answers = [
                 m for m in client.received if "id" in m and "stopReason" in m.get("result", {})
             ]
-            assert len(answers) == 3
+            assert len(answers) == (2 if opened_by == "load" else 3)
 
             def stored() -> tuple[SessionRecord | None, int]:
                 with Store.open(db) as store:
