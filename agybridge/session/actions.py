@@ -10,7 +10,8 @@ import datetime as dt
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, MutableSequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -115,22 +116,24 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     await session.outlet.turn_ended(outcome)
 
 
-async def answer_regardless(
-    session: Session, queue: MutableSequence[turns.Action], exc: Exception
-) -> None:
-    """An action failed with a bug: the core counts the answers it decided as
-    given, so those still in ``queue`` are given now (the rest is dropped). An
-    answer that was to say ``end_turn`` says the bug instead."""
-    answers = [action for action in queue if type(action) is turns.AnswerPrompt]
-    queue.clear()
-    for decided in answers:
-        answered = decided
-        if decided.error is None and decided.stop is not turns.Stop.CANCELLED:
-            answered = attrs.evolve(decided, stop=None, error=internal_error(exc))
+async def perform_regardless(session: Session, queue: deque[turns.Action], exc: Exception) -> None:
+    """An action failed with a bug: the core counts every action it decided
+    as done, so the rest of ``queue`` is still performed (a dropped spawn,
+    retire or answer would leave a prompt waiting forever; a failure among
+    them is logged). An answer that was to say ``end_turn`` says the bug
+    instead."""
+    while queue:
+        action = queue.popleft()
+        if (
+            type(action) is turns.AnswerPrompt
+            and action.error is None
+            and action.stop is not turns.Stop.CANCELLED
+        ):
+            action = attrs.evolve(action, stop=None, error=internal_error(exc))
         try:
-            await answer(session, answered)
+            await PERFORM[type(action)](session, action)
         except Exception:
-            logger.exception("session %s: answering after an internal error", session.session_id)
+            logger.exception("session %s: after an internal error", session.session_id)
 
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:
@@ -203,6 +206,14 @@ async def spawn_child(session: Session, action: turns.SpawnChild) -> None:
         if action.incarnation == 1:
             raise error from exc  # session/new fails with it
         await session.feed(turns.ChildSpawnFailed(action.incarnation, error))
+        return
+    except Exception as exc:
+        if action.incarnation == 1:
+            raise
+        # A bug: this agy will never exist, and the core must hear it (else
+        # the turn waiting for it waits forever).
+        logger.exception("session %s: spawning agy failed", session.session_id)
+        await session.feed(turns.ChildSpawnFailed(action.incarnation, internal_error(exc)))
         return
     await session.feed(turns.ChildSpawned(action.incarnation))
 

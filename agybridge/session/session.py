@@ -246,18 +246,24 @@ class Session:
             self._performing.extend(actions)
             return
         # Updates held for the batch go first: an action may answer the prompt.
-        async with self.outlet.unheld():
-            await self._perform(actions)
+        async with self.outlet.unheld() as failed:
+            await self._perform(actions, failed)
 
-    async def _perform(self, todo: list[turns.Action]) -> None:
+    async def _perform(self, todo: list[turns.Action], failed: Exception | None = None) -> None:
+        """Perform the core's actions, in order; ``failed``: handing over the
+        updates before them failed (a bug), so they are performed as after a
+        failed action."""
         queue = self._performing = deque(todo)
         try:
+            if failed is not None:
+                await actions.perform_regardless(self, queue, failed)
+                raise failed
             while queue:
                 action = queue.popleft()
                 try:
                     await actions.PERFORM[type(action)](self, action)
                 except Exception as exc:
-                    await actions.answer_regardless(self, queue, exc)
+                    await actions.perform_regardless(self, queue, exc)
                     raise  # then reported as a bug (`_on_bug`)
         finally:
             self._performing = None

@@ -1,0 +1,535 @@
+"""A real session (its loop, ``_perform`` and actions) while its actions fail
+(hypothesis): journal writes raise ``StoreError`` or a bug, agy cannot be
+spawned, agy's stdin breaks, the client's sink raises, interleaved with
+prompts, cancels, agy's results and exits, deadlines and close.
+
+agy is an in-process stand-in (`FakeChild`, in the child slot's place) that
+the generated program drives; the store and the client are fakes that fail
+when told to. After the program, agy behaves (it answers every prompt it
+was sent and exits when killed) and nothing fails any more; then:
+
+* every prompt got exactly one answer: a stop reason, or a `SessionError`
+  (a JSON-RPC error with a message) — a bug only if one was put in;
+* ``cancelled`` only for a prompt covered by a cancel, ``$/cancel_request``
+  or close;
+* no update of a turn reached the client after the turn's answer;
+* no prompt is left waiting once agy behaves (no hang), and the session
+  still serves a prompt (``end_turn``) unless it was closed;
+* ``close`` ends the session; ``run`` raises nothing; the only exceptions
+  logged are the ones put in.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import attrs
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agybridge.acp import models
+from agybridge.agy import (
+    AgySpawnError,
+    ChildEvent,
+    ChildEvents,
+    ChildExited,
+    EscalationPolicy,
+    parse_event,
+)
+from agybridge.session import child_slot
+from agybridge.session.deps import SessionDeps
+from agybridge.session.errors import InternalSessionError, SessionError
+from agybridge.session.outlet import Outlet
+from agybridge.session.prompts import PromptResult
+from agybridge.session.session import Session
+from agybridge.session.spec import SessionSpec
+from agybridge.store import StoreError
+
+CONVERSATION = "conv-0001"
+
+
+class Injected(RuntimeError):
+    """A bug the test put in."""
+
+
+#: (where, kind): where the next operation of that kind fails, and how.
+FAULTS = [
+    ("journal", "store_error"),
+    ("journal", "bug"),
+    ("save", "store_error"),
+    ("save", "bug"),
+    ("client", "bug"),
+    ("spawn", "spawn_error"),
+    ("spawn", "bug"),
+    ("stdin", "bug"),
+]
+
+
+@attrs.define
+class World:
+    """What the fakes share: armed faults and what happened."""
+
+    faults: dict[str, str] = attrs.Factory(dict)
+    fired: list[tuple[str, str]] = attrs.Factory(list)
+    children: dict[int, FakeChild] = attrs.Factory(dict)
+    #: Killed children exit at once (else at a ``reap`` step).
+    quick_exit: bool = True
+    #: The client's view, in order: ("updates", [...]) and ("answer", seq, outcome).
+    log: list[tuple[Any, ...]] = attrs.Factory(list)
+
+    def fault(self, where: str) -> None:
+        kind = self.faults.pop(where, None)
+        if kind is None:
+            return
+        self.fired.append((where, kind))
+        if kind == "store_error":
+            raise StoreError(f"injected: {where} failed in /nowhere/agybridge.db: disk full")
+        if kind == "spawn_error":
+            raise AgySpawnError("injected: could not start agy")
+        raise Injected(f"injected bug in {where}")
+
+
+class FakeChild:
+    """An agy process in the test's hands (the `AgyChild` interface the
+    session uses)."""
+
+    def __init__(self, world: World, **kwargs: Any) -> None:
+        self.world = world
+        self.argv: list[str] = list(kwargs["argv"])
+        self.incarnation: int = kwargs["incarnation"]
+        self.messages = kwargs["messages"]
+        self.received: list[str] = []
+        self.replies = 0
+        self.said_init = False
+        self.killed = False
+        self.stdin_broken = False
+        self.returncode: int | None = None
+        self._exit = trio.Event()
+        self.exited = trio.Event()
+
+    @property
+    def alive(self) -> bool:
+        return not self.exited.is_set()
+
+    async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        await trio.lowlevel.checkpoint()
+        if self.incarnation > 1:  # the session's first spawn is not the subject here
+            self.world.fault("spawn")
+        self.world.children[self.incarnation] = self
+        task_status.started(self)
+        await self._exit.wait()
+        self.exited.set()
+        exited = ChildExited(self.incarnation, self.returncode, self.killed, ())
+        await self.messages.send(exited)
+
+    async def send_user(self, text: str) -> None:
+        if self.exited.is_set() or self._exit.is_set():
+            raise trio.ClosedResourceError("agy's stdin is closed")
+        if self.stdin_broken:
+            raise trio.BrokenResourceError("agy's stdin: broken pipe")
+        self.world.fault("stdin")
+        self.received.append(text)
+        await trio.lowlevel.checkpoint()
+
+    def close_stdin(self) -> None:
+        self.stdin_broken = True
+
+    def kill(self, reason: str) -> None:
+        if not self.killed:
+            self.killed = True
+            if self.world.quick_exit:
+                self.exit(1)
+
+    def exit(self, returncode: int) -> bool:
+        """Exit (once); whether this call made it exit."""
+        if self._exit.is_set():
+            return False
+        self.returncode = returncode
+        self._exit.set()
+        return True
+
+    async def stream(self) -> None:
+        """agy streams part of its reply to the oldest prompt it was sent."""
+        await self._send([self._step(f"reply to {self.received[0]} (streamed)")])
+
+    async def reply(self) -> None:
+        """agy answers the oldest prompt it was sent."""
+        text = self.received.pop(0)
+        result = {
+            "conversation_id": CONVERSATION,
+            "status": "SUCCESS",
+            "response": f"reply to {text}",
+            "num_turns": self.replies + 1,
+        }
+        await self._send([self._step(f"reply to {text}"), {"event": "result", "result": result}])
+        self.replies += 1
+
+    def _step(self, text: str) -> dict[str, Any]:
+        step = {
+            "conversation_id": CONVERSATION,
+            "step_index": self.replies,
+            "state": "DONE",
+            "step_type": "agent_response",
+            "text_delta": text,
+        }
+        return {"event": "step_update", "step_update": step}
+
+    async def _send(self, events: list[dict[str, Any]]) -> None:
+        if not self.said_init:
+            self.said_init = True
+            events = [{"event": "init", "conversation_id": CONVERSATION, "init": {}}, *events]
+        batch = tuple(ChildEvent(self.incarnation, parse_event(json.dumps(e))) for e in events)
+        await self.messages.send(ChildEvents(self.incarnation, batch))
+
+
+class FakeStore:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.turns = 0
+
+    async def upsert_session(self, record: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        self.world.fault("save")
+
+    async def record_turn(self, entries: Any, record: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        self.world.fault("journal")
+        self.turns += 1
+
+    async def meta_get(self, key: str) -> Any:
+        await trio.lowlevel.checkpoint()
+        return None
+
+    async def meta_put(self, key: str, value: Any) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+class _Errors(logging.Handler):
+    """Exceptions the session logged."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.exceptions: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.exceptions.append(record.exc_info[1])
+
+
+@contextmanager
+def _logged_errors() -> Iterator[_Errors]:
+    handler = _Errors()
+    logger = logging.getLogger("agybridge")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+class Driver:
+    """The agent's side of a session (as agent/handlers.py and
+    session_methods.py call it), and the checks."""
+
+    def __init__(self, world: World, session: Session, nursery: trio.Nursery) -> None:
+        self.world = world
+        self.session = session
+        self.nursery = nursery
+        self.seq = 0
+        self.prompts: list[int] = []
+        self.answers: dict[int, list[PromptResult | SessionError]] = {}
+        self.cancel_marks: list[int] = []
+        self.cancel_requested: set[int] = set()
+        self.closing = False
+        self.close_done = trio.Event()
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def prompt(self) -> int:
+        seq = self.next_seq()
+        self.prompts.append(seq)
+        self.session.prompt_arrived(seq)
+        self.nursery.start_soon(self._prompt_task, seq)
+        return seq
+
+    async def _prompt_task(self, seq: int) -> None:
+        outcome: PromptResult | SessionError
+        try:
+            await self.session.mutations.settled()
+            outcome = await self.session.prompt(seq, f"p{seq}", f"p{seq}")
+        except SessionError as exc:
+            outcome = exc
+        finally:
+            self.session.drop_prompt(seq)
+        self.answers.setdefault(seq, []).append(outcome)
+        self.world.log.append(("answer", seq, outcome))
+
+    def cancel(self) -> None:
+        seq = self.next_seq()
+        self.cancel_marks.append(seq)
+        self.session.cancel(seq)
+
+    def cancel_request(self, index: int) -> None:
+        waiting = [seq for seq in self.prompts if seq not in self.answers]
+        if waiting:
+            seq = waiting[index % len(waiting)]
+            self.cancel_requested.add(seq)
+            self.session.cancel_prompt(seq)
+
+    def close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.nursery.start_soon(self._close_task)
+
+    async def _close_task(self) -> None:
+        await self.session.close()
+        self.close_done.set()
+
+    def live_children(self) -> list[FakeChild]:
+        return [c for c in self.world.children.values() if c.alive]
+
+    async def step(self, op: tuple[Any, ...]) -> None:
+        name = op[0]
+        children = self.live_children()
+        newest = children[-1] if children else None
+        if name == "prompt":
+            self.prompt()
+        elif name == "cancel":
+            self.cancel()
+        elif name == "cancel_request":
+            self.cancel_request(op[1])
+        elif name in ("reply", "stream"):
+            for child in reversed(children):
+                if child.received:
+                    await (child.reply() if name == "reply" else child.stream())
+                    break
+        elif name == "exit" and newest is not None:
+            newest.exit(op[1])
+        elif name == "stdin_breaks" and newest is not None:
+            newest.stdin_broken = True
+        elif name == "reap":
+            for child in children:
+                if child.killed:
+                    child.exit(1)
+        elif name == "fault":
+            self.world.faults[op[1][0]] = op[1][1]
+        elif name == "close":
+            self.close()
+        elif name == "deadline":
+            # Every deadline of the running attempt passes (start-up, stall).
+            clock = trio.lowlevel.current_clock()
+            assert isinstance(clock, trio.testing.MockClock)
+            clock.jump(op[1])
+
+    async def settle_while_agy_behaves(self) -> None:
+        """agy answers what it was sent and exits when killed or broken,
+        until nothing moves."""
+        self.world.faults.clear()
+        self.world.quick_exit = True
+        for _ in range(200):
+            await trio.testing.wait_all_tasks_blocked()
+            moved = False
+            for child in self.live_children():
+                if child.killed or child.stdin_broken:
+                    moved = child.exit(1) or moved
+                elif child.received:
+                    await child.reply()
+                    moved = True
+            if not moved:
+                return
+        raise AssertionError("the session never settled")
+
+    def waiting(self) -> list[int]:
+        return [seq for seq in self.prompts if seq not in self.answers]
+
+
+def _check_answers(driver: Driver) -> None:
+    world = driver.world
+    bugs = any(kind == "bug" for _, kind in world.fired)
+    for seq in driver.prompts:
+        outcomes = driver.answers.get(seq, [])
+        assert len(outcomes) == 1, f"prompt {seq} answered {len(outcomes)} times: {outcomes}"
+        [outcome] = outcomes
+        if isinstance(outcome, SessionError):
+            assert outcome.message, f"prompt {seq}: an error without a message"
+            if isinstance(outcome, InternalSessionError):
+                assert bugs, f"prompt {seq}: an internal error nobody put in: {outcome.message}"
+            continue
+        assert outcome.stop_reason in (models.STOP_END_TURN, models.STOP_CANCELLED), outcome
+        if outcome.stop_reason == models.STOP_CANCELLED:
+            covered = (
+                driver.closing
+                or seq in driver.cancel_requested
+                or any(mark > seq for mark in driver.cancel_marks)
+            )
+            assert covered, f"prompt {seq} answered cancelled without a cancel"
+
+
+def _check_updates_before_answers(world: World) -> None:
+    answered: set[int] = set()
+    turn_of: dict[str, int] = {}  # message id -> prompt seq
+    for entry in world.log:
+        if entry[0] == "answer":
+            answered.add(entry[1])
+            continue
+        for update in entry[1]:
+            message_id = getattr(update, "message_id", None)
+            content = getattr(update, "content", None)
+            text = getattr(content, "text", "")
+            seq = None
+            if isinstance(update, models.AgentMessageChunk) and text.startswith("reply to p"):
+                seq = int(text.removeprefix("reply to p").split()[0])
+                if message_id is not None:
+                    turn_of[message_id] = seq
+            elif message_id is not None:
+                seq = turn_of.get(message_id.rsplit("-", 1)[0], turn_of.get(message_id))
+            assert seq is None or seq not in answered, (
+                f"an update of prompt {seq} after its answer: {update}"
+            )
+
+
+OPS = st.one_of(
+    st.sampled_from(
+        [("prompt",)] * 4
+        + [("reply",)] * 4
+        + [("stream",)] * 2
+        + [("cancel",), ("close",), ("stdin_breaks",), ("reap",), ("reap",)]
+    ),
+    st.tuples(st.just("cancel_request"), st.integers(0, 3)),
+    st.tuples(st.just("exit"), st.sampled_from([0, 1, 3])),
+    st.tuples(st.just("fault"), st.sampled_from(FAULTS)),
+    st.tuples(st.just("deadline"), st.sampled_from([61.0, 301.0])),
+)
+
+
+def _session(world: World, tmp: str) -> Session:
+    deps = SessionDeps(
+        agy_bin="agy",
+        policy=EscalationPolicy(),
+        max_line_bytes=2**20,
+        store=FakeStore(world),  # type: ignore[arg-type]
+    )
+    outlet_log = world.log
+
+    async def client(session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+        await trio.lowlevel.checkpoint()
+        world.fault("client")
+        outlet_log.append(("updates", list(updates)))
+
+    spec = SessionSpec(session_id="sess_test", cwd=tmp)
+    return Session(spec, deps, Outlet(spec.session_id, client))
+
+
+async def _run_program(world: World, program: list[tuple[Any, ...]]) -> Driver:
+    session = _session(world, "/nonexistent-project")
+    failure: list[BaseException] = []
+
+    async def run_session(task_status: trio.TaskStatus[None]) -> None:
+        try:
+            await session.run(task_status=task_status)
+        except BaseException as exc:  # checked below
+            failure.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_session)
+        driver = Driver(world, session, nursery)
+        for op in program:
+            await driver.step(op)
+            await trio.testing.wait_all_tasks_blocked()
+        await driver.settle_while_agy_behaves()
+        assert not driver.waiting(), (
+            f"prompts {driver.waiting()} never answered though agy answered all it was sent; "
+            f"faults fired: {world.fired}"
+        )
+        if not driver.closing:
+            # The session goes on: a new prompt is served (a start-up failure
+            # agy reported is the next prompt's answer, once).
+            for _ in range(2):
+                seq = driver.prompt()
+                await driver.settle_while_agy_behaves()
+                [outcome] = driver.answers.get(seq, [None])  # type: ignore[list-item]
+                assert outcome is not None, f"the probe prompt {seq} was never answered"
+                if isinstance(outcome, PromptResult):
+                    break
+            assert isinstance(outcome, PromptResult), f"the session is unusable: {outcome!r}"
+            assert outcome.stop_reason == models.STOP_END_TURN, outcome
+        driver.close()
+        await driver.settle_while_agy_behaves()
+        assert driver.close_done.is_set(), "close never returned"
+    assert not failure, f"the session's run raised {failure[0]!r}"
+    return driver
+
+
+def _run(program: list[tuple[Any, ...]], *, quick_exit: bool = True) -> Driver:
+    """Run ``program`` against a fresh session, then check the promises."""
+    world = World(quick_exit=quick_exit)
+
+    def make_child(**kwargs: Any) -> FakeChild:
+        return FakeChild(world, **kwargs)
+
+    with mock.patch.object(child_slot, "AgyChild", make_child), _logged_errors() as errors:
+        driver = trio.run(_run_program, world, program, clock=trio.testing.MockClock())
+    _check_answers(driver)
+    _check_updates_before_answers(world)
+    unexpected = [exc for exc in errors.exceptions if not isinstance(exc, Injected)]
+    assert not unexpected, f"exceptions nobody put in: {unexpected!r}"
+    return driver
+
+
+@settings(max_examples=300, deadline=None)
+@given(program=st.lists(OPS, max_size=30), quick_exit=st.booleans())
+def test_actions_that_fail_never_lose_a_prompt_or_hang_the_session(
+    program: list[tuple[Any, ...]], quick_exit: bool
+) -> None:
+    """Whatever fails where, every prompt is answered once, nothing of a turn
+    follows its answer, the session goes on, and close ends it."""
+    _run(program, quick_exit=quick_exit)
+
+
+def test_a_bug_in_the_journal_write_of_a_cancelled_turn_still_respawns_agy() -> None:
+    """The journal write before a cancelled turn's answer raises: the warm
+    respawn decided with that answer still happens, so the next prompt is
+    served (it waited forever for an agy that was never started)."""
+    driver = _run([("fault", ("journal", "bug")), ("prompt",), ("cancel",)])
+    [outcome] = driver.answers[1]
+    assert isinstance(outcome, PromptResult)
+    assert outcome.stop_reason == models.STOP_CANCELLED
+
+
+def test_a_bug_sending_a_turn_start_still_starts_agy_for_the_next_prompt() -> None:
+    """The client sink raises on a turn's first update while agy had exited
+    on its own: the prompt fails with the bug, and the spawn decided with it
+    still happens, so the next prompt is served."""
+    driver = _run([("exit", 0), ("fault", ("client", "bug")), ("prompt",)])
+    [outcome] = driver.answers[1]
+    assert isinstance(outcome, InternalSessionError)
+
+
+def test_a_bug_while_spawning_agy_fails_the_waiting_turn_and_the_next_spawn_works() -> None:
+    """Spawning agy raises something other than a spawn error (a bug): the
+    turn waiting for that agy fails with it, and the next prompt gets a new
+    agy (the session waited forever for the one that never started)."""
+    driver = _run([("prompt",), ("fault", ("spawn", "bug")), ("exit", 0)])
+    [outcome] = driver.answers[1]
+    assert isinstance(outcome, InternalSessionError)
+    assert "injected bug in spawn" in outcome.message
+
+
+def test_a_bug_handing_over_a_turns_last_updates_still_answers_it() -> None:
+    """The client sink raises on the updates mapped from agy's last output of a
+    turn, held until the turn's result is decided: the actions decided with
+    that result (its answer among them) are still performed, the answer says
+    the bug (it waited forever: the core had decided, nothing was performed)."""
+    driver = _run([("prompt",), ("fault", ("client", "bug")), ("reply",)])
+    [outcome] = driver.answers[1]
+    assert isinstance(outcome, InternalSessionError)
+    assert "injected bug in client" in outcome.message
