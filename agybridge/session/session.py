@@ -207,14 +207,17 @@ class Session:
             if type(item) is ChildEvents:
                 # One read of agy's stdout: mapped in one go, written as one.
                 self.heard_from(item.incarnation)
-                async with self.outlet.holding():
-                    for message in item.events:
-                        try:
-                            await on_child_event(self, message)
-                        except Exception as exc:
-                            await self._on_bug(exc)
-                        if self.core.closed:
-                            break
+                try:
+                    async with self.outlet.holding():
+                        for message in item.events:
+                            try:
+                                await on_child_event(self, message)
+                            except Exception as exc:
+                                await self._on_bug(exc)
+                            if self.core.closed:
+                                break
+                except Exception as exc:  # handing the batch over failed
+                    await self._on_bug(exc)
                 continue
             try:
                 if isinstance(item, turns.Event):

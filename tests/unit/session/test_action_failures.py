@@ -76,7 +76,8 @@ FAULTS = [
 class World:
     """What the fakes share: armed faults and what happened."""
 
-    faults: dict[str, str] = attrs.Factory(dict)
+    #: where -> [kind, how many operations there succeed first]
+    faults: dict[str, list[Any]] = attrs.Factory(dict)
     fired: list[tuple[str, str]] = attrs.Factory(list)
     children: dict[int, FakeChild] = attrs.Factory(dict)
     #: Killed children exit at once (else at a ``reap`` step).
@@ -85,9 +86,14 @@ class World:
     log: list[tuple[Any, ...]] = attrs.Factory(list)
 
     def fault(self, where: str) -> None:
-        kind = self.faults.pop(where, None)
-        if kind is None:
+        armed = self.faults.get(where)
+        if armed is None:
             return
+        if armed[1]:
+            armed[1] -= 1
+            return
+        del self.faults[where]
+        kind = armed[0]
         self.fired.append((where, kind))
         if kind == "store_error":
             raise StoreError(f"injected: {where} failed in /nowhere/agybridge.db: disk full")
@@ -321,7 +327,8 @@ class Driver:
                 if child.killed:
                     child.exit(1)
         elif name == "fault":
-            self.world.faults[op[1][0]] = op[1][1]
+            (where, kind), skip = op[1], op[2]
+            self.world.faults[where] = [kind, skip]
         elif name == "close":
             self.close()
         elif name == "deadline":
@@ -397,17 +404,18 @@ def _check_updates_before_answers(world: World) -> None:
             )
 
 
-OPS = st.one_of(
-    st.sampled_from(
-        [("prompt",)] * 4
-        + [("reply",)] * 4
-        + [("stream",)] * 2
-        + [("cancel",), ("close",), ("stdin_breaks",), ("reap",), ("reap",)]
-    ),
-    st.tuples(st.just("cancel_request"), st.integers(0, 3)),
-    st.tuples(st.just("exit"), st.sampled_from([0, 1, 3])),
-    st.tuples(st.just("fault"), st.sampled_from(FAULTS)),
-    st.tuples(st.just("deadline"), st.sampled_from([61.0, 301.0])),
+#: The steps a program is made of (repeated: weighted), faults among them
+#: failing the next operation of their kind, or the one after it.
+OPS = st.sampled_from(
+    [("prompt",)] * 6
+    + [("reply",)] * 5
+    + [("stream",)] * 2
+    + [("cancel",)] * 2
+    + [("close",), ("stdin_breaks",), ("reap",), ("reap",)]
+    + [("cancel_request", 0), ("cancel_request", 1)]
+    + [("exit", 0), ("exit", 1), ("exit", 3)]
+    + [("deadline", 61.0), ("deadline", 301.0)]
+    + [("fault", fault, skip) for fault in FAULTS for skip in (0, 1)]
 )
 
 
@@ -499,7 +507,7 @@ def test_a_bug_in_the_journal_write_of_a_cancelled_turn_still_respawns_agy() -> 
     """The journal write before a cancelled turn's answer raises: the warm
     respawn decided with that answer still happens, so the next prompt is
     served (it waited forever for an agy that was never started)."""
-    driver = _run([("fault", ("journal", "bug")), ("prompt",), ("cancel",)])
+    driver = _run([("fault", ("journal", "bug"), 0), ("prompt",), ("cancel",)])
     [outcome] = driver.answers[1]
     assert isinstance(outcome, PromptResult)
     assert outcome.stop_reason == models.STOP_CANCELLED
@@ -509,7 +517,7 @@ def test_a_bug_sending_a_turn_start_still_starts_agy_for_the_next_prompt() -> No
     """The client sink raises on a turn's first update while agy had exited
     on its own: the prompt fails with the bug, and the spawn decided with it
     still happens, so the next prompt is served."""
-    driver = _run([("exit", 0), ("fault", ("client", "bug")), ("prompt",)])
+    driver = _run([("exit", 0), ("fault", ("client", "bug"), 0), ("prompt",)])
     [outcome] = driver.answers[1]
     assert isinstance(outcome, InternalSessionError)
 
@@ -518,7 +526,7 @@ def test_a_bug_while_spawning_agy_fails_the_waiting_turn_and_the_next_spawn_work
     """Spawning agy raises something other than a spawn error (a bug): the
     turn waiting for that agy fails with it, and the next prompt gets a new
     agy (the session waited forever for the one that never started)."""
-    driver = _run([("prompt",), ("fault", ("spawn", "bug")), ("exit", 0)])
+    driver = _run([("prompt",), ("fault", ("spawn", "bug"), 0), ("exit", 0)])
     [outcome] = driver.answers[1]
     assert isinstance(outcome, InternalSessionError)
     assert "injected bug in spawn" in outcome.message
@@ -529,7 +537,18 @@ def test_a_bug_handing_over_a_turns_last_updates_still_answers_it() -> None:
     turn, held until the turn's result is decided: the actions decided with
     that result (its answer among them) are still performed, the answer says
     the bug (it waited forever: the core had decided, nothing was performed)."""
-    driver = _run([("prompt",), ("fault", ("client", "bug")), ("reply",)])
+    driver = _run([("prompt",), ("fault", ("client", "bug"), 0), ("reply",)])
+    [outcome] = driver.answers[1]
+    assert isinstance(outcome, InternalSessionError)
+    assert "injected bug in client" in outcome.message
+
+
+def test_a_bug_handing_over_a_read_of_agy_output_fails_the_turn_not_the_session() -> None:
+    """The client sink raises on the updates mapped from one read of agy's
+    output (nothing decided with them): the running turn fails with the bug and
+    the session goes on (the exception left the session loop: the session
+    ended, every prompt answered "the session failed")."""
+    driver = _run([("prompt",), ("fault", ("client", "bug"), 0), ("stream",)])
     [outcome] = driver.answers[1]
     assert isinstance(outcome, InternalSessionError)
     assert "injected bug in client" in outcome.message
