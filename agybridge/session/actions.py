@@ -25,7 +25,7 @@ from .gating import ask_allow_and_retry
 from .history import storable
 from .mapper import TurnMapper
 from .outlet import turn_outcome
-from .prompts import AttemptScopes, make_title
+from .prompts import AttemptScopes, PromptWork, make_title
 from .usage import context_window
 
 if TYPE_CHECKING:
@@ -92,28 +92,35 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     work = session.prompts.take_answered(action.seq)
     if work is None:
         return
-    if work.mapper is not None:
-        session.book.count_usage(work.mapper)
-        session.unrecognised.update(work.mapper.unrecognised)
-        reason = (
-            "cancelled before this tool finished"
-            if action.stop is turns.Stop.CANCELLED
-            else "the turn ended before this tool finished"
-        )
-        unfinished = work.mapper.end_without_result(reason)
-        if unfinished:
-            await session.outlet.send_all(unfinished)
+    try:
+        if work.mapper is not None:
+            session.book.count_usage(work.mapper)
+            session.unrecognised.update(work.mapper.unrecognised)
+            reason = (
+                "cancelled before this tool finished"
+                if action.stop is turns.Stop.CANCELLED
+                else "the turn ended before this tool finished"
+            )
+            unfinished = work.mapper.end_without_result(reason)
+            if unfinished:
+                await session.outlet.send_all(unfinished)
+    finally:
+        # Taken from the book: nothing else can answer it, whatever failed above.
+        outcome = _give(work, action)
+    await session.outlet.turn_ended(outcome)
+
+
+def _give(work: PromptWork, action: turns.AnswerPrompt) -> models.SessionInfoUpdate:
+    """Answer the prompt's request; the turn-outcome notification that goes with it."""
     if action.error is not None:
         work.answer(error=action.error)
-        outcome = turn_outcome("failed", error={"message": action.error.message})
-    elif action.stop is turns.Stop.CANCELLED:
+        return turn_outcome("failed", error={"message": action.error.message})
+    if action.stop is turns.Stop.CANCELLED:
         work.answer(stop=models.STOP_CANCELLED)
-        outcome = turn_outcome("ended", stopReason=models.STOP_CANCELLED)
-    else:
-        assert work.mapper is not None
-        work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
-        outcome = turn_outcome("ended", stopReason=models.STOP_END_TURN)
-    await session.outlet.turn_ended(outcome)
+        return turn_outcome("ended", stopReason=models.STOP_CANCELLED)
+    assert work.mapper is not None
+    work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
+    return turn_outcome("ended", stopReason=models.STOP_END_TURN)
 
 
 async def perform_regardless(session: Session, queue: deque[turns.Action], exc: Exception) -> None:

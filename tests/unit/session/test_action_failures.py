@@ -113,6 +113,7 @@ class FakeChild:
         self.messages = kwargs["messages"]
         self.received: list[str] = []
         self.replies = 0
+        self.steps = 0
         self.said_init = False
         self.killed = False
         self.stdin_broken = False
@@ -165,6 +166,20 @@ class FakeChild:
         """agy streams part of its reply to the oldest prompt it was sent."""
         await self._send([self._step(f"reply to {self.received[0]} (streamed)")])
 
+    async def tool(self) -> None:
+        """agy starts a command for the oldest prompt it was sent."""
+        self.steps += 1
+        info = {"name": "run_command", "parameters": {"CommandLine": "true"}}
+        step = {
+            "conversation_id": CONVERSATION,
+            "step_index": self.steps,
+            "state": "ACTIVE",
+            "step_type": "tool",
+            "tool_name": "run_command",
+            "tool_info": info,
+        }
+        await self._send([{"event": "step_update", "step_update": step}])
+
     async def reply(self) -> None:
         """agy answers the oldest prompt it was sent."""
         text = self.received.pop(0)
@@ -178,9 +193,10 @@ class FakeChild:
         self.replies += 1
 
     def _step(self, text: str) -> dict[str, Any]:
+        self.steps += 1
         step = {
             "conversation_id": CONVERSATION,
-            "step_index": self.replies,
+            "step_index": self.steps,
             "state": "DONE",
             "step_type": "agent_response",
             "text_delta": text,
@@ -313,10 +329,10 @@ class Driver:
             self.cancel()
         elif name == "cancel_request":
             self.cancel_request(op[1])
-        elif name in ("reply", "stream"):
+        elif name in ("reply", "stream", "tool"):
             for child in reversed(children):
                 if child.received:
-                    await (child.reply() if name == "reply" else child.stream())
+                    await getattr(child, name)()
                     break
         elif name == "exit" and newest is not None:
             newest.exit(op[1])
@@ -409,7 +425,7 @@ def _check_updates_before_answers(world: World) -> None:
 OPS = st.sampled_from(
     [("prompt",)] * 6
     + [("reply",)] * 5
-    + [("stream",)] * 2
+    + [("stream",), ("stream",), ("tool",)]
     + [("cancel",)] * 2
     + [("close",), ("stdin_breaks",), ("reap",), ("reap",)]
     + [("cancel_request", 0), ("cancel_request", 1)]
@@ -552,3 +568,14 @@ def test_a_bug_handing_over_a_read_of_agy_output_fails_the_turn_not_the_session(
     [outcome] = driver.answers[1]
     assert isinstance(outcome, InternalSessionError)
     assert "injected bug in client" in outcome.message
+
+
+def test_a_bug_reporting_unfinished_tool_calls_still_answers_the_prompt() -> None:
+    """The client sink raises on the last updates of a cancelled turn (its
+    unfinished tool call, sent with the answer): the prompt is answered all the
+    same (it waited forever, even past close: its answer was taken from the
+    session's book first)."""
+    driver = _run([("prompt",), ("tool",), ("fault", ("client", "bug"), 0), ("cancel",)])
+    [outcome] = driver.answers[1]
+    assert isinstance(outcome, PromptResult)
+    assert outcome.stop_reason == models.STOP_CANCELLED
