@@ -123,12 +123,13 @@ def _give(work: PromptWork, action: turns.AnswerPrompt) -> models.SessionInfoUpd
     return turn_outcome("ended", stopReason=models.STOP_END_TURN)
 
 
-async def perform_regardless(session: Session, queue: deque[turns.Action], exc: Exception) -> None:
+async def perform_regardless(session: Session, queue: deque[turns.Action], exc: Exception) -> bool:
     """An action failed with a bug: the core counts every action it decided
     as done, so the rest of ``queue`` is still performed (a dropped spawn,
     retire or answer would leave a prompt waiting forever; a failure among
     them is logged). An answer that was to say ``end_turn`` says the bug
-    instead."""
+    instead; whether one did."""
+    reported = False
     while queue:
         action = queue.popleft()
         if (
@@ -137,10 +138,12 @@ async def perform_regardless(session: Session, queue: deque[turns.Action], exc: 
             and action.stop is not turns.Stop.CANCELLED
         ):
             action = attrs.evolve(action, stop=None, error=internal_error(exc))
+            reported = True
         try:
             await PERFORM[type(action)](session, action)
         except Exception:
             logger.exception("session %s: after an internal error", session.session_id)
+    return reported
 
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:

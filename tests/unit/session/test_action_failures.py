@@ -453,6 +453,16 @@ def _session(world: World, tmp: str) -> Session:
     return Session(spec, deps, Outlet(spec.session_id, client))
 
 
+#: Real seconds with every task blocked before the mock clock jumps: only a
+#: deadlock lasts that long (no threads run here); then `_guarded` fails.
+HANG_S = 2.0
+
+
+async def _guarded(world: World, program: list[tuple[Any, ...]]) -> Driver:
+    with trio.fail_after(10**6):
+        return await _run_program(world, program)
+
+
 async def _run_program(world: World, program: list[tuple[Any, ...]]) -> Driver:
     session = _session(world, "/nonexistent-project")
     failure: list[BaseException] = []
@@ -501,7 +511,8 @@ def _run(program: list[tuple[Any, ...]], *, quick_exit: bool = True) -> Driver:
         return FakeChild(world, **kwargs)
 
     with mock.patch.object(child_slot, "AgyChild", make_child), _logged_errors() as errors:
-        driver = trio.run(_run_program, world, program, clock=trio.testing.MockClock())
+        clock = trio.testing.MockClock(autojump_threshold=HANG_S)
+        driver = trio.run(_guarded, world, program, clock=clock)
     _check_answers(driver)
     _check_updates_before_answers(world)
     unexpected = [exc for exc in errors.exceptions if not isinstance(exc, Injected)]
@@ -579,3 +590,27 @@ def test_a_bug_reporting_unfinished_tool_calls_still_answers_the_prompt() -> Non
     [outcome] = driver.answers[1]
     assert isinstance(outcome, PromptResult)
     assert outcome.stop_reason == models.STOP_CANCELLED
+
+
+def test_a_bug_journalling_a_turn_fails_that_turn_only() -> None:
+    """The journal write of a finished turn raises while the next prompt's turn
+    starts with it: the finished turn's answer says the bug, the next turn runs
+    on (it failed with the other turn's bug, its agy killed)."""
+    program = [("prompt",), ("prompt",), ("fault", ("journal", "bug"), 0), ("reply",), ("reply",)]
+    driver = _run(program)
+    first, second = driver.answers[1][0], driver.answers[2][0]
+    assert isinstance(first, InternalSessionError)
+    assert "injected bug in journal" in first.message
+    assert isinstance(second, PromptResult), second
+    assert second.stop_reason == models.STOP_END_TURN
+
+
+def test_a_bug_handing_over_a_turns_last_updates_fails_that_turn_only() -> None:
+    """As above, with the next prompt's turn starting as the first ends: only
+    the first turn's answer says the bug; the next runs on."""
+    program = [("prompt",), ("prompt",), ("fault", ("client", "bug"), 0), ("reply",), ("reply",)]
+    driver = _run(program)
+    first, second = driver.answers[1][0], driver.answers[2][0]
+    assert isinstance(first, InternalSessionError)
+    assert isinstance(second, PromptResult), second
+    assert second.stop_reason == models.STOP_END_TURN
