@@ -123,13 +123,21 @@ def _give(work: PromptWork, action: turns.AnswerPrompt) -> models.SessionInfoUpd
     return turn_outcome("ended", stopReason=models.STOP_END_TURN)
 
 
-async def perform_regardless(session: Session, queue: deque[turns.Action], exc: Exception) -> bool:
-    """An action failed with a bug: the core counts every action it decided
-    as done, so the rest of ``queue`` is still performed (a dropped spawn,
-    retire or answer would leave a prompt waiting forever; a failure among
-    them is logged). An answer that was to say ``end_turn`` says the bug
-    instead; whether one did."""
+async def perform_regardless(
+    session: Session, queue: deque[turns.Action], exc: Exception, failed: turns.Action | None
+) -> Exception | None:
+    """``failed`` raised ``exc``, a bug (None: handing over the updates before
+    ``queue`` did). The core counts every action it decided as done, so the
+    rest of ``queue`` is still performed (a dropped spawn, retire or answer
+    would leave a prompt waiting forever). An answer that was to say
+    ``end_turn`` says the bug instead.
+
+    Returns:
+        The bug the running turn fails with; None if it hit only turns
+        already answered (it is logged then).
+    """
     reported = False
+    bugs = [exc] if failed is not None and not _turn_over(session, failed) else []
     while queue:
         action = queue.popleft()
         if (
@@ -141,9 +149,22 @@ async def perform_regardless(session: Session, queue: deque[turns.Action], exc: 
             reported = True
         try:
             await PERFORM[type(action)](session, action)
-        except Exception:
+        except Exception as later:
             logger.exception("session %s: after an internal error", session.session_id)
-    return reported
+            if not _turn_over(session, action):
+                bugs.append(later)
+    if failed is None and not reported:
+        bugs.insert(0, exc)  # those updates were the running turn's
+    if not bugs or bugs[0] is not exc:
+        logger.error("session %s: internal error", session.session_id, exc_info=exc)
+    return bugs[0] if bugs else None
+
+
+def _turn_over(session: Session, action: turns.Action) -> bool:
+    """``action`` is of a turn already answered (not the one running now)."""
+    seq = getattr(action, "seq", None)
+    current = session.core.current
+    return seq in session.core.answered and (current is None or current.seq != seq)
 
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:

@@ -258,32 +258,19 @@ class Session:
         failed action."""
         queue = self._performing = deque(todo)
         try:
+            bug = None
             if failed is not None:
-                if not await actions.perform_regardless(self, queue, failed):
-                    raise failed
-                # A turn ended with those updates: its answer says the bug.
-                logger.error("session %s: internal error", self.session_id, exc_info=failed)
-                return
+                bug = await actions.perform_regardless(self, queue, failed, None)
             while queue:
                 action = queue.popleft()
                 try:
                     await actions.PERFORM[type(action)](self, action)
                 except Exception as exc:
-                    await actions.perform_regardless(self, queue, exc)
-                    if self._answered_before(action):
-                        # Its turn is over (its answer said the bug, if it
-                        # came later): the turn running now has nothing to do with it.
-                        logger.exception("session %s: internal error", self.session_id)
-                        return
-                    raise  # then reported as a bug (`_on_bug`)
+                    bug = await actions.perform_regardless(self, queue, exc, action)
+            if bug is not None:
+                raise bug  # the running turn's: reported as a bug (`_on_bug`)
         finally:
             self._performing = None
-
-    def _answered_before(self, action: turns.Action) -> bool:
-        """``action`` is of a turn that is over (not the one running now)."""
-        seq = getattr(action, "seq", None)
-        current = self.core.current
-        return seq in self.core.answered and (current is None or current.seq != seq)
 
     async def _run_in_loop(self, step: Step) -> None:
         """Post ``step`` and wait until the loop has run it (or has ended)."""

@@ -29,6 +29,7 @@ from typing import Any
 from unittest import mock
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
@@ -44,7 +45,7 @@ from agybridge.agy import (
     parse_event,
 )
 from agybridge.session import child_slot
-from agybridge.session.deps import SessionDeps
+from agybridge.session.deps import SessionDeps, Timeouts
 from agybridge.session.errors import InternalSessionError, SessionError
 from agybridge.session.outlet import Outlet
 from agybridge.session.prompts import PromptResult
@@ -192,6 +193,12 @@ class FakeChild:
         await self._send([self._step(f"reply to {text}"), {"event": "result", "result": result}])
         self.replies += 1
 
+    async def agy_error(self) -> None:
+        """agy's turn for the oldest prompt it was sent fails (a quota error)."""
+        self.received.pop(0)
+        error = "API error: RESOURCE_EXHAUSTED (code 429): Individual quota reached."
+        await self._send([{"event": "result", "result": {"status": "ERROR", "error": error}}])
+
     def _step(self, text: str) -> dict[str, Any]:
         self.steps += 1
         step = {
@@ -256,6 +263,12 @@ def _logged_errors() -> Iterator[_Errors]:
         logger.removeHandler(handler)
 
 
+def _clock() -> trio.testing.MockClock:
+    clock = trio.lowlevel.current_clock()
+    assert isinstance(clock, trio.testing.MockClock)
+    return clock
+
+
 class Driver:
     """The agent's side of a session (as agent/handlers.py and
     session_methods.py call it), and the checks."""
@@ -276,12 +289,20 @@ class Driver:
         self.seq += 1
         return self.seq
 
-    def prompt(self) -> int:
+    def prompt(self, *, steer: bool = False) -> int:
         seq = self.next_seq()
         self.prompts.append(seq)
-        self.session.prompt_arrived(seq)
+        if steer:
+            self.session.steer_arrived(seq)
+        else:
+            self.session.prompt_arrived(seq)
         self.nursery.start_soon(self._prompt_task, seq)
         return seq
+
+    def configure(self, effort: str) -> None:
+        """``session/set_config_option`` (answered once applied or queued)."""
+        self.session.client_request(self.next_seq())
+        self.nursery.start_soon(self.session.set_config_option, "effort", effort)
 
     async def _prompt_task(self, seq: int) -> None:
         outcome: PromptResult | SessionError
@@ -323,13 +344,15 @@ class Driver:
         name = op[0]
         children = self.live_children()
         newest = children[-1] if children else None
-        if name == "prompt":
-            self.prompt()
+        if name in ("prompt", "steer"):
+            self.prompt(steer=name == "steer")
+        elif name == "config":
+            self.configure(op[1])
         elif name == "cancel":
             self.cancel()
         elif name == "cancel_request":
             self.cancel_request(op[1])
-        elif name in ("reply", "stream", "tool"):
+        elif name in ("reply", "stream", "tool", "agy_error"):
             for child in reversed(children):
                 if child.received:
                     await getattr(child, name)()
@@ -348,16 +371,14 @@ class Driver:
         elif name == "close":
             self.close()
         elif name == "deadline":
-            # Every deadline of the running attempt passes (start-up, stall).
-            clock = trio.lowlevel.current_clock()
-            assert isinstance(clock, trio.testing.MockClock)
-            clock.jump(op[1])
+            _clock().jump(op[1])
 
     async def settle_while_agy_behaves(self) -> None:
         """agy answers what it was sent and exits when killed or broken,
         until nothing moves."""
         self.world.faults.clear()
         self.world.quick_exit = True
+        waited = False
         for _ in range(200):
             await trio.testing.wait_all_tasks_blocked()
             moved = False
@@ -367,8 +388,13 @@ class Driver:
                 elif child.received:
                     await child.reply()
                     moved = True
-            if not moved:
+            if not moved and waited:
                 return
+            if not moved:
+                # A second passes: a turn may wait that long for an error's
+                # details (timers.ERROR_DETAILS_GRACE_S); no other deadline is near.
+                _clock().jump(1.0)
+            waited = not moved
         raise AssertionError("the session never settled")
 
     def waiting(self) -> list[int]:
@@ -425,12 +451,13 @@ def _check_updates_before_answers(world: World) -> None:
 OPS = st.sampled_from(
     [("prompt",)] * 6
     + [("reply",)] * 5
-    + [("stream",), ("stream",), ("tool",)]
+    + [("stream",), ("stream",), ("tool",), ("agy_error",), ("steer",)]
+    + [("config", "low"), ("config", "high")]
     + [("cancel",)] * 2
     + [("close",), ("stdin_breaks",), ("reap",), ("reap",)]
     + [("cancel_request", 0), ("cancel_request", 1)]
     + [("exit", 0), ("exit", 1), ("exit", 3)]
-    + [("deadline", 61.0), ("deadline", 301.0)]
+    + [("deadline", 61.0), ("deadline", 121.0), ("deadline", 301.0)]
     + [("fault", fault, skip) for fault in FAULTS for skip in (0, 1)]
 )
 
@@ -441,6 +468,7 @@ def _session(world: World, tmp: str) -> Session:
         policy=EscalationPolicy(),
         max_line_bytes=2**20,
         store=FakeStore(world),  # type: ignore[arg-type]
+        timeouts=Timeouts(idle_s=120.0),
     )
     outlet_log = world.log
 
@@ -614,3 +642,23 @@ def test_a_bug_handing_over_a_turns_last_updates_fails_that_turn_only() -> None:
     assert isinstance(first, InternalSessionError)
     assert isinstance(second, PromptResult), second
     assert second.stop_reason == models.STOP_END_TURN
+
+
+@pytest.mark.parametrize("first", ["journal", "client"])
+def test_a_second_bug_in_the_actions_performed_after_one_fails_its_own_turn(first: str) -> None:
+    """A finished turn's journal write or last updates fail, and then sending the
+    next prompt (started with it) to agy fails too: the next turn fails with
+    its own bug (it waited forever for a reply to a prompt agy never got)."""
+    program = [
+        ("prompt",),
+        ("prompt",),
+        ("fault", (first, "bug"), 0),
+        ("fault", ("stdin", "bug"), 0),
+        ("reply",),
+    ]
+    driver = _run(program)
+    first_answer, second_answer = driver.answers[1][0], driver.answers[2][0]
+    assert isinstance(first_answer, InternalSessionError)
+    assert f"injected bug in {first}" in first_answer.message
+    assert isinstance(second_answer, InternalSessionError)
+    assert "injected bug in stdin" in second_answer.message
