@@ -46,7 +46,7 @@ from agybridge.agy import (
 )
 from agybridge.session import child_slot
 from agybridge.session.deps import SessionDeps, Timeouts
-from agybridge.session.errors import InternalSessionError, SessionError
+from agybridge.session.errors import AgyStartError, InternalSessionError, SessionError
 from agybridge.session.outlet import Outlet
 from agybridge.session.prompts import PromptResult
 from agybridge.session.session import Session
@@ -283,6 +283,8 @@ class Driver:
         self.cancel_marks: list[int] = []
         self.cancel_requested: set[int] = set()
         self.closing = False
+        #: Where in the client's view (`World.log`) close was asked for.
+        self.closed_at: int | None = None
         self.close_done = trio.Event()
 
     def next_seq(self) -> int:
@@ -331,6 +333,7 @@ class Driver:
     def close(self) -> None:
         if not self.closing:
             self.closing = True
+            self.closed_at = len(self.world.log)
             self.nursery.start_soon(self._close_task)
 
     async def _close_task(self) -> None:
@@ -403,7 +406,8 @@ class Driver:
 
 def _check_answers(driver: Driver) -> None:
     world = driver.world
-    bugs = any(kind == "bug" for _, kind in world.fired)
+    fired = {kind for _, kind in world.fired}
+    answered_at = {entry[1]: at for at, entry in enumerate(world.log) if entry[0] == "answer"}
     for seq in driver.prompts:
         outcomes = driver.answers.get(seq, [])
         assert len(outcomes) == 1, f"prompt {seq} answered {len(outcomes)} times: {outcomes}"
@@ -411,12 +415,15 @@ def _check_answers(driver: Driver) -> None:
         if isinstance(outcome, SessionError):
             assert outcome.message, f"prompt {seq}: an error without a message"
             if isinstance(outcome, InternalSessionError):
-                assert bugs, f"prompt {seq}: an internal error nobody put in: {outcome.message}"
+                assert "bug" in fired, f"prompt {seq}: an internal error nobody put in: {outcome}"
+            if isinstance(outcome, AgyStartError):
+                assert "spawn_error" in fired, f"prompt {seq}: a start error nobody put in"
             continue
         assert outcome.stop_reason in (models.STOP_END_TURN, models.STOP_CANCELLED), outcome
         if outcome.stop_reason == models.STOP_CANCELLED:
+            closed_at = driver.closed_at
             covered = (
-                driver.closing
+                (closed_at is not None and closed_at <= answered_at[seq])
                 or seq in driver.cancel_requested
                 or any(mark > seq for mark in driver.cancel_marks)
             )
@@ -462,7 +469,7 @@ OPS = st.sampled_from(
 )
 
 
-def _session(world: World, tmp: str) -> Session:
+def _session(world: World, cwd: str) -> Session:
     deps = SessionDeps(
         agy_bin="agy",
         policy=EscalationPolicy(),
@@ -477,7 +484,7 @@ def _session(world: World, tmp: str) -> Session:
         world.fault("client")
         outlet_log.append(("updates", list(updates)))
 
-    spec = SessionSpec(session_id="sess_test", cwd=tmp)
+    spec = SessionSpec(session_id="sess_test", cwd=cwd)
     return Session(spec, deps, Outlet(spec.session_id, client))
 
 
