@@ -41,7 +41,9 @@ from agybridge.agy import (
     ChildEvent,
     ChildEvents,
     ChildExited,
+    ChildStderr,
     EscalationPolicy,
+    classify_stderr,
     parse_event,
 )
 from agybridge.session import child_slot
@@ -54,6 +56,14 @@ from agybridge.session.spec import SessionSpec
 from agybridge.store import StoreError
 
 CONVERSATION = "conv-0001"
+
+
+#: What agy may print on stderr during a turn (contract.md §4).
+STDERR = {
+    "agy_error": 'AGY_ERROR: {"short_error":"RESOURCE_EXHAUSTED (code 429)","error_code":429}',
+    "auth": "error: not logged into Antigravity",
+    "other": "warning: something",
+}
 
 
 class Injected(RuntimeError):
@@ -83,6 +93,8 @@ class World:
     children: dict[int, FakeChild] = attrs.Factory(dict)
     #: Killed children exit at once (else at a ``reap`` step).
     quick_exit: bool = True
+    #: Set: the next spawns take until a ``started`` step.
+    slow_spawn: trio.Event | None = None
     #: The client's view, in order: ("updates", [...]) and ("answer", seq, outcome).
     log: list[tuple[Any, ...]] = attrs.Factory(list)
 
@@ -129,6 +141,8 @@ class FakeChild:
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         await trio.lowlevel.checkpoint()
         if self.incarnation > 1:  # the session's first spawn is not the subject here
+            if self.world.slow_spawn is not None:
+                await self.world.slow_spawn.wait()
             self.world.fault("spawn")
         self.world.children[self.incarnation] = self
         task_status.started(self)
@@ -192,6 +206,9 @@ class FakeChild:
         }
         await self._send([self._step(f"reply to {text}"), {"event": "result", "result": result}])
         self.replies += 1
+
+    async def stderr(self, text: str) -> None:
+        await self.messages.send(ChildStderr(self.incarnation, classify_stderr(text)))
 
     async def agy_error(self) -> None:
         """agy's turn for the oldest prompt it was sent fails (a quota error)."""
@@ -362,6 +379,14 @@ class Driver:
                     break
         elif name == "exit" and newest is not None:
             newest.exit(op[1])
+        elif name == "stderr" and newest is not None:
+            await newest.stderr(STDERR[op[1]])
+        elif name == "slow_spawn":
+            if self.world.slow_spawn is None:
+                self.world.slow_spawn = trio.Event()
+        elif name == "started" and self.world.slow_spawn is not None:
+            self.world.slow_spawn.set()
+            self.world.slow_spawn = None
         elif name == "stdin_breaks" and newest is not None:
             newest.stdin_broken = True
         elif name == "reap":
@@ -384,7 +409,10 @@ class Driver:
         waited = False
         for _ in range(200):
             await trio.testing.wait_all_tasks_blocked()
-            moved = False
+            moved = self.world.slow_spawn is not None
+            if self.world.slow_spawn is not None:
+                self.world.slow_spawn.set()
+                self.world.slow_spawn = None
             for child in self.live_children():
                 if child.killed or child.stdin_broken:
                     moved = child.exit(1) or moved
@@ -461,7 +489,8 @@ OPS = st.sampled_from(
     + [("stream",), ("stream",), ("tool",), ("agy_error",), ("steer",)]
     + [("config", "low"), ("config", "high")]
     + [("cancel",)] * 2
-    + [("close",), ("stdin_breaks",), ("reap",), ("reap",)]
+    + [("close",), ("stdin_breaks",), ("reap",), ("reap",), ("slow_spawn",), ("started",)]
+    + [("stderr", kind) for kind in STDERR]
     + [("cancel_request", 0), ("cancel_request", 1)]
     + [("exit", 0), ("exit", 1), ("exit", 3)]
     + [("deadline", 61.0), ("deadline", 121.0), ("deadline", 301.0)]
