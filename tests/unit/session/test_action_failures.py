@@ -1,7 +1,9 @@
 """A real session (its loop, ``_perform`` and actions) while its actions fail
-(hypothesis): journal writes raise ``StoreError`` or a bug, agy cannot be
-spawned, agy's stdin breaks, the client's sink raises, interleaved with
-prompts, cancels, agy's results and exits, deadlines and close.
+(hypothesis): journal and index writes raise ``StoreError`` or a bug, agy
+cannot be spawned (or spawning it hits a bug), agy's stdin is closed or broken
+or writing it hits a bug, the client's sink raises; interleaved with prompts
+and steers, cancels, ``$/cancel_request``, settings changes, agy's output,
+results, errors, stderr and exits, slow spawns, deadlines and close.
 
 agy is an in-process stand-in (`FakeChild`, in the child slot's place) that
 the generated program drives; the store and the client are fakes that fail
@@ -287,8 +289,8 @@ def _clock() -> trio.testing.MockClock:
 
 
 class Driver:
-    """The agent's side of a session (as agent/handlers.py and
-    session_methods.py call it), and the checks."""
+    """The agent's side of a session, as agent/handlers.py and
+    session_methods.py call it, and what it was answered."""
 
     def __init__(self, world: World, session: Session, nursery: trio.Nursery) -> None:
         self.world = world
