@@ -10,7 +10,8 @@ import datetime as dt
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, MutableSequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -24,7 +25,7 @@ from .gating import ask_allow_and_retry
 from .history import storable
 from .mapper import TurnMapper
 from .outlet import turn_outcome
-from .prompts import AttemptScopes, make_title
+from .prompts import AttemptScopes, PromptWork, make_title
 from .usage import context_window
 
 if TYPE_CHECKING:
@@ -91,46 +92,79 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     work = session.prompts.take_answered(action.seq)
     if work is None:
         return
-    if work.mapper is not None:
-        session.book.count_usage(work.mapper)
-        session.unrecognised.update(work.mapper.unrecognised)
-        reason = (
-            "cancelled before this tool finished"
-            if action.stop is turns.Stop.CANCELLED
-            else "the turn ended before this tool finished"
-        )
-        unfinished = work.mapper.end_without_result(reason)
-        if unfinished:
-            await session.outlet.send_all(unfinished)
-    if action.error is not None:
-        work.answer(error=action.error)
-        outcome = turn_outcome("failed", error={"message": action.error.message})
-    elif action.stop is turns.Stop.CANCELLED:
-        work.answer(stop=models.STOP_CANCELLED)
-        outcome = turn_outcome("ended", stopReason=models.STOP_CANCELLED)
-    else:
-        assert work.mapper is not None
-        work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
-        outcome = turn_outcome("ended", stopReason=models.STOP_END_TURN)
+    try:
+        if work.mapper is not None:
+            session.book.count_usage(work.mapper)
+            session.unrecognised.update(work.mapper.unrecognised)
+            reason = (
+                "cancelled before this tool finished"
+                if action.stop is turns.Stop.CANCELLED
+                else "the turn ended before this tool finished"
+            )
+            unfinished = work.mapper.end_without_result(reason)
+            if unfinished:
+                await session.outlet.send_all(unfinished)
+    finally:
+        # Taken from the book: nothing else can answer it, whatever failed above.
+        outcome = _give(work, action)
     await session.outlet.turn_ended(outcome)
 
 
-async def answer_regardless(
-    session: Session, queue: MutableSequence[turns.Action], exc: Exception
-) -> None:
-    """An action failed with a bug: the core counts the answers it decided as
-    given, so those still in ``queue`` are given now (the rest is dropped). An
-    answer that was to say ``end_turn`` says the bug instead."""
-    answers = [action for action in queue if type(action) is turns.AnswerPrompt]
-    queue.clear()
-    for decided in answers:
-        answered = decided
-        if decided.error is None and decided.stop is not turns.Stop.CANCELLED:
-            answered = attrs.evolve(decided, stop=None, error=internal_error(exc))
+def _give(work: PromptWork, action: turns.AnswerPrompt) -> models.SessionInfoUpdate:
+    """Answer the prompt's request; the turn-outcome notification that goes with it."""
+    if action.error is not None:
+        work.answer(error=action.error)
+        return turn_outcome("failed", error={"message": action.error.message})
+    if action.stop is turns.Stop.CANCELLED:
+        work.answer(stop=models.STOP_CANCELLED)
+        return turn_outcome("ended", stopReason=models.STOP_CANCELLED)
+    assert work.mapper is not None
+    work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
+    return turn_outcome("ended", stopReason=models.STOP_END_TURN)
+
+
+async def perform_regardless(
+    session: Session, queue: deque[turns.Action], exc: Exception, failed: turns.Action | None
+) -> Exception | None:
+    """``failed`` raised ``exc``, a bug (None: handing over the updates before
+    ``queue`` did). The core counts every action it decided as done, so the
+    rest of ``queue`` is still performed (a dropped spawn, retire or answer
+    would leave a prompt waiting forever). An answer that was to say
+    ``end_turn`` says the bug instead.
+
+    Returns:
+        The bug the running turn fails with; None if it hit only turns
+        already answered (it is logged then).
+    """
+    reported = False
+    bugs = [exc] if failed is not None and not _turn_over(session, failed) else []
+    while queue:
+        action = queue.popleft()
+        if (
+            type(action) is turns.AnswerPrompt
+            and action.error is None
+            and action.stop is not turns.Stop.CANCELLED
+        ):
+            action = attrs.evolve(action, stop=None, error=internal_error(exc))
+            reported = True
         try:
-            await answer(session, answered)
-        except Exception:
-            logger.exception("session %s: answering after an internal error", session.session_id)
+            await PERFORM[type(action)](session, action)
+        except Exception as later:
+            logger.exception("session %s: after an internal error", session.session_id)
+            if not _turn_over(session, action):
+                bugs.append(later)
+    if failed is None and not reported:
+        bugs.insert(0, exc)  # those updates were the running turn's
+    if not bugs or bugs[0] is not exc:
+        logger.error("session %s: internal error", session.session_id, exc_info=exc)
+    return bugs[0] if bugs else None
+
+
+def _turn_over(session: Session, action: turns.Action) -> bool:
+    """``action`` is of a turn already answered (not the one running now)."""
+    seq = getattr(action, "seq", None)
+    current = session.core.current
+    return seq in session.core.answered and (current is None or current.seq != seq)
 
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:
@@ -203,6 +237,14 @@ async def spawn_child(session: Session, action: turns.SpawnChild) -> None:
         if action.incarnation == 1:
             raise error from exc  # session/new fails with it
         await session.feed(turns.ChildSpawnFailed(action.incarnation, error))
+        return
+    except Exception as exc:
+        if action.incarnation == 1:
+            raise
+        # A bug: this agy will never exist, and the core must hear it (else
+        # the turn waiting for it waits forever).
+        logger.exception("session %s: spawning agy failed", session.session_id)
+        await session.feed(turns.ChildSpawnFailed(action.incarnation, internal_error(exc)))
         return
     await session.feed(turns.ChildSpawned(action.incarnation))
 

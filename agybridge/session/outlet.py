@@ -218,7 +218,9 @@ class Outlet:
 
     def unheld(self) -> _Unheld:
         """Hand over what is held, then send straight through inside the block
-        (whatever happens in it is ordered after the updates before it)."""
+        (whatever happens in it is ordered after the updates before it). The
+        block runs even if handing over failed: it gets that exception (else
+        None) and must raise it."""
         return _Unheld(self)
 
     # --- the running turn ------------------------------------------------------
@@ -350,11 +352,17 @@ class _Unheld:
         self._outlet = outlet
         self._was_holding = False
 
-    async def __aenter__(self) -> None:
-        if self._outlet._held is not None:
-            self._was_holding = True
+    async def __aenter__(self) -> Exception | None:
+        if self._outlet._held is None:
+            return None
+        self._was_holding = True
+        try:
             await self._outlet.flush()
+        except Exception as exc:  # a bug: the caller's block runs regardless
+            return exc
+        finally:
             self._outlet._held = None
+        return None
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._was_holding:

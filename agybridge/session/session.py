@@ -207,14 +207,17 @@ class Session:
             if type(item) is ChildEvents:
                 # One read of agy's stdout: mapped in one go, written as one.
                 self.heard_from(item.incarnation)
-                async with self.outlet.holding():
-                    for message in item.events:
-                        try:
-                            await on_child_event(self, message)
-                        except Exception as exc:
-                            await self._on_bug(exc)
-                        if self.core.closed:
-                            break
+                try:
+                    async with self.outlet.holding():
+                        for message in item.events:
+                            try:
+                                await on_child_event(self, message)
+                            except Exception as exc:
+                                await self._on_bug(exc)
+                            if self.core.closed:
+                                break
+                except Exception as exc:  # handing the batch over failed
+                    await self._on_bug(exc)
                 continue
             try:
                 if isinstance(item, turns.Event):
@@ -246,19 +249,26 @@ class Session:
             self._performing.extend(actions)
             return
         # Updates held for the batch go first: an action may answer the prompt.
-        async with self.outlet.unheld():
-            await self._perform(actions)
+        async with self.outlet.unheld() as failed:
+            await self._perform(actions, failed)
 
-    async def _perform(self, todo: list[turns.Action]) -> None:
+    async def _perform(self, todo: list[turns.Action], failed: Exception | None = None) -> None:
+        """Perform the core's actions, in order; ``failed``: handing over the
+        updates before them failed (a bug), so they are performed as after a
+        failed action."""
         queue = self._performing = deque(todo)
         try:
+            bug = None
+            if failed is not None:
+                bug = await actions.perform_regardless(self, queue, failed, None)
             while queue:
                 action = queue.popleft()
                 try:
                     await actions.PERFORM[type(action)](self, action)
                 except Exception as exc:
-                    await actions.answer_regardless(self, queue, exc)
-                    raise  # then reported as a bug (`_on_bug`)
+                    bug = await actions.perform_regardless(self, queue, exc, action)
+            if bug is not None:
+                raise bug  # the running turn's: reported as a bug (`_on_bug`)
         finally:
             self._performing = None
 
