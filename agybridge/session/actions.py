@@ -161,10 +161,12 @@ async def perform_regardless(
 
 
 def _turn_over(session: Session, action: turns.Action) -> bool:
-    """``action`` is of a turn already answered (not the one running now)."""
+    """``action`` is of another prompt than the running turn's (one answered
+    already): its bug must not fail the running turn. Not read from
+    ``core.answered``: a prompt whose request ended first is not kept there."""
     seq = getattr(action, "seq", None)
     current = session.core.current
-    return seq in session.core.answered and (current is None or current.seq != seq)
+    return seq is not None and (current is None or current.seq != seq)
 
 
 async def record_turn(session: Session, action: turns.RecordTurn) -> None:

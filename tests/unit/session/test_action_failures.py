@@ -246,10 +246,15 @@ class FakeStore:
         await trio.lowlevel.checkpoint()
         self.world.fault("save")
 
-    async def record_turn(self, entries: Any, record: Any) -> None:
+    async def update_session(self, record: Any) -> bool:
+        await self.upsert_session(record)
+        return True
+
+    async def record_turn(self, entries: Any, record: Any, *, create: bool = True) -> bool:
         await trio.lowlevel.checkpoint()
         self.world.fault("journal")
         self.turns += 1
+        return True
 
     async def meta_get(self, key: str) -> Any:
         await trio.lowlevel.checkpoint()
@@ -301,6 +306,9 @@ class Driver:
         self.answers: dict[int, list[PromptResult | SessionError]] = {}
         self.cancel_marks: list[int] = []
         self.cancel_requested: set[int] = set()
+        #: Prompts whose request task was cancelled (its connection went away).
+        self.abandoned: set[int] = set()
+        self._request_scopes: dict[int, trio.CancelScope] = {}
         self.closing = False
         #: Where in the client's view (`World.log`) close was asked for.
         self.closed_at: int | None = None
@@ -326,14 +334,17 @@ class Driver:
         self.nursery.start_soon(self.session.set_config_option, "effort", effort)
 
     async def _prompt_task(self, seq: int) -> None:
-        outcome: PromptResult | SessionError
-        try:
-            await self.session.mutations.settled()
-            outcome = await self.session.prompt(seq, f"p{seq}", f"p{seq}")
-        except SessionError as exc:
-            outcome = exc
-        finally:
-            self.session.drop_prompt(seq)
+        outcome: PromptResult | SessionError | None = None
+        with trio.CancelScope() as self._request_scopes[seq]:
+            try:
+                await self.session.mutations.settled()
+                outcome = await self.session.prompt(seq, f"p{seq}", f"p{seq}")
+            except SessionError as exc:
+                outcome = exc
+            finally:
+                self.session.drop_prompt(seq)
+        if outcome is None:  # abandoned: nobody is there to be answered
+            return
         self.answers.setdefault(seq, []).append(outcome)
         self.world.log.append(("answer", seq, outcome))
 
@@ -348,6 +359,15 @@ class Driver:
             seq = waiting[index % len(waiting)]
             self.cancel_requested.add(seq)
             self.session.cancel_prompt(seq)
+
+    def abandon(self, index: int) -> None:
+        """The request task of a waiting prompt is cancelled, as when its
+        connection goes away."""
+        waiting = self.waiting()
+        if waiting:
+            seq = waiting[index % len(waiting)]
+            self.abandoned.add(seq)
+            self._request_scopes[seq].cancel()
 
     def close(self) -> None:
         if not self.closing:
@@ -374,6 +394,8 @@ class Driver:
             self.cancel()
         elif name == "cancel_request":
             self.cancel_request(op[1])
+        elif name == "abandon":
+            self.abandon(op[1])
         elif name in ("reply", "stream", "tool", "agy_error"):
             for child in reversed(children):
                 if child.received:
@@ -431,7 +453,9 @@ class Driver:
         raise AssertionError("the session never settled")
 
     def waiting(self) -> list[int]:
-        return [seq for seq in self.prompts if seq not in self.answers]
+        return [
+            seq for seq in self.prompts if seq not in self.answers and seq not in self.abandoned
+        ]
 
 
 def _check_answers(driver: Driver) -> None:
@@ -440,6 +464,8 @@ def _check_answers(driver: Driver) -> None:
     answered_at = {entry[1]: at for at, entry in enumerate(world.log) if entry[0] == "answer"}
     for seq in driver.prompts:
         outcomes = driver.answers.get(seq, [])
+        if seq in driver.abandoned and not outcomes:
+            continue  # its request task was cancelled before an answer came
         assert len(outcomes) == 1, f"prompt {seq} answered {len(outcomes)} times: {outcomes}"
         [outcome] = outcomes
         if isinstance(outcome, SessionError):
@@ -493,7 +519,7 @@ OPS = st.sampled_from(
     + [("cancel",)] * 2
     + [("close",), ("stdin_breaks",), ("reap",), ("reap",), ("slow_spawn",), ("started",)]
     + [("stderr", kind) for kind in STDERR]
-    + [("cancel_request", 0), ("cancel_request", 1)]
+    + [("cancel_request", 0), ("cancel_request", 1), ("abandon", 0)]
     + [("exit", 0), ("exit", 1), ("exit", 3)]
     + [("deadline", 61.0), ("deadline", 121.0), ("deadline", 301.0)]
     + [("fault", fault, skip) for fault in FAULTS for skip in (0, 1)]
@@ -700,3 +726,15 @@ def test_a_second_bug_in_the_actions_performed_after_one_fails_its_own_turn(firs
     assert f"injected bug in {first}" in first_answer.message
     assert isinstance(second_answer, InternalSessionError)
     assert "injected bug in stdin" in second_answer.message
+
+
+def test_a_bug_journalling_a_turn_whose_request_went_away_fails_that_turn_only() -> None:
+    """As above for a turn whose request task was cancelled (its connection went
+    away), so the turn is cancelled: the core does not keep such a prompt among
+    the answered ones, and the bug failed the next turn, started with that answer."""
+    program = [("prompt",), ("prompt",), ("fault", ("journal", "bug"), 0), ("abandon", 0)]
+    driver = _run(program)
+    assert driver.abandoned == {1}
+    [second] = driver.answers[2]
+    assert isinstance(second, PromptResult), second
+    assert second.stop_reason == models.STOP_END_TURN
