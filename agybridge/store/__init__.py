@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from .db import SCHEMA_VERSION as SCHEMA_VERSION
     from .db import Store as Store
     from .db import StoreStatistics as StoreStatistics
+    from .edits import BLOB_KEY as BLOB_KEY
+    from .edits import MUTATION_LOG_KEY as MUTATION_LOG_KEY
     from .errors import InvalidCursorError as InvalidCursorError
     from .errors import StoreBadFileError as StoreBadFileError
     from .errors import StoreClosedError as StoreClosedError
@@ -51,6 +53,7 @@ __getattr__ = exports(
             "Store",
             "StoreStatistics",
         ),
+        ".edits": ("BLOB_KEY", "MUTATION_LOG_KEY"),
         ".errors": (
             "InvalidCursorError",
             "StoreBadFileError",

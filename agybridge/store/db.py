@@ -28,13 +28,13 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from . import _opening
+from . import _opening, edits
 from .errors import InvalidCursorError, StoreClosedError, StoreError
 from .models import JournalEntry, SessionRecord, canonical_timestamp
 
@@ -240,15 +240,21 @@ class Store:
             return cursor.rowcount == 1
 
     def delete_session(self, session_id: str) -> bool:
-        """Delete the session and its journal; idempotent.
+        """Delete the session, its journal and its edit log, with every file
+        snapshot that no remaining session's log refers to (`edits`); one
+        transaction, idempotent.
 
         Returns:
-            True when something was deleted.
+            True when something of the session was deleted.
         """
         with self._writing(f"deleting session {session_id!r}") as conn:
             rows = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             lines = conn.execute("DELETE FROM journal WHERE session_id = ?", (session_id,))
-            return rows.rowcount > 0 or lines.rowcount > 0
+            log = conn.execute(
+                "DELETE FROM meta WHERE key = ?", (edits.MUTATION_LOG_KEY + session_id,)
+            )
+            _drop_unreferenced_blobs(conn)
+            return rows.rowcount > 0 or lines.rowcount > 0 or log.rowcount > 0
 
     def statistics(self) -> StoreStatistics:
         """Schema version and row counts (``agybridge doctor``)."""
@@ -339,6 +345,32 @@ class Store:
         text = _json_text(value, f"flag {key!r}")
         with self._writing(f"setting flag {key!r}") as conn:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, text))
+
+    def save_edit_log(self, session_id: str, log: Sequence[Any], blobs: Mapping[str, str]) -> bool:
+        """Write a session's mutation log and the snapshot ``blobs`` (sha256 ->
+        base64 text) it newly refers to, in one transaction, while the session's
+        row exists (`edits`): a session deleted meanwhile (``agybridge sessions
+        delete``, another bridge) does not get its log back.
+
+        Returns:
+            False (nothing written) when no such session is stored.
+        """
+        texts = {edits.BLOB_KEY + d: _json_text(t, f"snapshot {d!r}") for d, t in blobs.items()}
+        texts[edits.MUTATION_LOG_KEY + session_id] = _json_text(
+            list(log), f"the edit log of {session_id!r}"
+        )
+        with self._writing(f"saving the edit log of session {session_id!r}") as conn:
+            if (
+                conn.execute(
+                    "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                is None
+            ):
+                return False
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", texts.items()
+            )
+            return True
 
     # ------------------------------------------------------------------ internals
 
@@ -471,6 +503,25 @@ def _session_params(record: SessionRecord) -> tuple[object, ...]:
         record.updated_at,
         json.dumps(dict(record.meta), ensure_ascii=False, sort_keys=True),
     )
+
+
+def _prefixed(prefix: str) -> tuple[str, str, str]:
+    """A WHERE clause and its bounds selecting the meta keys that start with
+    ``prefix`` (a range of the primary key, not a scan)."""
+    return "key >= ? AND key < ?", prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def _drop_unreferenced_blobs(conn: sqlite3.Connection) -> None:
+    """Delete every stored snapshot that no stored mutation log refers to."""
+    where, low, high = _prefixed(edits.MUTATION_LOG_KEY)
+    referenced: set[str] = set()
+    for row in conn.execute(f"SELECT value FROM meta WHERE {where}", (low, high)):
+        with contextlib.suppress(ValueError):
+            referenced |= edits.referenced_blobs(json.loads(row["value"]))
+    where, low, high = _prefixed(edits.BLOB_KEY)
+    keys = [row["key"] for row in conn.execute(f"SELECT key FROM meta WHERE {where}", (low, high))]
+    unreferenced = [(k,) for k in keys if k[len(edits.BLOB_KEY) :] not in referenced]
+    conn.executemany("DELETE FROM meta WHERE key = ?", unreferenced)
 
 
 def _upsert_session(conn: sqlite3.Connection, record: SessionRecord) -> None:

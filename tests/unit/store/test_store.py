@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
 import sqlite3
@@ -16,6 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agybridge.store import (
+    BLOB_KEY,
+    MUTATION_LOG_KEY,
     InvalidCursorError,
     JournalEntry,
     SessionRecord,
@@ -433,6 +436,62 @@ def test_delete_is_idempotent_and_removes_the_journal(store: Store) -> None:
     assert store.journal("keep") != []
     store.append_journal([JournalEntry.user("orphan", 0, 0, "x")])
     assert store.delete_session("orphan") is True
+
+
+def _edit(path: str, before: str | None, after: str | None) -> dict[str, Any]:
+    """A mutation-log entry as the session layer stores it (`Mutation.to_store`)."""
+
+    def side(digest: str | None) -> dict[str, Any]:
+        return (
+            {"exists": False} if digest is None else {"exists": True, "size": 1, "sha256": digest}
+        )
+
+    return {
+        "seq": 0,
+        "turn": 0,
+        "path": path,
+        "before": side(before),
+        "after": side(after),
+        "source": "agy",
+        "tool": "write_to_file",
+        "toolCallId": None,
+        "rolledBackTo": None,
+        "at": stamp(0),
+    }
+
+
+def _meta_keys(store: Store) -> set[str]:
+    path = store.path
+    assert path is not None
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return {row[0] for row in conn.execute("SELECT key FROM meta")}
+
+
+def test_delete_removes_the_edit_log_and_the_blobs_no_other_session_keeps(store: Store) -> None:
+    """A session's mutation log and the snapshots only it refers to go with it,
+    in the same transaction; a snapshot another session's log refers to stays."""
+    before = _meta_keys(store)
+    store.upsert_session(record("a"))
+    store.upsert_session(record("b"))
+    shared, only_a, only_b = "1" * 64, "a" * 64, "b" * 64
+    store.meta_put(MUTATION_LOG_KEY + "a", [_edit("/w/x", shared, only_a)])
+    store.meta_put(
+        MUTATION_LOG_KEY + "b", [_edit("/w/y", None, shared), _edit("/w/z", only_b, None)]
+    )
+    for digest in (shared, only_a, only_b):
+        store.meta_put(BLOB_KEY + digest, "Ynl0ZXM=")
+    store.meta_put("some.flag", True)
+
+    assert store.delete_session("a") is True
+    assert store.meta_get(MUTATION_LOG_KEY + "a") is None
+    assert store.meta_get(BLOB_KEY + only_a) is None
+    assert store.meta_get(BLOB_KEY + shared) == "Ynl0ZXM="
+    assert store.meta_get(BLOB_KEY + only_b) == "Ynl0ZXM="
+    assert store.meta_get(MUTATION_LOG_KEY + "b") is not None
+
+    assert store.delete_session("b") is True
+    assert _meta_keys(store) == before | {"some.flag"}
+    assert store.delete_session("b") is False
 
 
 # --------------------------------------------------------------------------- journal

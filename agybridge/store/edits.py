@@ -1,0 +1,36 @@
+"""Where a session's edit log lives in the ``meta`` table: the store's knowledge of it.
+
+The session layer (``session/mutations.py``, ``session/snapshots.py``) keeps
+
+* a session's mutation log under ``MUTATION_LOG_KEY + session_id``: a JSON list
+  of entries, each with ``before`` (null when unknown) and ``after`` snapshots,
+  ``{"exists": ..., "size": ..., "sha256": ...}``;
+* the kept bytes of a snapshot under ``BLOB_KEY + sha256`` (base64 text). They
+  are content-addressed, so SHARED by every session that saw that content.
+
+`Store.save_edit_log` writes a log with the blobs it newly refers to, in one
+transaction, so a stored blob is always referred to by the stored log of the
+session that wrote it; `Store.delete_session` removes the session's log and
+every blob that no remaining log refers to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MUTATION_LOG_KEY = "agybridge.mutations/"
+BLOB_KEY = "agybridge.blob/"
+
+
+def referenced_blobs(log: Any) -> set[str]:
+    """The SHA-256 digests a stored mutation log refers to (anything malformed: none)."""
+    digests: set[str] = set()
+    if not isinstance(log, list):
+        return digests
+    for entry in log:
+        if not isinstance(entry, dict):
+            continue
+        for side in (entry.get("before"), entry.get("after")):
+            if isinstance(side, dict) and isinstance(side.get("sha256"), str):
+                digests.add(side["sha256"])
+    return digests
