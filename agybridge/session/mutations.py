@@ -32,13 +32,12 @@ import attrs
 import trio
 
 from ..agy.events import STATE_DONE, StepUpdateEvent
-from ..store import AsyncStore, StoreError, utc_now
+from ..store import MUTATION_LOG_KEY, AsyncStore, StoreError, referenced_blobs, utc_now
 from .snapshots import BlobStore, Snapshot, read_snapshot
 from .tools import edit_target
 
 logger = logging.getLogger(__name__)
 
-_LOG_KEY = "agybridge.mutations/"
 #: How a refused rollback says it can be forced (``/undo`` says it its way).
 FORCE_HINT = "pass force: true to overwrite them"
 
@@ -163,6 +162,8 @@ class MutationLog:
         #: What agy must be told on its next turn (a rollback happened).
         self.agy_note: str | None = None
         self._loaded = store is None
+        #: A save found no session row (deleted elsewhere): said once.
+        self._unsaved_warned = False
         self._lock = trio.Lock()
         #: One rollback at a time: each plans from the files the last one left.
         self._rollback_lock = trio.Lock()
@@ -239,7 +240,7 @@ class MutationLog:
             self._loaded = True
             assert self._store is not None
             try:
-                stored = await self._store.meta_get(_LOG_KEY + self._session_id)
+                stored = await self._store.meta_get(MUTATION_LOG_KEY + self._session_id)
             except StoreError as exc:
                 logger.warning(
                     "session %s: could not read its mutations: %s", self._session_id, exc
@@ -257,15 +258,28 @@ class MutationLog:
             await self.blobs.load(digests)
 
     async def save(self) -> None:
-        await self.blobs.save()
+        """Store the log with the snapshots it newly refers to, in one
+        transaction, while the session's row exists: a session deleted meanwhile
+        (``agybridge sessions delete``, another bridge) keeps its log in memory
+        only, like its history (`SessionBook`). A failure is logged."""
         if self._store is None:
             return
+        log = [m.to_store() for m in self.entries]
+        blobs = self.blobs.unsaved(referenced_blobs(log))
         try:
-            await self._store.meta_put(
-                _LOG_KEY + self._session_id, [m.to_store() for m in self.entries]
-            )
+            written = await self._store.save_edit_log(self._session_id, log, blobs)
         except StoreError as exc:
             logger.warning("session %s: could not save its mutations: %s", self._session_id, exc)
+            return
+        if written:
+            self.blobs.saved(blobs)
+        elif not self._unsaved_warned:
+            self._unsaved_warned = True
+            logger.warning(
+                "session %s is not in the session database (deleted by another process?): "
+                "its file changes are no longer saved",
+                self._session_id,
+            )
 
     # --- queries -----------------------------------------------------------------
 

@@ -15,17 +15,17 @@ import hashlib
 import logging
 import os
 import stat
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from ..store import AsyncStore, StoreError
+from ..store import BLOB_KEY, AsyncStore, StoreError
 
 logger = logging.getLogger(__name__)
 
 MAX_SNAPSHOT_FILE_BYTES = 1 * 2**20  # 1 MiB: a bigger file is hashed, not kept
 MAX_SESSION_BLOB_BYTES = 64 * 2**20  # 64 MiB of kept bytes per session
-_BLOB_KEY = "agybridge.blob/"
 
 
 @attrs.frozen
@@ -85,7 +85,8 @@ def read_snapshot(path: str) -> tuple[Snapshot, bytes | None] | None:
 
 
 class BlobStore:
-    """The bytes of a session's snapshots, by hash; persisted when there is a store."""
+    """The bytes of a session's snapshots, by hash; persisted with the session's
+    log (`MutationLog.save`) when there is a store."""
 
     def __init__(self, store: AsyncStore | None) -> None:
         self._store = store
@@ -111,19 +112,19 @@ class BlobStore:
     def get(self, snapshot: Snapshot) -> bytes | None:
         return self._blobs.get(snapshot.sha256 or "")
 
-    async def save(self) -> None:
-        """Write the blobs kept since the last save (a failure is logged)."""
-        if self._store is None:
-            self._unsaved.clear()
-            return
-        for digest in sorted(self._unsaved):
-            text = base64.b64encode(self._blobs[digest]).decode("ascii")
-            try:
-                await self._store.meta_put(_BLOB_KEY + digest, text)
-            except StoreError as exc:
-                logger.warning("could not save snapshot %s: %s", digest, exc)
-                return
-            self._unsaved.discard(digest)
+    def unsaved(self, referenced: set[str]) -> dict[str, str]:
+        """The kept blobs of ``referenced`` not stored yet (sha256 -> base64 text),
+        to be stored with the log that refers to them (`AsyncStore.save_edit_log`):
+        a stored blob is always one a stored log refers to, which deleting
+        another session keeps (``store/edits.py``)."""
+        return {
+            digest: base64.b64encode(self._blobs[digest]).decode("ascii")
+            for digest in sorted(self._unsaved & referenced)
+        }
+
+    def saved(self, digests: Iterable[str]) -> None:
+        """``digests`` were stored."""
+        self._unsaved.difference_update(digests)
 
     async def load(self, digests: set[str]) -> None:
         """Read the blobs of ``digests`` back from the store."""
@@ -131,7 +132,7 @@ class BlobStore:
             return
         for digest in sorted(digests - set(self._blobs)):
             try:
-                text = await self._store.meta_get(_BLOB_KEY + digest)
+                text = await self._store.meta_get(BLOB_KEY + digest)
             except StoreError as exc:
                 logger.warning("could not read snapshot %s: %s", digest, exc)
                 continue

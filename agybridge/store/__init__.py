@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .db import StoreStatistics as StoreStatistics
     from .edits import BLOB_KEY as BLOB_KEY
     from .edits import MUTATION_LOG_KEY as MUTATION_LOG_KEY
+    from .edits import referenced_blobs as referenced_blobs
     from .errors import InvalidCursorError as InvalidCursorError
     from .errors import StoreBadFileError as StoreBadFileError
     from .errors import StoreClosedError as StoreClosedError
@@ -53,7 +54,7 @@ __getattr__ = exports(
             "Store",
             "StoreStatistics",
         ),
-        ".edits": ("BLOB_KEY", "MUTATION_LOG_KEY"),
+        ".edits": ("BLOB_KEY", "MUTATION_LOG_KEY", "referenced_blobs"),
         ".errors": (
             "InvalidCursorError",
             "StoreBadFileError",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -240,3 +240,10 @@ class AsyncStore:
     async def meta_put(self, key: str, value: Any) -> None:
         """`Store.meta_put`. Cancellation: a started write completes."""
         await self._write(lambda store: store.meta_put(key, value))
+
+    async def save_edit_log(
+        self, session_id: str, log: Sequence[Any], blobs: Mapping[str, str]
+    ) -> bool:
+        """`Store.save_edit_log`. Cancellation: a started write completes."""
+        entries, texts = list(log), dict(blobs)
+        return await self._write(lambda store: store.save_edit_log(session_id, entries, texts))

@@ -1,10 +1,12 @@
 """The mutation log without agy: snapshots, provenance, rollback plans, diffs
-and history pages (real files in tmp_path, no store)."""
+and history pages (real files in tmp_path; a store where its persistence is tested)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import sqlite3
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,7 +23,14 @@ from agybridge.jsonrpc import RpcError
 from agybridge.session.diffs import unified
 from agybridge.session.mutations import Mutation, MutationLog, RollbackRefused, _put
 from agybridge.session.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
-from agybridge.store import JournalEntry
+from agybridge.store import (
+    BLOB_KEY,
+    MUTATION_LOG_KEY,
+    AsyncStore,
+    JournalEntry,
+    SessionRecord,
+    Store,
+)
 
 
 class Turns:
@@ -303,3 +312,55 @@ async def test_two_rollbacks_at_once_restore_each_file_once(tmp_path: Path) -> N
     assert [p.read_bytes() for p in files] == [b"before\n", b"before\n"]
     assert [m.source for m in log.entries] == ["agy", "agy", "rollback", "rollback"]
     assert [changed for _, changed in await log.with_provenance()] == [False] * 4
+
+
+def _stored_meta(db: Path) -> dict[str, Any]:
+    with Store.open(db) as store, contextlib.closing(sqlite3.connect(db)) as conn:
+        return {key: store.meta_get(key) for (key,) in conn.execute("SELECT key FROM meta")}
+
+
+async def test_a_log_deleted_by_another_process_is_not_written_back(tmp_path: Path) -> None:
+    """A live session whose row another process deleted (``agybridge sessions
+    delete``) keeps recording in memory, but its later saves write neither its
+    log nor its snapshots back: the delete removed them and it wins."""
+    db, root = tmp_path / "agybridge.db", tmp_path / "ws"
+    root.mkdir()
+    with Store.open(db) as other:
+        other.upsert_session(SessionRecord(session_id="s", cwd=str(root)))
+        with Store.open(db) as live:
+            log = MutationLog(AsyncStore(live), "s", (str(root),), Turns())
+            await agy_writes(log, 1, root / "f.txt", b"first")
+            assert MUTATION_LOG_KEY + "s" in _stored_meta(db)
+            assert other.delete_session("s")
+            await agy_writes(log, 2, root / "f.txt", b"second")
+            assert len(log.entries) == 2
+    assert not any(k.startswith((MUTATION_LOG_KEY, BLOB_KEY)) for k in _stored_meta(db))
+
+
+async def test_every_stored_snapshot_is_one_its_stored_log_refers_to(tmp_path: Path) -> None:
+    """A snapshot kept before agy wrote (its step not done yet) is stored only
+    with the log entry that refers to it: stored earlier, unreferenced, a
+    delete of another session would drop it and the step's rollback would
+    find it missing after a restart."""
+    db, root = tmp_path / "agybridge.db", tmp_path / "ws"
+    root.mkdir()
+    slow, quick = root / "slow.txt", root / "quick.txt"
+    slow.write_bytes(b"slow before")
+    with Store.open(db) as other:
+        for session_id in ("s", "gone"):
+            other.upsert_session(SessionRecord(session_id=session_id, cwd=str(root)))
+        with Store.open(db) as live:
+            log = MutationLog(AsyncStore(live), "s", (str(root),), Turns())
+            await log.note_before(1, str(slow))  # agy asked to write it; not done yet
+            await agy_writes(log, 2, quick, b"quick")
+            assert other.delete_session("gone")
+            slow.write_bytes(b"slow after")
+            await log.step_done(1, str(slow), "write_to_file", "call-1")
+        with Store.open(db) as reopened:
+            restarted = MutationLog(AsyncStore(reopened), "s", (str(root),), Turns())
+            plan = await restarted.rollback(0, force=False, dry_run=False)
+    assert {Path(r.path).name: r.action for r in plan} == {
+        "slow.txt": "restore",
+        "quick.txt": "delete",
+    }
+    assert slow.read_bytes() == b"slow before" and not quick.exists()
