@@ -9,13 +9,18 @@ checked against docs/extensions.schema.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from agybridge.store import BLOB_KEY, MUTATION_LOG_KEY, Store, referenced_blobs
 from fake_agy._fake_scenarios import EDIT_INITIAL_CONTENT, EDIT_SUFFIX
 
 from ..acp_wire import Harness, RawClient, WireValidator
@@ -432,3 +437,57 @@ async def test_undo_refused_for_a_file_changed_after_agy_says_undo_force(harness
             assert "from turn 1 on" in client.message_text(session_id, since=mark)
             assert b"user's own line" not in target.read_bytes()
         await harness.assert_no_leftovers()
+
+
+async def test_deleting_a_session_deletes_its_edit_log_and_its_own_snapshots(
+    harness: Harness,
+) -> None:
+    """session/delete and ``agybridge sessions delete`` remove a session's
+    mutation log and the file snapshots no other session refers to: two
+    sessions that edited the same content share its snapshots, which stay
+    until the second is deleted too; then nothing of either is left."""
+    db = harness.tmp_path / "agybridge.db"
+
+    def edit_keys() -> dict[str, set[str]]:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            keys = [key for (key,) in conn.execute("SELECT key FROM meta")]
+        return {
+            "logs": {
+                k.removeprefix(MUTATION_LOG_KEY) for k in keys if k.startswith(MUTATION_LOG_KEY)
+            },
+            "blobs": {k.removeprefix(BLOB_KEY) for k in keys if k.startswith(BLOB_KEY)},
+        }
+
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge("edit", validator=validator) as client:
+            await client.initialize()
+            sessions = []
+            for name in ("a", "b"):
+                workspace = harness.tmp_path / name
+                workspace.mkdir()
+                session_id = await client.new_session(workspace)
+                await prompt(client, session_id, "[fake-agy:edit] notes.txt")
+                sessions.append(session_id)
+            first, second = sessions
+            await prompt(client, second, "[fake-agy:edit] notes.txt")  # one more content
+            stored = await trio.to_thread.run_sync(edit_keys)
+            assert stored["logs"] == {first, second}
+            with Store.open(db) as store:
+                of = {s: referenced_blobs(store.meta_get(MUTATION_LOG_KEY + s)) for s in sessions}
+            assert of[first] < of[second] and stored["blobs"] == of[second]
+
+            answer = await client.request("session/delete", {"sessionId": first})
+            assert answer.get("result") == {}, answer
+            assert await trio.to_thread.run_sync(edit_keys) == stored | {"logs": {second}}
+        deleted = await trio.run_process(
+            [sys.executable, "-m", "agybridge", "sessions", "delete", second],
+            env=harness.env(),
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+        )
+        assert deleted.stdout.decode() == f"deleted {second}\n"
+        assert await trio.to_thread.run_sync(edit_keys) == {"logs": set(), "blobs": set()}
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
