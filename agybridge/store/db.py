@@ -248,13 +248,22 @@ class Store:
             True when something of the session was deleted.
         """
         with self._writing(f"deleting session {session_id!r}") as conn:
-            rows = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            lines = conn.execute("DELETE FROM journal WHERE session_id = ?", (session_id,))
-            log = conn.execute(
-                "DELETE FROM meta WHERE key = ?", (edits.MUTATION_LOG_KEY + session_id,)
-            )
-            _drop_unreferenced_blobs(conn)
-            return rows.rowcount > 0 or lines.rowcount > 0 or log.rowcount > 0
+            # Overwrite what is deleted (free pages would keep the files' and
+            # prompts' text on disk), for this transaction only.
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                rows = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+                lines = conn.execute("DELETE FROM journal WHERE session_id = ?", (session_id,))
+                log = conn.execute(
+                    "DELETE FROM meta WHERE key = ?", (edits.MUTATION_LOG_KEY + session_id,)
+                )
+                _drop_unreferenced_blobs(conn)
+            finally:
+                conn.execute("PRAGMA secure_delete = OFF")
+            deleted = rows.rowcount > 0 or lines.rowcount > 0 or log.rowcount > 0
+        if deleted:
+            self._truncate_wal()
+        return deleted
 
     def statistics(self) -> StoreStatistics:
         """Schema version and row counts (``agybridge doctor``)."""
@@ -420,6 +429,16 @@ class Store:
             what,
             "new" if now is None else "replacing",
         )
+
+    def _truncate_wal(self) -> None:
+        """Checkpoint and empty the WAL, whose frames still hold what was just
+        deleted; best effort (another connection reading keeps it as it is)."""
+        with self._lock:
+            conn = self._live()
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error as exc:
+                logger.info("could not empty the WAL of %s: %s", self._where(), exc)
 
     @contextlib.contextmanager
     def _writing(self, what: str) -> Iterator[sqlite3.Connection]:

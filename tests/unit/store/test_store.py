@@ -494,6 +494,44 @@ def test_delete_removes_the_edit_log_and_the_blobs_no_other_session_keeps(store:
     assert store.delete_session("b") is False
 
 
+def test_a_deleted_session_leaves_no_copy_of_its_files_or_prompts_on_disk(tmp_path: Path) -> None:
+    """What the session kept (a file's bytes, its prompt) is not left in the
+    database's free pages nor in its WAL once it is deleted, while the store
+    stays open (a bridge runs for hours)."""
+    path = tmp_path / "agybridge.db"
+    secret = b"the file agy edited: top secret " * 8  # kept on one page
+    text = base64.b64encode(secret).decode("ascii")
+    prompt = "a prompt that must go " * 8
+    with Store.open(path) as store:
+        store.upsert_session(record("s"))
+        store.upsert_session(record("keep"))
+        store.append_journal([JournalEntry.user("s", 0, 0, prompt)])
+        digest = "c" * 64
+        assert store.save_edit_log("s", [_edit("/w/f", None, digest)], {digest: text})
+
+        def on_disk() -> bytes:
+            files = [path, path.with_name(path.name + "-wal")]
+            return b"".join(f.read_bytes() for f in files if f.exists())
+
+        assert text.encode() in on_disk() and prompt.encode() in on_disk()
+        assert store.delete_session("s")
+        assert text.encode() not in on_disk()
+        assert prompt.encode() not in on_disk()
+        assert store.get_session("keep") is not None
+
+
+def test_later_edit_log_saves_of_a_session_deleted_elsewhere_write_nothing(tmp_path: Path) -> None:
+    """`Store.save_edit_log` writes only while the session's row exists."""
+    path = tmp_path / "agybridge.db"
+    with Store.open(path) as live, Store.open(path) as other:
+        assert not live.save_edit_log("s", [_edit("/w/f", None, "d" * 64)], {"d" * 64: "eA=="})
+        live.upsert_session(record("s"))
+        assert live.save_edit_log("s", [_edit("/w/f", None, "d" * 64)], {"d" * 64: "eA=="})
+        assert other.delete_session("s")
+        assert not live.save_edit_log("s", [_edit("/w/f", None, "e" * 64)], {"e" * 64: "eQ=="})
+        assert not {k for k in _meta_keys(other) if k.startswith((MUTATION_LOG_KEY, BLOB_KEY))}
+
+
 # --------------------------------------------------------------------------- journal
 
 
