@@ -276,8 +276,8 @@ class MutationLog:
         elif not self._unsaved_warned:
             self._unsaved_warned = True
             logger.warning(
-                "session %s is not in the session database (deleted by another process?): "
-                "its file changes are no longer saved",
+                "session %s is no longer in the session database (deleted): it keeps "
+                "its file changes in memory here, but they are no longer saved",
                 self._session_id,
             )
 

@@ -494,6 +494,39 @@ def test_delete_removes_the_edit_log_and_the_blobs_no_other_session_keeps(store:
     assert store.delete_session("b") is False
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    logs=st.dictionaries(
+        st.sampled_from("abcd"),
+        st.lists(st.tuples(st.sampled_from("0123"), st.sampled_from("0123")), max_size=3),
+        min_size=1,
+    ),
+    order=st.permutations("abcd"),
+)
+def test_after_any_deletes_the_stored_snapshots_are_those_remaining_logs_refer_to(
+    logs: dict[str, list[tuple[str, str]]], order: list[str]
+) -> None:
+    """Sessions whose logs share snapshots, deleted in any order: after each
+    delete the snapshots stored are exactly those the remaining logs refer to."""
+    with Store.open_memory() as store:
+        for session_id, edits in logs.items():
+            store.upsert_session(record(session_id))
+            entries = [_edit("/w/f", b * 64, a * 64) for b, a in edits]
+            blobs = {d * 64: "eA==" for pair in edits for d in pair}
+            assert store.save_edit_log(session_id, entries, blobs)
+        remaining = dict(logs)
+        for session_id in order:
+            store.delete_session(session_id)
+            remaining.pop(session_id, None)
+            referenced = {d * 64 for edits in remaining.values() for pair in edits for d in pair}
+            for digest in "0123":
+                kept = store.meta_get(BLOB_KEY + digest * 64) is not None
+                assert kept == (digest * 64 in referenced)
+            for other in logs:
+                stored = store.meta_get(MUTATION_LOG_KEY + other) is not None
+                assert stored == (other in remaining)
+
+
 def test_a_deleted_session_leaves_no_copy_of_its_files_or_prompts_on_disk(tmp_path: Path) -> None:
     """What the session kept (a file's bytes, its prompt) is not left in the
     database's free pages nor in its WAL once it is deleted, while the store
