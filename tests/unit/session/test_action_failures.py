@@ -263,6 +263,10 @@ class FakeStore:
     async def meta_put(self, key: str, value: Any) -> None:
         await trio.lowlevel.checkpoint()
 
+    async def save_edit_log(self, session_id: str, log: Any, blobs: Any) -> bool:
+        await trio.lowlevel.checkpoint()
+        return True
+
 
 class _Errors(logging.Handler):
     """Exceptions the session logged."""
