@@ -790,6 +790,17 @@ class Harness:
         """`open_bridge` with `env` (an async context manager yielding a `RawClient`)."""
         return open_bridge(self.tmp_path, self.env(scenario, **extra), validator=validator)
 
+    async def run_cli(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """``agybridge ARGS`` (e.g. ``sessions delete ID``) in this test's
+        environment, run to its end, its output captured."""
+        return await trio.run_process(
+            [*BRIDGE_CMD, *args],
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+        )
+
     async def spawn_bridge(self, **extra: str) -> trio.Process:
         """The bridge as a bare process (stdin and stdout pipes, stderr appended to
         ``bridge-stderr.log``), for a test that drives the pipes itself; the

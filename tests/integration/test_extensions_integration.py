@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -480,13 +478,7 @@ async def test_deleting_a_session_deletes_its_edit_log_and_its_own_snapshots(
             answer = await client.request("session/delete", {"sessionId": first})
             assert answer.get("result") == {}, answer
             assert await trio.to_thread.run_sync(edit_keys) == stored | {"logs": {second}}
-        deleted = await trio.run_process(
-            [sys.executable, "-m", "agybridge", "sessions", "delete", second],
-            env=harness.env(),
-            stdin=subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-        )
+        deleted = await harness.run_cli("sessions", "delete", second)
         assert deleted.stdout.decode() == f"deleted {second}\n"
         assert await trio.to_thread.run_sync(edit_keys) == {"logs": set(), "blobs": set()}
         await harness.assert_no_leftovers()

@@ -8,8 +8,6 @@ Every message is schema-validated.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -260,13 +258,7 @@ async def test_a_session_deleted_by_another_process_stays_deleted(
                 session_id = await client.new_session(cwd)
                 assert await prompt(client, session_id, "first") == "end_turn"
 
-            deleted = await trio.run_process(
-                [sys.executable, "-m", "agybridge", "sessions", "delete", session_id],
-                env=harness.env(),
-                stdin=subprocess.DEVNULL,
-                capture_stdout=True,
-                capture_stderr=True,
-            )
+            deleted = await harness.run_cli("sessions", "delete", session_id)
             assert deleted.stdout.decode() == f"deleted {session_id}\n"
             assert await prompt(client, session_id, "second") == "end_turn"
             assert await prompt(client, session_id, "third") == "end_turn"
