@@ -250,6 +250,7 @@ class Store:
         with self._writing(f"deleting session {session_id!r}") as conn:
             # Overwrite what is deleted (free pages would keep the files' and
             # prompts' text on disk), for this transaction only.
+            was = conn.execute("PRAGMA secure_delete").fetchone()[0]
             conn.execute("PRAGMA secure_delete = ON")
             try:
                 rows = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
@@ -259,7 +260,7 @@ class Store:
                 )
                 _drop_unreferenced_blobs(conn)
             finally:
-                conn.execute("PRAGMA secure_delete = OFF")
+                conn.execute(f"PRAGMA secure_delete = {int(was)}")
             deleted = rows.rowcount > 0 or lines.rowcount > 0 or log.rowcount > 0
         if deleted:
             self._truncate_wal()
@@ -434,7 +435,9 @@ class Store:
         """Checkpoint and empty the WAL, whose frames still hold what was just
         deleted; best effort (another connection reading keeps it as it is)."""
         with self._lock:
-            conn = self._live()
+            conn = self._conn
+            if conn is None:  # closed meanwhile (by another thread)
+                return
             try:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except sqlite3.Error as exc:
