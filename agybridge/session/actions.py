@@ -48,7 +48,7 @@ async def start_turn(session: Session, action: turns.StartTurn) -> None:
     work.timers = AttemptScopes()
     if action.attempt == 1:
         # Kept for a client that attaches while the turn runs (outlet.py).
-        await session.outlet.turn_started(work.display_text)
+        await session.outlet.turn_started(work.display_text, work.owner)
         # Title (first turn) and updatedAt (every turn) for session lists.
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         update = models.SessionInfoUpdate(updated_at=now)

@@ -273,6 +273,39 @@ async def test_the_newer_client_drives_and_the_older_is_told(
     await harness.assert_no_leftovers()
 
 
+async def test_a_queued_turn_of_the_older_client_ends_with_its_outcome_for_the_newer(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A prompt the older client queued before the newer one took the session
+    runs after the takeover: the newer client (which did not send it, so gets
+    no answer) is told how that turn ended too, as for the turn it took over
+    mid-way (README "Re-attaching"); before, only the running turn's outcome
+    came, and the queued turn's content arrived with no end."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id, running = await _start_slow_turn(first, tmp)
+        queued = await first.start_prompt(session_id, "[fake-agy:echo] queued")
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        harness.tmp_path.joinpath("release").touch()
+        assert stop_reason(await first.response(running)) == "end_turn"
+        assert stop_reason(await first.response(queued)) == "end_turn"
+        # The newer client's own turn comes after the queued one (one session loop).
+        own = await second.request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "[fake-agy:echo] own"}]},
+        )
+        assert stop_reason(own) == "end_turn", own
+        assert "queued" in second.message_text(session_id)
+        ended = {"state": "ended", "stopReason": "end_turn"}
+        assert _turn_states(second, session_id) == [{"state": "running"}, ended, ended]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_a_cancel_from_a_newer_client_does_not_cancel_later_prompts_of_an_older_one(
     supervisor: Supervisor, harness: Harness
 ) -> None:
