@@ -357,6 +357,44 @@ async def test_a_client_the_session_was_taken_from_cannot_cancel_its_turns(
     await harness.assert_no_leftovers()
 
 
+async def test_a_cancel_sent_right_behind_taking_the_session_back_cancels_the_turn(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A client the session was taken from resumes it and cancels its turn in
+    one write (not waiting for the resume's answer): the cancel is for the
+    session it is taking back, so it takes effect once the resume is done (as
+    a prompt sent behind a resume does); before, it arrived while the client
+    was not attached yet and was ignored, and the turn ran on to end_turn."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id, prompt = await _start_slow_turn(first, tmp)
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        resume_id = first.new_id()
+        messages: list[dict[str, Any]] = [
+            {
+                "jsonrpc": "2.0",
+                "id": resume_id,
+                "method": "session/resume",
+                "params": {"sessionId": session_id, "cwd": str(tmp)},
+            },
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}},
+        ]
+        for message in messages:
+            first.validator.feed("c2a", message)
+        await first.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        resumed = await first.response(resume_id)
+        assert "result" in resumed, resumed
+        harness.tmp_path.joinpath("release").touch()  # a turn not cancelled ends now
+        assert stop_reason(await first.response(prompt)) == "cancelled"
+        assert first.validator.problems == [], first.validator.report()
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_the_advertised_extensions_work_through_the_daemon(
     supervisor: Supervisor, harness: Harness
 ) -> None:
