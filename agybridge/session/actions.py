@@ -112,7 +112,10 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
         assert work.mapper is not None
         work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
         outcome = turn_outcome("ended", stopReason=models.STOP_END_TURN)
-    await session.outlet.turn_ended(outcome)
+    if work.mapper is not None:
+        # Its turn started (start_turn): it is the outlet's running turn. A
+        # prompt answered while still queued must not end another's record.
+        await session.outlet.turn_ended(outcome)
 
 
 async def answer_regardless(

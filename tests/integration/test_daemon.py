@@ -306,6 +306,40 @@ async def test_a_queued_turn_of_the_older_client_ends_with_its_outcome_for_the_n
     await harness.assert_no_leftovers()
 
 
+async def test_a_queued_prompt_cancelled_does_not_end_the_running_turn_for_the_newer_client(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A prompt still queued behind the running turn is cancelled: the client
+    that took the session over is not told the running turn ended (it has
+    not: its content goes on), and is told its real outcome when it ends;
+    before, the queued prompt's answer ended the outlet's record of the
+    running turn (outcome "cancelled", the rest of the turn's content after
+    it, and no outcome when it really ended)."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id, running = await _start_slow_turn(first, tmp)
+        queued = await first.start_prompt(session_id, "[fake-agy:echo] queued")
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        await first.notify("$/cancel_request", {"requestId": queued})
+        assert stop_reason(await first.response(queued)) == "cancelled"
+        harness.tmp_path.joinpath("release").touch()
+        assert stop_reason(await first.response(running)) == "end_turn"
+        # The newer client's own turn comes after the running one (one session loop).
+        own = await second.request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "[fake-agy:echo] own"}]},
+        )
+        assert stop_reason(own) == "end_turn", own
+        ended = {"state": "ended", "stopReason": "end_turn"}
+        assert _turn_states(second, session_id) == [{"state": "running"}, ended]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_a_cancel_from_a_newer_client_does_not_cancel_later_prompts_of_an_older_one(
     supervisor: Supervisor, harness: Harness
 ) -> None:
