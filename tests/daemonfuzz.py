@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import attrs
 
+from .wirefuzz import TURN_KINDS
+
 #: Prompt scenarios of the fake agy.
 SCENARIOS = ("echo", "echo", "slow", "slow", "tool", "permission-tool", "noise", "big-output")
 MODES = ("ask", "safe", "autonomous")
@@ -32,18 +34,6 @@ SESSION_ERRORS = frozenset({-32600, -32002, -32800})
 #: The session that never existed.
 GHOST = -1
 GHOST_ID = "sess_" + "0" * 32
-#: Updates that belong to a turn (or a load's replay).
-TURN_KINDS = frozenset(
-    {
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "user_message_chunk",
-        "tool_call",
-        "tool_call_update",
-        "plan",
-        "usage_update",
-    }
-)
 OPENS = frozenset({"session/load", "session/resume"})
 #: What only the client attached to a session may do.
 DRIVING_REQUESTS = frozenset({"session/prompt", "session/set_mode", "session/set_config_option"})

@@ -16,6 +16,7 @@ violations of issue 9's promises found in the log.
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -202,6 +203,39 @@ def make_plan(seed: int) -> Plan:
         scenarios=scenarios,
         steps=tuple(steps),
     )
+
+
+def selected_seeds(seed_var: str, seeds_var: str, default: int) -> list[int]:
+    """``seed_var=S``: seed S alone (a replay); else seeds 0..N-1, N from
+    ``seeds_var`` or ``default``."""
+    one = os.environ.get(seed_var, "").strip()
+    if one:
+        return [int(one)]
+    return list(range(int(os.environ.get(seeds_var, "") or default)))
+
+
+@attrs.frozen
+class Failing:
+    """A seed with problems, for `report`."""
+
+    seed: int
+    problems: Sequence[str]
+    #: Where its wire log(s) are, and its plan, described.
+    wire: str
+    plan: str
+
+
+def report(failing: Iterable[Failing], *, seed_var: str, test_file: str, shown: int) -> str:
+    """The failing seeds (the first ``shown`` problems of each), with their
+    plans and replay commands."""
+    lines = []
+    for seed in failing:
+        lines.append(f"seed {seed.seed}: {len(seed.problems)} problem(s)")
+        lines += [f"    {p}" for p in seed.problems[:shown]]
+        lines.append(f"    {seed.wire}")
+        lines += [f"    {line}" for line in seed.plan.splitlines()]
+        lines.append(f"    replay: {seed_var}={seed.seed} .venv/bin/pytest {test_file}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- the log

@@ -158,6 +158,31 @@ async def _start_slow_turn(client: RawClient, tmp_path: Path) -> tuple[str, int]
     return session_id, prompt
 
 
+async def _queue_then_take_over(
+    first: RawClient, second: RawClient, cwd: Path
+) -> tuple[str, int, int]:
+    """``first`` runs a slow turn with an echo prompt queued behind it, then
+    ``second`` loads the session: (session id, running prompt, queued prompt)."""
+    session_id, running = await _start_slow_turn(first, cwd)
+    queued = await first.start_prompt(session_id, "[fake-agy:echo] queued")
+    await second.initialize()
+    loaded = await second.request(
+        "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+    )
+    assert "result" in loaded, loaded
+    return session_id, running, queued
+
+
+async def _own_turn_after(client: RawClient, session_id: str) -> None:
+    """A prompt of ``client``'s own, run to its end: its turn comes after the
+    turns before it (one session loop), so their outcomes have reached it."""
+    own = await client.request(
+        "session/prompt",
+        {"sessionId": session_id, "prompt": [{"type": "text", "text": "[fake-agy:echo] own"}]},
+    )
+    assert stop_reason(own) == "end_turn", own
+
+
 async def test_turn_survives_its_client_and_a_new_client_sees_all_of_it(
     supervisor: Supervisor, harness: Harness
 ) -> None:
@@ -283,22 +308,11 @@ async def test_a_queued_turn_of_the_older_client_ends_with_its_outcome_for_the_n
     came, and the queued turn's content arrived with no end."""
     tmp = harness.tmp_path
     async with supervisor.attach() as first, supervisor.attach() as second:
-        session_id, running = await _start_slow_turn(first, tmp)
-        queued = await first.start_prompt(session_id, "[fake-agy:echo] queued")
-        await second.initialize()
-        loaded = await second.request(
-            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
-        )
-        assert "result" in loaded, loaded
+        session_id, running, queued = await _queue_then_take_over(first, second, tmp)
         harness.tmp_path.joinpath("release").touch()
         assert stop_reason(await first.response(running)) == "end_turn"
         assert stop_reason(await first.response(queued)) == "end_turn"
-        # The newer client's own turn comes after the queued one (one session loop).
-        own = await second.request(
-            "session/prompt",
-            {"sessionId": session_id, "prompt": [{"type": "text", "text": "[fake-agy:echo] own"}]},
-        )
-        assert stop_reason(own) == "end_turn", own
+        await _own_turn_after(second, session_id)
         assert "queued" in second.message_text(session_id)
         ended = {"state": "ended", "stopReason": "end_turn"}
         assert _turn_states(second, session_id) == [{"state": "running"}, ended, ended]
@@ -317,23 +331,12 @@ async def test_a_queued_prompt_cancelled_does_not_end_the_running_turn_for_the_n
     it, and no outcome when it really ended)."""
     tmp = harness.tmp_path
     async with supervisor.attach() as first, supervisor.attach() as second:
-        session_id, running = await _start_slow_turn(first, tmp)
-        queued = await first.start_prompt(session_id, "[fake-agy:echo] queued")
-        await second.initialize()
-        loaded = await second.request(
-            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
-        )
-        assert "result" in loaded, loaded
+        session_id, running, queued = await _queue_then_take_over(first, second, tmp)
         await first.notify("$/cancel_request", {"requestId": queued})
         assert stop_reason(await first.response(queued)) == "cancelled"
         harness.tmp_path.joinpath("release").touch()
         assert stop_reason(await first.response(running)) == "end_turn"
-        # The newer client's own turn comes after the running one (one session loop).
-        own = await second.request(
-            "session/prompt",
-            {"sessionId": session_id, "prompt": [{"type": "text", "text": "[fake-agy:echo] own"}]},
-        )
-        assert stop_reason(own) == "end_turn", own
+        await _own_turn_after(second, session_id)
         ended = {"state": "ended", "stopReason": "end_turn"}
         assert _turn_states(second, session_id) == [{"state": "running"}, ended]
     await supervisor.stop()

@@ -49,6 +49,8 @@ from ..daemonfuzz import (
     entries,
     make_plan,
 )
+from ..wirefuzz import Failing, selected_seeds
+from ..wirefuzz import report as failing_report
 
 pytestmark = pytest.mark.integration
 
@@ -61,13 +63,6 @@ SEED_TIMEOUT_S = 60
 #: How long the answers still due at the end may take (turns end by themselves).
 SETTLE_S = 20
 START_S = 20
-
-
-def selected_seeds() -> list[int]:
-    one = os.environ.get(SEED_VAR, "").strip()
-    if one:
-        return [int(one)]
-    return list(range(int(os.environ.get(SEEDS_VAR, "") or DEFAULT_SEEDS)))
 
 
 class Conn:
@@ -407,19 +402,19 @@ class Run:
 
 
 def report(runs: list[Run]) -> str:
-    lines = []
-    for run in runs:
-        if not run.problems:
-            continue
-        seed = run.plan.seed
-        lines.append(f"seed {seed}: {len(run.problems)} problem(s)")
-        lines += [f"    {p}" for p in run.problems[:10]]
-        lines.append(f"    wire logs: {run.harness.tmp_path}/wire-*.ndjson (connections in order)")
-        lines += [f"    {line}" for line in run.plan.describe().splitlines()]
-        lines.append(
-            f"    replay: {SEED_VAR}={seed} .venv/bin/pytest tests/integration/test_daemon_fuzz.py"
+    failing = [
+        Failing(
+            run.plan.seed,
+            run.problems,
+            f"wire logs: {run.harness.tmp_path}/wire-*.ndjson (connections in order)",
+            run.plan.describe(),
         )
-    return "\n".join(lines)
+        for run in runs
+        if run.problems
+    ]
+    return failing_report(
+        failing, seed_var=SEED_VAR, test_file="tests/integration/test_daemon_fuzz.py", shown=10
+    )
 
 
 async def run_seeds(seeds: list[int], tmp_path: Path) -> list[Run]:
@@ -445,7 +440,7 @@ async def run_seeds(seeds: list[int], tmp_path: Path) -> list[Run]:
 
 async def test_daemon_fuzz(tmp_path: Path) -> None:
     """Every selected seed keeps every promise (see daemonfuzz.check_connection)."""
-    runs = await run_seeds(selected_seeds(), tmp_path)
+    runs = await run_seeds(selected_seeds(SEED_VAR, SEEDS_VAR, DEFAULT_SEEDS), tmp_path)
     failing = report(runs)
     print(failing)  # whole, for the log: pytest shortens assertion messages
     assert not failing, f"{failing.count('replay:')} failing seed(s), see the captured stdout"
