@@ -267,6 +267,11 @@ def _agybridge_meta(message: Mapping[str, Any]) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+def _stop(message: Mapping[str, Any]) -> Any:
+    result = message.get("result")
+    return result.get("stopReason") if isinstance(result, dict) else None
+
+
 def check_connection(
     log: Sequence[Entry],
     *,
@@ -295,12 +300,13 @@ def check_connection(
       running turn): it must be followed by that turn's outcome (a
       ``session_info_update`` with ``_meta.agybridge.turn`` ended or failed)
       or by the end of the connection's attachment, never run into the next
-      answer of this connection's requests; a turn's content after its own
-      answer fails this. A client another client's close or delete lets go
-      is sent nothing more (README "Two clients"): ``ended_elsewhere`` (session
-      -> when other connections wrote a close or delete of it) excuses a turn
-      with no outcome that such a close or delete, written after this
-      connection's last open of the session, may have cut off;
+      ``end_turn`` answer of this connection's prompts (that turn ran after
+      it); a turn's content after its own answer fails this. A client
+      another client's close or delete lets go is sent nothing more (README
+      "Two clients"): ``ended_elsewhere`` (session -> when other connections
+      wrote a close or delete of it) excuses a turn with no outcome that such
+      a close or delete, written after this connection's last open of the
+      session, may have cut off;
     - a prompt written together with a later session/cancel of its session
       (one write) never ends ``end_turn``.
     """
@@ -399,10 +405,13 @@ def check_connection(
                 told = request_id in noticed
                 noticed.discard(request_id)
                 driving[req_session] = True if error is None and not told else None
-            if not pending.get(req_session) and req_session in unowned:
+            ran = req_method == "session/prompt" and _stop(message) == "end_turn"
+            if req_method in OPENS:
+                unowned.pop(req_session, None)  # a load's replay, or a turn taken over
+            elif ran and not pending.get(req_session) and req_session in unowned:
+                # Its turn ran after the one the content was of: that one's
+                # outcome came first (a mode change does not end a turn).
                 first = unowned.pop(req_session)
-                if req_method in OPENS:
-                    continue  # a load's replay, or a turn taken over
                 problems.append(
                     f"{where} answered while turn content sent with nothing pending "
                     f"(#{first.index}, {_update(first.message).get('sessionUpdate')}) "

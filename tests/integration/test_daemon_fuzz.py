@@ -507,7 +507,11 @@ def test_checker_finds_each_violation() -> None:
     late = check(*new, prompt, done, chunk)
     assert any("no outcome of the turn" in p for p in late)
     again = req(5, "session/prompt", sessionId="s", prompt=[])
-    assert any("after its answer" in p for p in check(*new, prompt, done, chunk, again, ok(5, {})))
+    ended = ok(5, {"stopReason": "end_turn"})
+    assert any("after its answer" in p for p in check(*new, prompt, done, chunk, again, ended))
+    # A mode change answered while a turn taken over runs on is no end of it.
+    mode = req(7, "session/set_mode", sessionId="s", modeId="ask")
+    assert check(*new, told, load, ok(3, {}), chunk, mode, ok(7, {}), chunk, outcome) == []
     closed = (req(6, "session/close", sessionId="s"), ok(6, {}))
     assert any("not opened here" in p for p in check(*new, *closed, chunk))
 
