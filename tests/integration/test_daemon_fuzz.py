@@ -110,7 +110,11 @@ class Conn:
         return None
 
     def unanswered(self) -> list[int]:
-        sent = [e.message["id"] for e in self.log() if e.direction == "c2a" and "id" in e.message]
+        sent = [  # requests only: the answers to the daemon's questions have ids too
+            e.message["id"]
+            for e in self.log()
+            if e.direction == "c2a" and "id" in e.message and "method" in e.message
+        ]
         sent = [i for i in sent if isinstance(i, int)]
         return [i for i in sent if self.answer(i) is None]
 
