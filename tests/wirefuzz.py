@@ -16,11 +16,13 @@ violations of issue 9's promises found in the log.
 from __future__ import annotations
 
 import json
+import os
 import random
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import attrs
+import trio
 
 #: Scenarios a session may run (permission-tool asks questions in gated modes).
 SCENARIOS = ("echo", "slow", "tool", "ignore-sigint", "crash", "permission-tool", "noise")
@@ -202,6 +204,62 @@ def make_plan(seed: int) -> Plan:
         scenarios=scenarios,
         steps=tuple(steps),
     )
+
+
+def selected_seeds(seed_var: str, seeds_var: str, default: int) -> list[int]:
+    """``seed_var=S``: seed S alone (a replay); else seeds 0..N-1, N from
+    ``seeds_var`` or ``default``."""
+    one = os.environ.get(seed_var, "").strip()
+    if one:
+        return [int(one)]
+    return list(range(int(os.environ.get(seeds_var, "") or default)))
+
+
+@attrs.frozen
+class Failing:
+    """A seed with problems, for `report`."""
+
+    seed: int
+    problems: Sequence[str]
+    #: Where its wire log(s) are, and its plan, described.
+    wire: str
+    plan: str
+
+
+class Runnable(Protocol):
+    def run(self) -> Awaitable[None]: ...
+
+
+async def run_all(runs: Iterable[Runnable], parallel: int) -> None:
+    """Run the seeds' runs, ``parallel`` at a time."""
+    limiter = trio.CapacityLimiter(parallel)
+
+    async def one(run: Runnable) -> None:
+        async with limiter:
+            await run.run()
+
+    async with trio.open_nursery() as nursery:
+        for run in runs:
+            nursery.start_soon(one, run)
+
+
+def assert_none_failing(failing: str) -> None:
+    """Fail with the report of the failing seeds, if any."""
+    print(failing)  # whole, for the log: pytest shortens assertion messages
+    assert not failing, f"{failing.count('replay:')} failing seed(s), see the captured stdout"
+
+
+def report(failing: Iterable[Failing], *, seed_var: str, test_file: str, shown: int) -> str:
+    """The failing seeds (the first ``shown`` problems of each), with their
+    plans and replay commands."""
+    lines = []
+    for seed in failing:
+        lines.append(f"seed {seed.seed}: {len(seed.problems)} problem(s)")
+        lines += [f"    {p}" for p in seed.problems[:shown]]
+        lines.append(f"    {seed.wire}")
+        lines += [f"    {line}" for line in seed.plan.splitlines()]
+        lines.append(f"    replay: {seed_var}={seed.seed} .venv/bin/pytest {test_file}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- the log

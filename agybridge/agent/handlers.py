@@ -274,22 +274,31 @@ class AcpAgent:
             for seq, session_id in self._behind_prompts.items():
                 if session_id == cancel.session_id and seq < ctx.seq:
                     self._behind[seq] = True  # answered cancelled once it arrives
-            session = self._manager.get(cancel.session_id)
-            if session is None:
-                logger.info("session/cancel for unknown session %r", cancel.session_id)
+            if self._lifecycle.pending(cancel.session_id):
+                # Sent behind a load or resume (maybe of a session another
+                # client drives now): it cancels once that is done.
+                cancel_later = functools.partial(self._cancel, cancel.session_id, ctx.seq)
+                self._lifecycle.then(cancel.session_id, ctx.seq, cancel_later)
                 return
-            if session.outlet.client is not self._client:
-                # Two clients rule (README "Long-running sessions"): the newest
-                # client to open a session drives it; the others' prompts for
-                # it are refused, their cancels ignored.
-                logger.info(
-                    "session/cancel for %s from a client not attached to it: ignored",
-                    cancel.session_id,
-                )
-                return
-            session.cancel(ctx.seq)
+            self._cancel(cancel.session_id, ctx.seq)
         else:
             logger.debug("ignoring notification %r", method)
+
+    def _cancel(self, session_id: str, seq: int) -> None:
+        """A ``session/cancel`` at wire position ``seq``, from this client."""
+        session = self._manager.get(session_id)
+        if session is None:
+            logger.info("session/cancel for unknown session %r", session_id)
+            return
+        if session.outlet.client is not self._client:
+            # Two clients rule (README "Long-running sessions"): the newest
+            # client to open a session drives it; the others' prompts for
+            # it are refused, their cancels ignored.
+            logger.info(
+                "session/cancel for %s from a client not attached to it: ignored", session_id
+            )
+            return
+        session.cancel(seq)
 
     # --- methods -----------------------------------------------------------
 

@@ -18,26 +18,40 @@ close or delete wait the same way (also when the session is live), then arrive
 at the session at once: they hold their place only until the requests before
 them are done. After a close or delete there is no session to arrive at: they
 get the unknown-session error. A ``session/cancel`` sent behind them cancels
-the prompts among them when they arrive.
+the prompts among them when they arrive, and takes its own place: it is
+applied once the requests before it are done (`LifecycleOrder.then`), so one
+sent right behind a load or resume of a session another client drives
+cancels as the client that now drives it.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import trio
+
+logger = logging.getLogger(__name__)
 
 
 class LifecycleOrder:
     def __init__(self) -> None:
         self._pending: dict[str, list[int]] = {}
+        #: Places that are not a waiting task: done when they reach the front.
+        self._actions: dict[int, Callable[[], None]] = {}
         self._changed = trio.Event()
 
     def ticket(self, session_id: str, seq: int) -> None:
         """Take a place (call in wire order)."""
         bisect.insort(self._pending.setdefault(session_id, []), seq)
+
+    def then(self, session_id: str, seq: int, action: Callable[[], None]) -> None:
+        """Take a place (in wire order, while `pending`) that calls ``action``
+        once every earlier request for ``session_id`` is done."""
+        self.ticket(session_id, seq)
+        self._actions[seq] = action
 
     def pending(self, session_id: str) -> bool:
         """Whether a request for ``session_id`` holds a place (in wire order:
@@ -57,6 +71,12 @@ class LifecycleOrder:
             yield
         finally:
             queue.remove(seq)
+            while queue and queue[0] in self._actions:
+                action = self._actions.pop(queue.pop(0))
+                try:
+                    action()
+                except Exception:
+                    logger.exception("a request waiting for %s failed", session_id)
             if not queue:
                 del self._pending[session_id]
             self._changed.set()

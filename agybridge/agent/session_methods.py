@@ -333,7 +333,9 @@ class SessionMethods:
                 # A rollback sent just before: agy must not run while the files
                 # are being restored (its note goes with the turn: send_user_turn).
                 await session.mutations.settled()
-                result = await session.prompt(ctx.seq, prepared.text, prepared.display_text)
+                result = await session.prompt(
+                    ctx.seq, prepared.text, prepared.display_text, self._client
+                )
         finally:
             if prepared.converted.files:
                 await prompting.discard(session, ctx.seq)

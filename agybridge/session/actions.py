@@ -49,7 +49,7 @@ async def start_turn(session: Session, action: turns.StartTurn) -> None:
     work.timers = AttemptScopes()
     if action.attempt == 1:
         # Kept for a client that attaches while the turn runs (outlet.py).
-        await session.outlet.turn_started(work.display_text)
+        await session.outlet.turn_started(work.display_text, work.owner)
         # Title (first turn) and updatedAt (every turn) for session lists.
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         update = models.SessionInfoUpdate(updated_at=now)
@@ -107,7 +107,10 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     finally:
         # Taken from the book: nothing else can answer it, whatever failed above.
         outcome = _give(work, action)
-    await session.outlet.turn_ended(outcome)
+    if work.mapper is not None:
+        # Its turn started (start_turn): it is the outlet's running turn. A
+        # prompt answered while still queued must not end another's record.
+        await session.outlet.turn_ended(outcome)
 
 
 def _give(work: PromptWork, action: turns.AnswerPrompt) -> models.SessionInfoUpdate:

@@ -225,11 +225,13 @@ class Outlet:
 
     # --- the running turn ------------------------------------------------------
 
-    async def turn_started(self, prompt_text: str) -> None:
-        """A prompt's turn starts (its prompt, for a client that attaches later)."""
+    async def turn_started(self, prompt_text: str, owner: ClientSink | None = None) -> None:
+        """A prompt's turn starts (its prompt, for a client that attaches later);
+        ``owner``: the client that sent the prompt (it gets the answer), when
+        known, else the attached one."""
         async with self._guard:
             self._turn = TurnLog()
-            self._turn_owner = self._client
+            self._turn_owner = owner if owner is not None else self._client
             self.turn_started_at = time.time()
             self._unseen_outcome = None
             self._turn.add(models.UserMessageChunk(content=models.TextContent(text=prompt_text)))

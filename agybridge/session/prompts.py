@@ -11,6 +11,7 @@ import trio
 
 from .errors import SessionError
 from .mapper import TurnMapper
+from .outlet import ClientSink
 
 
 @attrs.frozen
@@ -59,6 +60,8 @@ class PromptWork:
     text: str = ""
     #: What the user typed, for the title and the display history.
     display_text: str = ""
+    #: The client that sent the prompt (it gets the answer), if known.
+    owner: ClientSink | None = None
     mapper: TurnMapper | None = None
     #: agy said on stderr that it is not signed in, during this turn.
     auth_failed: bool = False
@@ -138,11 +141,13 @@ class PromptBook:
                 work.answer(stop=stop, error=error)
         return work
 
-    def claim(self, seq: float, text: str, display_text: str) -> PromptWork:
+    def claim(
+        self, seq: float, text: str, display_text: str, owner: ClientSink | None = None
+    ) -> PromptWork:
         """The request task takes its prompt, now ready to run."""
         work = self._entry(seq)
         work.claimed = True
-        work.text, work.display_text = text, display_text
+        work.text, work.display_text, work.owner = text, display_text, owner
         return work
 
     def release(self, seq: float, work: PromptWork) -> None:

@@ -40,7 +40,7 @@ from .images import snapshot_edit_target
 from .inbox import Inbox, Step
 from .mapper import OutcomeKind, TurnMapper
 from .mutations import MutationLog
-from .outlet import Outlet
+from .outlet import ClientSink, Outlet
 from .persistence import SessionBook
 from .private_root import prepare_private_root
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
@@ -409,14 +409,17 @@ class Session:
         else:
             self.post(turns.PromptDropped(seq))
 
-    async def prompt(self, seq: float, text: str, display_text: str) -> PromptResult:
-        """Run the prompt's turn in its place in the queue; its answer.
+    async def prompt(
+        self, seq: float, text: str, display_text: str, owner: ClientSink | None = None
+    ) -> PromptResult:
+        """Run the prompt's turn in its place in the queue; its answer
+        (``owner``: the client that sent it, see `Outlet.turn_started`).
 
         Raises:
             SessionError: agy could not run the turn, or the bridge failed.
         """
         self.post(turns.PromptArrived(seq))
-        work = self.prompts.claim(seq, text, display_text)
+        work = self.prompts.claim(seq, text, display_text, owner)
         self.post(turns.PromptReady(seq))
         try:
             return await work.result()

@@ -158,6 +158,31 @@ async def _start_slow_turn(client: RawClient, tmp_path: Path) -> tuple[str, int]
     return session_id, prompt
 
 
+async def _queue_then_take_over(
+    first: RawClient, second: RawClient, cwd: Path
+) -> tuple[str, int, int]:
+    """``first`` runs a slow turn with an echo prompt queued behind it, then
+    ``second`` loads the session: (session id, running prompt, queued prompt)."""
+    session_id, running = await _start_slow_turn(first, cwd)
+    queued = await first.start_prompt(session_id, "[fake-agy:echo] queued")
+    await second.initialize()
+    loaded = await second.request(
+        "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+    )
+    assert "result" in loaded, loaded
+    return session_id, running, queued
+
+
+async def _own_turn_after(client: RawClient, session_id: str) -> None:
+    """A prompt of ``client``'s own, run to its end: its turn comes after the
+    turns before it (one session loop), so their outcomes have reached it."""
+    own = await client.request(
+        "session/prompt",
+        {"sessionId": session_id, "prompt": [{"type": "text", "text": "[fake-agy:echo] own"}]},
+    )
+    assert stop_reason(own) == "end_turn", own
+
+
 async def test_turn_survives_its_client_and_a_new_client_sees_all_of_it(
     supervisor: Supervisor, harness: Harness
 ) -> None:
@@ -273,6 +298,51 @@ async def test_the_newer_client_drives_and_the_older_is_told(
     await harness.assert_no_leftovers()
 
 
+async def test_a_queued_turn_of_the_older_client_ends_with_its_outcome_for_the_newer(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A prompt the older client queued before the newer one took the session
+    runs after the takeover: the newer client (which did not send it, so gets
+    no answer) is told how that turn ended too, as for the turn it took over
+    mid-way (README "Re-attaching"); before, only the running turn's outcome
+    came, and the queued turn's content arrived with no end."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id, running, queued = await _queue_then_take_over(first, second, tmp)
+        harness.tmp_path.joinpath("release").touch()
+        assert stop_reason(await first.response(running)) == "end_turn"
+        assert stop_reason(await first.response(queued)) == "end_turn"
+        await _own_turn_after(second, session_id)
+        assert "queued" in second.message_text(session_id)
+        ended = {"state": "ended", "stopReason": "end_turn"}
+        assert _turn_states(second, session_id) == [{"state": "running"}, ended, ended]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_queued_prompt_cancelled_does_not_end_the_running_turn_for_the_newer_client(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A prompt still queued behind the running turn is cancelled: the client
+    that took the session over is not told the running turn ended (it has
+    not: its content goes on), and is told its real outcome when it ends;
+    before, the queued prompt's answer ended the outlet's record of the
+    running turn (outcome "cancelled", the rest of the turn's content after
+    it, and no outcome when it really ended)."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id, running, queued = await _queue_then_take_over(first, second, tmp)
+        await first.notify("$/cancel_request", {"requestId": queued})
+        assert stop_reason(await first.response(queued)) == "cancelled"
+        harness.tmp_path.joinpath("release").touch()
+        assert stop_reason(await first.response(running)) == "end_turn"
+        await _own_turn_after(second, session_id)
+        ended = {"state": "ended", "stopReason": "end_turn"}
+        assert _turn_states(second, session_id) == [{"state": "running"}, ended]
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_a_cancel_from_a_newer_client_does_not_cancel_later_prompts_of_an_older_one(
     supervisor: Supervisor, harness: Harness
 ) -> None:
@@ -320,6 +390,44 @@ async def test_a_client_the_session_was_taken_from_cannot_cancel_its_turns(
         assert "result" in listed, listed
         harness.tmp_path.joinpath("release").touch()
         assert stop_reason(await second.response(prompt)) == "end_turn"
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+async def test_a_cancel_sent_right_behind_taking_the_session_back_cancels_the_turn(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A client the session was taken from resumes it and cancels its turn in
+    one write (not waiting for the resume's answer): the cancel is for the
+    session it is taking back, so it takes effect once the resume is done (as
+    a prompt sent behind a resume does); before, it arrived while the client
+    was not attached yet and was ignored, and the turn ran on to end_turn."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        session_id, prompt = await _start_slow_turn(first, tmp)
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        resume_id = first.new_id()
+        messages: list[dict[str, Any]] = [
+            {
+                "jsonrpc": "2.0",
+                "id": resume_id,
+                "method": "session/resume",
+                "params": {"sessionId": session_id, "cwd": str(tmp)},
+            },
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}},
+        ]
+        for message in messages:
+            first.validator.feed("c2a", message)
+        await first.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        resumed = await first.response(resume_id)
+        assert "result" in resumed, resumed
+        harness.tmp_path.joinpath("release").touch()  # a turn not cancelled ends now
+        assert stop_reason(await first.response(prompt)) == "cancelled"
+        assert first.validator.problems == [], first.validator.report()
     await supervisor.stop()
     await harness.assert_no_leftovers()
 

@@ -29,7 +29,21 @@ import pytest
 import trio
 
 from ..acp_wire import BridgeGone, Harness, RawClient, leftover_processes, wait_no_leftovers
-from ..wirefuzz import GHOST, Op, Plan, Step, check, child_overlaps, make_plan, wire_log
+from ..wirefuzz import (
+    GHOST,
+    Failing,
+    Op,
+    Plan,
+    Step,
+    assert_none_failing,
+    check,
+    child_overlaps,
+    make_plan,
+    run_all,
+    selected_seeds,
+    wire_log,
+)
+from ..wirefuzz import report as failing_report
 
 pytestmark = pytest.mark.integration
 
@@ -46,13 +60,6 @@ EXIT_TIMEOUT_S = 15
 SAMPLE_INTERVAL_S = 0.1
 #: The id the plans' session that never existed goes by.
 GHOST_ID = "sess_" + "0" * 32
-
-
-def selected_seeds() -> list[int]:
-    one = os.environ.get(SEED_VAR, "").strip()
-    if one:
-        return [int(one)]
-    return list(range(int(os.environ.get(SEEDS_VAR, "") or DEFAULT_SEEDS)))
 
 
 class Run:
@@ -195,45 +202,39 @@ class Run:
 
 
 def report(runs: list[Run]) -> str:
-    lines = []
-    for run in runs:
-        if not run.problems:
-            continue
-        seed = run.plan.seed
-        lines.append(f"seed {seed}: {len(run.problems)} problem(s)")
-        lines += [f"    {p}" for p in run.problems[:8]]
-        lines.append(f"    wire log: {run.harness.tmp_path / 'wire.ndjson'}")
-        lines += [f"    {line}" for line in run.plan.describe().splitlines()]
-        lines.append(
-            f"    replay: {SEED_VAR}={seed} .venv/bin/pytest tests/integration/test_wire_fuzz.py"
+    failing = [
+        Failing(
+            run.plan.seed,
+            run.problems,
+            f"wire log: {run.harness.tmp_path / 'wire.ndjson'}",
+            run.plan.describe(),
         )
-    return "\n".join(lines)
+        for run in runs
+        if run.problems
+    ]
+    return failing_report(
+        failing, seed_var=SEED_VAR, test_file="tests/integration/test_wire_fuzz.py", shown=8
+    )
 
 
 async def run_seeds(seeds: list[int], tmp_path: Path) -> list[Run]:
     runs = [Run(make_plan(seed), tmp_path / f"seed{seed}") for seed in seeds]
-    limiter = trio.CapacityLimiter(PARALLEL)
-
-    async def one(run: Run) -> None:
-        async with limiter:
-            await run.run()
-
-    async with trio.open_nursery() as nursery:
-        for run in runs:
-            nursery.start_soon(one, run)
+    await run_all(runs, PARALLEL)
     return runs
 
 
 @pytest.mark.parametrize("shard", range(SHARDS))
 async def test_wire_fuzz(shard: int, tmp_path: Path) -> None:
     """Every selected seed of this shard keeps every promise (see wirefuzz.check)."""
-    seeds = [seed for seed in selected_seeds() if seed % SHARDS == shard]
+    seeds = [
+        seed
+        for seed in selected_seeds(SEED_VAR, SEEDS_VAR, DEFAULT_SEEDS)
+        if seed % SHARDS == shard
+    ]
     if not seeds:
         pytest.skip(f"no selected seed falls in shard {shard}")
     runs = await run_seeds(seeds, tmp_path)
-    failing = report(runs)
-    print(failing)  # whole, for the log: pytest shortens assertion messages
-    assert not failing, f"{failing.count('replay:')} failing seed(s), see the captured stdout"
+    assert_none_failing(report(runs))
 
 
 def test_plans_are_deterministic_and_varied() -> None:
