@@ -69,10 +69,14 @@ class AcpAgent:
         catalog_ready: Callable[[], Awaitable[None]] | None = None,
         sign_in: SignInState,
         on_sessions_loaded: Callable[[], None] | None = None,
+        client_gone: Callable[[], bool] | None = None,
     ) -> None:
         """``on_sessions_loaded`` is called once the session machinery has been
         imported, by the first request that needs it (the bridge freezes the
-        heap then, as it did at start-up: cli.py)."""
+        heap then, as it did at start-up: cli.py). ``client_gone``: whether the
+        client has left for good (the daemon: a load or resume of a departed
+        client takes no session from another client)."""
+        self._client_gone = client_gone
         self._on_sessions_loaded = on_sessions_loaded
         self._manager = manager
         self._client = client
@@ -360,6 +364,7 @@ class AcpAgent:
                 doctor=self._doctor,
                 catalog_ready=self._catalog_ready,
                 sign_in=self._sign_in,
+                client_gone=self._client_gone,
             )
             if self._on_sessions_loaded is not None:
                 self._on_sessions_loaded()

@@ -61,8 +61,10 @@ class SessionMethods:
         doctor: Callable[[], list[str]],
         catalog_ready: Callable[[], Awaitable[None]] | None,
         sign_in: SignInState,
+        client_gone: Callable[[], bool] | None = None,
     ) -> None:
         self._agent = agent
+        self._client_gone = client_gone
         self._manager = manager
         self._client = client
         self._default_settings = default_settings
@@ -227,7 +229,9 @@ class SessionMethods:
 
         # The client registered the session before sending load: the history
         # (then a running turn so far) may (must) arrive before the response.
-        await session.outlet.attach_replaying(self._client, history if replay else None)
+        await session.outlet.attach_replaying(
+            self._client, history if replay else None, gone=self._client_gone
+        )
         await session.announce_now()
         await session.barrier()
         response = models.SessionStateResponse(

@@ -9,6 +9,9 @@ ACP requests go to the connection's own :class:`~agybridge.agent.AcpAgent`
 from __future__ import annotations
 
 import logging
+import select
+import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +58,9 @@ class Connection:
             doctor=doctor,
             catalog_ready=daemon.catalog.loaded.wait,
             sign_in=daemon.sign_in,
+            client_gone=self.gone,
         )
+        self._socket = stream.socket
         self.peer = Peer(
             stream,
             stream,
@@ -63,6 +68,12 @@ class Connection:
             max_line_bytes=settings.max_line_bytes,
             seqs=seqs,
         )
+
+    def gone(self) -> bool:
+        """The client has left for good: writing to it failed, or it closed
+        the connection both ways (a client that only closed its sending side,
+        as ``attach`` does at stdin EOF, still reads its answers)."""
+        return self.peer.send_broken or (self.peer.receive_closed and _hung_up(self._socket))
 
     async def _send_updates(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         """This client's ``session/update`` sink (what outlets attach)."""
@@ -89,6 +100,20 @@ class _Handler:
 
     async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
         await self._agent.handle_notification(method, params, ctx)
+
+
+def _hung_up(sock: socket.socket | trio.socket.SocketType) -> bool:
+    """The other end closed both directions (Linux reports POLLHUP for a Unix
+    socket only then, not for a half-close; elsewhere: never said)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    poller = select.poll()
+    try:
+        poller.register(sock.fileno(), select.POLLIN)
+        events = poller.poll(0)
+    except (OSError, ValueError):  # closed meanwhile: gone
+        return True
+    return any(mask & select.POLLHUP for _fd, mask in events)
 
 
 def _stop_budget(params: Any) -> float | None:

@@ -248,6 +248,11 @@ class Peer:
         return self._writer.writing
 
     @property
+    def send_broken(self) -> bool:
+        """Writing to the peer failed (nobody reads our output any more)."""
+        return self._writer.broken
+
+    @property
     def receive_closed(self) -> bool:
         return self._receive_closed.is_set()
 

@@ -269,11 +269,19 @@ class Outlet:
         self,
         client: ClientSink,
         history: Callable[[], Awaitable[Iterable[models.SessionUpdate]]] | None,
+        *,
+        gone: Callable[[], bool] | None = None,
     ) -> ClientSink | None:
         """Attach ``client`` and bring it up to date: the stored ``history``
         (None: nothing, for ``session/resume``), the running turn so far, and
         the outcome of a turn it has not seen. Returns the client it replaced
-        (told it was detached), if another one was attached."""
+        (told it was detached), if another one was attached. A client that
+        ``gone`` says has left for good by the time its turn comes (its open
+        waited behind others) attaches to nothing and takes nothing (nor
+        holds up what goes to the attached client)."""
+        if gone is not None and gone():
+            logger.info("session %s: not attached to a departed client", self.session_id)
+            return None
         self._takers.append(client)
         handing = self._handing
         if handing is not None and handing[0] is not client:
@@ -281,6 +289,9 @@ class Outlet:
         try:
             async with self._guard:
                 self._takers.remove(client)
+                if gone is not None and gone():
+                    logger.info("session %s: not attached to a departed client", self.session_id)
+                    return None
                 return await self._attach_now(client, history)
         finally:
             if client in self._takers:

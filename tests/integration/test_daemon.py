@@ -5,6 +5,7 @@ never by the clock."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import trio
 
 from agybridge.daemon.listener import peer_allowed
 from tests.acp_wire import BRIDGE_CMD, Harness, RawClient, open_bridge, stop_reason, tail
+from tests.integration.test_daemon_fuzz import Conn
 from tests.integration.test_shutdown_wire import (
     STARTED_BIG_LINE,
     assert_whole_lines_with_the_big_one,
@@ -731,3 +733,74 @@ async def test_idle_daemon_exits_when_configured(supervisor: Supervisor, harness
         assert "result" in closed, closed
     await harness.assert_no_leftovers(timeout_s=WAIT_S)
     assert not supervisor.socket.exists()
+
+
+async def test_a_load_of_a_client_gone_while_it_waited_does_not_take_the_session(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """A client sends session/load, then closes its socket while the load waits
+    behind another client's load of the session (the manager's lifecycle lock):
+    the departed client does not take the session from the live one, which
+    keeps driving it (its prompt runs, its permission question reaches it, it
+    is not told ``attached: false``). Before, the load finished for nobody,
+    the live client was told it was detached and nobody was attached: the
+    turn's question waited for agy's hook timeout, the prompts behind it hung."""
+    tmp = harness.tmp_path
+    clock = itertools.count()
+    open_params = {"cwd": str(tmp), "mcpServers": []}
+    init = {"protocolVersion": 1, "clientCapabilities": {}}
+    async with supervisor.attach() as keeper, trio.open_nursery() as nursery:
+        await keeper.initialize()  # the daemon runs from here on
+
+        async def connect(name: str) -> Conn:
+            conn = Conn(name, await trio.open_unix_socket(str(supervisor.socket)), clock)
+            nursery.start_soon(conn.read)
+            assert "result" in (await conn.call("initialize", init) or {})
+            return conn
+
+        with trio.fail_after(WAIT_S):
+            live = await connect("live")
+            created = await live.call("session/new", open_params) or {}
+            session_id = created["result"]["sessionId"]
+            big = "[fake-agy:echo] " + "x" * 2**20  # a replay no socket buffer holds
+            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": big}]}
+            assert stop_reason(await live.call("session/prompt", prompt) or {}) == "end_turn"
+            # The live client's own load replays the history; it stops reading
+            # once that began, so its load holds the session's lifecycle lock.
+            replaying = len(live.received)
+            load = live.request("session/load", {"sessionId": session_id, **open_params})
+            await live.send([load])
+            await live.wait_for(lambda: len(live.received) > replaying)
+            live.reading = trio.Event()
+            gone = await connect("gone")
+            taking = gone.request("session/load", {"sessionId": session_id, **open_params})
+            await gone.send([taking])
+            await gone.stream.aclose()  # fully closed: it reads nothing more
+            gone.reading.set()
+            live.reading.set()
+            assert "result" in (await live.wait_for(lambda: live.answer(load["id"])) or {})
+            # The departed client's load is done once its connection is (the
+            # clients left: keeper, live, and the status command's own).
+            while (await supervisor.status())["clients"] > 3:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+            question = {
+                "sessionId": session_id,
+                "prompt": [{"type": "text", "text": "[fake-agy:permission-tool]"}],
+            }
+            done = await live.call("session/prompt", question) or {}
+            assert stop_reason(done) == "end_turn", done
+        asked = [m for m in live.received if m.get("method") == "session/request_permission"]
+        assert asked, "the permission question did not reach the live client"
+        told = [m for m in live.received if (_update_meta(m).get("attached") is False)]
+        assert told == [], told
+        await live.stream.aclose()
+        live.reading.set()
+        nursery.cancel_scope.cancel()
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
+def _update_meta(message: dict[str, Any]) -> dict[str, Any]:
+    update = (message.get("params") or {}).get("update") or {}
+    meta: dict[str, Any] = (update.get("_meta") or {}).get("agybridge") or {}
+    return meta

@@ -133,6 +133,21 @@ async def test_replaced_client_is_told_and_gets_nothing_more() -> None:
     assert new.texts() == ["x"]
 
 
+async def test_a_client_gone_before_its_turn_to_attach_takes_nothing() -> None:
+    """A client that left for good while its load waited (``gone``) does not
+    take the session: the attached client keeps it, is told nothing, and gets
+    what follows; a client still there (``gone`` false) takes it as before."""
+    live, departed = Client(), Client()
+    outlet = Outlet("s", live)
+    replaced = await outlet.attach_replaying(departed, history, gone=lambda: True)
+    await outlet.send(chunk("x"))
+    assert replaced is None and outlet.client is live
+    assert live.got == [codec.unstructure(chunk("x"))] and departed.got == []
+    newer = Client()
+    assert await outlet.attach_replaying(newer, None, gone=lambda: False) is live
+    assert outlet.client is newer
+
+
 class Stuck(Client):
     """A client that stopped reading: every hand-over waits forever."""
 
