@@ -433,15 +433,26 @@ class Store:
 
     def _truncate_wal(self) -> None:
         """Checkpoint and empty the WAL, whose frames still hold what was just
-        deleted; best effort (another connection reading keeps it as it is)."""
+        deleted; best effort, never waiting: a connection reading an older
+        snapshot keeps it as it is (waiting for it, up to the busy timeout,
+        would hold every other write of this bridge)."""
         with self._lock:
             conn = self._conn
             if conn is None:  # closed meanwhile (by another thread)
                 return
             try:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {int(_opening.BUSY_TIMEOUT_S * 1000)}")
             except sqlite3.Error as exc:
                 logger.info("could not empty the WAL of %s: %s", self._where(), exc)
+                return
+            if busy:
+                logger.info(
+                    "could not empty the WAL of %s: another connection reads it", self._where()
+                )
 
     @contextlib.contextmanager
     def _writing(self, what: str) -> Iterator[sqlite3.Connection]:

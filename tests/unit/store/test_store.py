@@ -6,6 +6,7 @@ import base64
 import contextlib
 import datetime as dt
 import json
+import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -551,6 +552,27 @@ def test_a_deleted_session_leaves_no_copy_of_its_files_or_prompts_on_disk(tmp_pa
         assert text.encode() not in on_disk()
         assert prompt.encode() not in on_disk()
         assert store.get_session("keep") is not None
+
+
+def test_emptying_the_wal_after_a_delete_does_not_wait_for_a_reader(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another connection reading an older snapshot keeps the WAL: emptying it
+    is skipped at once, and said, rather than waited for up to the busy
+    timeout while every other write of this bridge waits on the store."""
+    path = tmp_path / "agybridge.db"
+    with Store.open(path) as store:
+        store.upsert_session(record("s"))
+        reader = sqlite3.connect(path, isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM sessions").fetchone()  # holds a snapshot
+            with caplog.at_level(logging.INFO, logger="agybridge.store"):
+                assert store.delete_session("s")
+        finally:
+            reader.close()
+        assert store.get_session("s") is None
+    assert "could not empty the WAL" in caplog.text
 
 
 def test_later_edit_log_saves_of_a_session_deleted_elsewhere_write_nothing(tmp_path: Path) -> None:
