@@ -867,6 +867,22 @@ def test_ignore_sigint_keeps_streaming_until_sigterm(fake: Harness) -> None:
     assert done.code == 1
 
 
+def _marked_children(marker: str, parent: int, count: int) -> list[int]:
+    """The marked processes but ``parent``, once ``count`` of them show.
+
+    A child the fake started before its first fragment has exec'd, but the
+    kernel sets the new image's environment bounds a moment later (after the
+    close-on-exec pipe that ends `subprocess.Popen` is closed): until then its
+    /proc environ reads empty. Nothing to wait on but /proc, so it is polled.
+    """
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        children = sorted(pid for pid in marked_pids(marker) if pid != parent)
+        if len(children) >= count or time.monotonic() > deadline:
+            return children
+        time.sleep(0.01)
+
+
 def test_slow_children_live_in_the_expected_process_groups(fake: Harness) -> None:
     """slow spawns one child in the fake's group and one in its own session; they
     inherit the environment and outlive the fake (cleanup is the bridge's job)."""
@@ -876,7 +892,7 @@ def test_slow_children_live_in_the_expected_process_groups(fake: Harness) -> Non
     live.send(user("go"))
     live.until(first_fragment)
     fake_pid = live.proc.pid
-    children = sorted(pid for pid in marked_pids(fake.marker) if pid != fake_pid)
+    children = _marked_children(fake.marker, fake_pid, 2)
     assert len(children) == 2
     logged = {e["child"]["pid"]: e["child"] for e in fake.log_entries() if "child" in e}
     assert sorted(logged) == children
