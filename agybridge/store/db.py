@@ -258,7 +258,7 @@ class Store:
                 log = conn.execute(
                     "DELETE FROM meta WHERE key = ?", (edits.MUTATION_LOG_KEY + session_id,)
                 )
-                _drop_unreferenced_blobs(conn)
+                edits.drop_unreferenced_blobs(conn)
             finally:
                 conn.execute(f"PRAGMA secure_delete = {int(was)}")
             deleted = rows.rowcount > 0 or lines.rowcount > 0 or log.rowcount > 0
@@ -536,25 +536,6 @@ def _session_params(record: SessionRecord) -> tuple[object, ...]:
         record.updated_at,
         json.dumps(dict(record.meta), ensure_ascii=False, sort_keys=True),
     )
-
-
-def _prefixed(prefix: str) -> tuple[str, str, str]:
-    """A WHERE clause and its bounds selecting the meta keys that start with
-    ``prefix`` (a range of the primary key, not a scan)."""
-    return "key >= ? AND key < ?", prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
-
-
-def _drop_unreferenced_blobs(conn: sqlite3.Connection) -> None:
-    """Delete every stored snapshot that no stored mutation log refers to."""
-    where, low, high = _prefixed(edits.MUTATION_LOG_KEY)
-    referenced: set[str] = set()
-    for row in conn.execute(f"SELECT value FROM meta WHERE {where}", (low, high)):
-        with contextlib.suppress(ValueError):
-            referenced |= edits.referenced_blobs(json.loads(row["value"]))
-    where, low, high = _prefixed(edits.BLOB_KEY)
-    keys = [row["key"] for row in conn.execute(f"SELECT key FROM meta WHERE {where}", (low, high))]
-    unreferenced = [(k,) for k in keys if k[len(edits.BLOB_KEY) :] not in referenced]
-    conn.executemany("DELETE FROM meta WHERE key = ?", unreferenced)
 
 
 def _upsert_session(conn: sqlite3.Connection, record: SessionRecord) -> None:

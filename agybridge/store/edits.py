@@ -16,6 +16,9 @@ every blob that no remaining log refers to.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import sqlite3
 from typing import Any
 
 MUTATION_LOG_KEY = "agybridge.mutations/"
@@ -34,3 +37,22 @@ def referenced_blobs(log: Any) -> set[str]:
             if isinstance(side, dict) and isinstance(side.get("sha256"), str):
                 digests.add(side["sha256"])
     return digests
+
+
+def _prefixed(prefix: str) -> tuple[str, str, str]:
+    """A WHERE clause and its bounds selecting the meta keys that start with
+    ``prefix`` (a range of the primary key, not a scan)."""
+    return "key >= ? AND key < ?", prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def drop_unreferenced_blobs(conn: sqlite3.Connection) -> None:
+    """Delete every stored snapshot that no stored mutation log refers to."""
+    where, low, high = _prefixed(MUTATION_LOG_KEY)
+    referenced: set[str] = set()
+    for row in conn.execute(f"SELECT value FROM meta WHERE {where}", (low, high)):
+        with contextlib.suppress(ValueError):
+            referenced |= referenced_blobs(json.loads(row["value"]))
+    where, low, high = _prefixed(BLOB_KEY)
+    keys = [row["key"] for row in conn.execute(f"SELECT key FROM meta WHERE {where}", (low, high))]
+    unreferenced = [(k,) for k in keys if k[len(BLOB_KEY) :] not in referenced]
+    conn.executemany("DELETE FROM meta WHERE key = ?", unreferenced)
