@@ -107,31 +107,39 @@ class LineBuffer:
         in one pass over the buffer instead of one call per line."""
         out: list[bytes | LineTooLongError] = []
         buf = self._buf
-        if not self._skipping or self._skip():
-            last = buf.rfind(b"\n")
-            if last >= 0:
-                with memoryview(buf) as view:
-                    block = view[:last].tobytes()
-                del buf[: last + 1]
-                self._scan_from = 0
-                limit = self._limit
-                for line in block.split(b"\n"):
+        if self._skipping and not self._skip():
+            return out
+        # From `_scan_from`, as `next_line` does: a line of tens of MiB
+        # arriving in 64 KiB chunks is searched once, not once per chunk.
+        last = buf.rfind(b"\n", self._scan_from)
+        if last >= 0:
+            with memoryview(buf) as view:
+                block = view[:last].tobytes()
+            del buf[: last + 1]
+            lines = block.split(b"\n")
+            limit = self._limit
+            if last <= limit and b"\r" not in block:
+                out += lines  # no line can be too long or end in CR
+            else:
+                for line in lines:
                     if len(line) > limit:
                         out.append(LineTooLongError(limit, len(line)))
                     elif line[-1:] == b"\r":
                         out.append(line[:-1])
                     else:
                         out.append(line)
-        # The unterminated rest: too long already, or the last line at EOF.
-        while True:
+        self._scan_from = len(buf)  # no b"\n" is left in it
+        if len(buf) > self._limit or (self._eof and buf):
+            # The unterminated rest: too long already, or the last line at EOF
+            # (one line at most: the buffer holds no newline).
             try:
                 rest = self.next_line()
             except LineTooLongError as exc:
                 out.append(exc)
-                continue
-            if rest is None:
-                return out
-            out.append(rest)
+            else:
+                if rest is not None:
+                    out.append(rest)
+        return out
 
     def _skip(self) -> bool:
         """Drop the rest of an over-long line; False while its b"\n" has not come."""

@@ -172,6 +172,17 @@ def test_big_line_in_pipe_sized_chunks_is_fast() -> None:
     assert elapsed < 1.0  # ~20 ms when linear; a quadratic rescan/copy takes seconds
 
 
+def test_big_line_in_small_chunks_is_fast_drained() -> None:
+    """`drain` too searches a growing line once, not once per chunk."""
+    line = bytes(range(256)).replace(b"\n", b"") * (16 * 2**20 // 255)
+    data = b"small\n" + line + b"\nafter\n"
+    start = time.perf_counter()
+    events = run_drained(split_every(data, 2**12), DEFAULT_MAX_LINE_BYTES)
+    elapsed = time.perf_counter() - start
+    assert events == [b"small", line, b"after"]
+    assert elapsed < 0.5  # ~0.1 s when linear; a search from the start per chunk: ~2 s
+
+
 def test_oversized_line_is_never_buffered() -> None:
     """Skipping a 32 MiB line under a 1 MiB limit keeps memory O(limit)."""
     buf = LineBuffer(2**20)
