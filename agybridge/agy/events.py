@@ -10,6 +10,9 @@ grow, so unknown keys are ignored, an unknown ``event`` becomes
 from __future__ import annotations
 
 import json
+import types
+import typing
+from types import NoneType
 from typing import Any
 
 import attrs
@@ -150,39 +153,59 @@ def _make_converter() -> cattrs.Converter:
 _converter = _make_converter()
 
 
-#: The keys of agy's hot events: text deltas, and the steps and result that
-#: carry usage (contract.md §3.2, §3.5); others go through the converter.
-_STEP_KEYS = frozenset(
-    {
-        "conversation_id",
-        "step_index",
-        "state",
-        "step_type",
-        "text_delta",
-        "duration_seconds",
-        "usage",
-    }
-)
-_RESULT_KEYS = frozenset(
-    {"status", "conversation_id", "response", "error", "duration_seconds", "num_turns", "usage"}
-)
+def _exact_types(cls: type) -> dict[str, tuple[type, ...]]:
+    """The fields of ``cls`` whose JSON value is kept as it is (``str``,
+    ``int``, ``float``, ``None`` or a union of them), with the exact types each
+    takes: all the fast path checks. Derived, so the class stays the one
+    statement of the shape."""
+    plain = {str, int, float, NoneType}
+    kinds: dict[str, tuple[type, ...]] = {}
+    for field in attrs.fields(attrs.resolve_types(cls)):
+        hint = field.type
+        union = typing.get_origin(hint) in (types.UnionType, typing.Union)
+        accepted = typing.get_args(hint) if union else (hint,)
+        if plain.issuperset(accepted):
+            kinds[field.name] = accepted
+    return kinds
+
+
+def _required(cls: type) -> frozenset[str]:
+    return frozenset(field.name for field in attrs.fields(cls) if field.default is attrs.NOTHING)
+
+
+#: agy's hot events: text deltas, and the steps and result that carry usage
+#: (contract.md §3.2, §3.5); any other key (tool or subagent details, a
+#: structured output) leaves the line to the converter.
+_STEP_KINDS = _exact_types(StepUpdate) | {"usage": (dict, NoneType)}
+_RESULT_KINDS = _exact_types(Result) | {"usage": (dict, NoneType)}
+_STEP_REQUIRED = _required(StepUpdate)
+_RESULT_REQUIRED = _required(Result)
 _USAGE_KEYS = frozenset(attrs.fields_dict(Usage))
-#: Not a usable value for the fast path (the converter decides).
-_NO = object()
 
 
-def _optional(value: Any, kind: type) -> Any:
-    return value if value is None or type(value) is kind else _NO
+def _usage(counts: dict[str, Any]) -> Usage | None:
+    """agy's token counts if each one the bridge knows is an int; else None."""
+    if not _USAGE_KEYS.issuperset(counts):
+        counts = {key: count for key, count in counts.items() if key in _USAGE_KEYS}
+    for count in counts.values():
+        if type(count) is not int:
+            return None
+    return Usage(**counts)
 
 
-def _usage(value: Any) -> Any:
-    if value is None:
+def _fast_body(body: Any, kinds: dict[str, tuple[type, ...]]) -> dict[str, Any] | None:
+    """``body`` if each of its keys is one of ``kinds`` and holds one of its
+    exact types (its usage built); None otherwise."""
+    if type(body) is not dict:
         return None
-    if type(value) is not dict or not all(
-        key not in _USAGE_KEYS or type(count) is int for key, count in value.items()
-    ):
-        return _NO
-    return Usage(**{key: count for key, count in value.items() if key in _USAGE_KEYS})
+    for key, value in body.items():
+        if key not in kinds or type(value) not in kinds[key]:
+            return None
+    usage = body.get("usage")
+    if usage is None:
+        return body
+    usage = _usage(usage)
+    return None if usage is None else body | {"usage": usage}
 
 
 def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
@@ -191,39 +214,16 @@ def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
     None otherwise. The same value the converter builds: a generated-input
     test compares them."""
     name = raw.get("event")
-    # A tuple, not a set: ``event`` may hold any JSON value, a list included.
-    body = raw.get(name) if name in ("step_update", "result") else None
-    if type(body) is not dict:
-        return None
-    get = body.get
-    conversation, duration = get("conversation_id"), get("duration_seconds")
-    usage = _usage(get("usage"))
-    if (
-        (conversation is not None and type(conversation) is not str)
-        or (duration is not None and type(duration) is not float)
-        or usage is _NO
-    ):
-        return None
-    if name == "result":
-        status, response, error = get("status"), get("response"), get("error")
-        turns = get("num_turns")
-        if (
-            not _RESULT_KEYS.issuperset(body)
-            or type(status) is not str
-            or _NO in (_optional(response, str), _optional(error, str), _optional(turns, int))
-        ):
-            return None
-        return ResultEvent(Result(status, conversation, response, error, duration, turns, usage))
-    index, state, kind, delta = get("step_index"), get("state"), get("step_type"), get("text_delta")
-    if (
-        not _STEP_KEYS.issuperset(body)
-        or type(index) is not int
-        or type(state) is not str
-        or type(kind) is not str
-        or (delta is not None and type(delta) is not str)
-    ):
-        return None
-    return StepUpdateEvent(StepUpdate(index, state, kind, conversation, delta, duration, usage))
+    # `==`, not a dict lookup: ``event`` may hold any JSON value, a list included.
+    if name == "step_update":
+        body = _fast_body(raw.get(name), _STEP_KINDS)
+        if body is not None and _STEP_REQUIRED.issubset(body):
+            return StepUpdateEvent(StepUpdate(**body))
+    elif name == "result":
+        body = _fast_body(raw.get(name), _RESULT_KINDS)
+        if body is not None and _RESULT_REQUIRED.issubset(body):
+            return ResultEvent(Result(**body))
+    return None
 
 
 _raw_decode = json.JSONDecoder().raw_decode
@@ -243,7 +243,7 @@ def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
             raw = json.loads(text)
         except ValueError:
             return MalformedLine(line=text, reason="not JSON")
-    if not isinstance(raw, dict):
+    if type(raw) is not dict:  # json makes no dict subclass
         return MalformedLine(line=text, reason="not a JSON object")
     fast = fast_event(raw)
     if fast is not None:

@@ -33,7 +33,7 @@ _STEP = st.fixed_dictionaries(
         "state": st.sampled_from(["ACTIVE", "DONE", "ERROR"]),
         "step_type": st.sampled_from(["agent_response", "tool", "checkpoint"]),
     },
-    optional={"text_delta": st.none() | st.text(), **_COMMON},
+    optional={"text_delta": st.none() | st.text(), "tool_name": st.none() | st.text(), **_COMMON},
 )
 _RESULT = st.fixed_dictionaries(
     {"status": st.sampled_from(["SUCCESS", "ERROR"])},
@@ -59,7 +59,9 @@ _SPOIL = st.sampled_from(
         "duration_seconds",
         "usage",
         "tool_info",
+        "subagent_info",
         "structured_output",
+        "denied_actions",
         "future_key",
     ]
 )
@@ -91,6 +93,25 @@ def test_fast_path_equals_the_converter(
     if fast is None:
         return
     assert fast == events._converter.structure(raw, events.AgyEvent)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200)
+@given(
+    body=_STEP | _RESULT,
+    event=st.sampled_from(["step_update", "result"]),
+    drop=st.sampled_from(["step_index", "state", "step_type", "status"]),
+)
+def test_fast_path_leaves_a_missing_required_field_to_the_converter(
+    body: dict[str, Any], event: str, drop: str
+) -> None:
+    raw: dict[str, Any] = {"event": event, event: {k: v for k, v in body.items() if k != drop}}
+    fast = events.fast_event(raw)
+    try:
+        expected: object = events._converter.structure(raw, events.AgyEvent)  # type: ignore[arg-type]
+    except events._SHAPE_ERRORS:
+        assert fast is None
+    else:
+        assert fast is None or fast == expected
 
 
 def test_a_plain_delta_takes_the_fast_path() -> None:
