@@ -279,11 +279,11 @@ class AgyChild:
 
     async def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> None:
         # One message per read, however many lines: one hand-over to the owner.
-        events = tuple([self._stdout_event(line) for line in lines])
+        events = tuple(map(self._stdout_event, lines))
         await self._messages.send(ChildEvents(self.incarnation, events))
 
     def _stdout_event(self, line: bytes | LineTooLongError) -> ChildEvent:
-        if isinstance(line, LineTooLongError):
+        if type(line) is not bytes:
             logger.error("agy[%s] stdout: %s", self.incarnation, line)
             return ChildEvent(self.incarnation, MalformedLine(line="", reason=str(line)))
         event = parse_event(line)
@@ -353,11 +353,8 @@ async def _read_lines(
                 framer.feed(chunk)
             else:
                 framer.feed_eof()
-            lines = [
-                line
-                for line in framer.drain()
-                if isinstance(line, LineTooLongError) or line.strip()
-            ]
+            # Blank lines are dropped (a line is exactly bytes, else its error).
+            lines = [line for line in framer.drain() if type(line) is not bytes or line.strip()]
             if lines:
                 await on_lines(lines)
             if not chunk:

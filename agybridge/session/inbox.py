@@ -29,7 +29,8 @@ class Inbox:
         #: The loop, parked in `get` on an empty queue (trio's low-level
         #: park and wake: a fresh Event per wait cost more than the wait).
         self._getter: trio.lowlevel.Task | None = None
-        self._room = trio.Event()
+        #: Set when room is made; only while a sender waits for it.
+        self._room: trio.Event | None = None
 
     def post(self, item: Any) -> None:
         """A core event or a :data:`Step`; never blocks."""
@@ -46,10 +47,10 @@ class Inbox:
 
     async def send(self, message: ChildMessage) -> None:
         """One of agy's messages (the inbox is its children's MessageSink)."""
-        weight = len(message.events) if isinstance(message, ChildEvents) else 1
+        weight = len(message.events) if type(message) is ChildEvents else 1
         # A batch heavier than the limit still gets in once the queue is empty.
         while self._children_queued and self._children_queued + weight > self._child_limit:
-            if self._room.is_set():
+            if self._room is None:
                 self._room = trio.Event()
             await self._room.wait()
         self._children_queued += weight
@@ -62,9 +63,12 @@ class Inbox:
             self._getter = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_get)
         item = self._items.popleft()
-        if isinstance(item, _Child):
+        if type(item) is _Child:
             self._children_queued -= item.weight
-            self._room.set()
+            room = self._room
+            if room is not None:  # senders wait: each looks again
+                self._room = None
+                room.set()
             return item.message
         return item
 
