@@ -54,6 +54,8 @@ DRAIN_AFTER_EXIT_S = 2.0
 #: stdin lines waiting for the writer; prompts are queued by the session, so
 #: more than a couple here means agy is not reading.
 STDIN_QUEUE_LINES = 4
+#: ``json.dumps(..., ensure_ascii=False)`` without a new encoder per call.
+_encode_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 class AgySpawnError(Exception):
@@ -218,8 +220,7 @@ class AgyChild:
         Raises:
             trio.ClosedResourceError: the child's stdin is already closed.
         """
-        line = json.dumps({"event": "user", "message": {"content": text}}, ensure_ascii=False)
-        data = line.encode() + b"\n"
+        data = _encode_json({"event": "user", "message": {"content": text}}).encode() + b"\n"
         stdin = self._stdin_idle
         if stdin is not None:
             # Nothing queued or being written: written now (no task switch);
