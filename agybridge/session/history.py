@@ -17,15 +17,27 @@ from .mapper import TurnMapper
 
 
 def turn_entries(
-    session_id: str, turn: int, prompt_text: str | None, mapper: TurnMapper, user_message_id: str
+    session_id: str,
+    turn: int,
+    prompt_text: str | None,
+    mapper: TurnMapper,
+    user_message_id: str,
+    *,
+    created_at: str,
 ) -> list[JournalEntry]:
     """The journal lines of one finished turn, in display order (``prompt_text``
-    None: no prompt line, it was journalled with an earlier attempt)."""
+    None: no prompt line, it was journalled with an earlier attempt), all
+    written at ``created_at``."""
     entries = []
     if prompt_text is not None:
         entries.append(
             JournalEntry.user(
-                session_id, turn, 0, storable(prompt_text), message_id=user_message_id
+                session_id,
+                turn,
+                0,
+                storable(prompt_text),
+                message_id=user_message_id,
+                created_at=created_at,
             )
         )
     for call in mapper.tools.calls.values():
@@ -38,12 +50,20 @@ def turn_entries(
                 kind=call.kind,
                 title=storable(call.title),
                 status=call.status if call.finished else "failed",
+                created_at=created_at,
             )
         )
     text = storable(mapper.streamed_text)
     if text.strip():
         entries.append(
-            JournalEntry.agent(session_id, turn, len(entries), text, message_id=mapper.message_id)
+            JournalEntry.agent(
+                session_id,
+                turn,
+                len(entries),
+                text,
+                message_id=mapper.message_id,
+                created_at=created_at,
+            )
         )
     return entries
 
