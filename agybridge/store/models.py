@@ -209,47 +209,17 @@ class JournalEntry:
 
     @classmethod
     def user(
-        cls,
-        session_id: str,
-        turn: int,
-        index: int,
-        text: str,
-        *,
-        message_id: str | None = None,
-        created_at: str | None = None,
+        cls, session_id: str, turn: int, index: int, text: str, *, message_id: str | None = None
     ) -> JournalEntry:
-        """The user's prompt text of a turn (``created_at`` None: now)."""
-        return cls(
-            session_id,
-            turn,
-            index,
-            "user",
-            message_id=message_id,
-            text=text,
-            created_at=utc_now() if created_at is None else created_at,
-        )
+        """The user's prompt text of a turn."""
+        return cls(session_id, turn, index, "user", message_id=message_id, text=text)
 
     @classmethod
     def agent(
-        cls,
-        session_id: str,
-        turn: int,
-        index: int,
-        text: str,
-        *,
-        message_id: str | None = None,
-        created_at: str | None = None,
+        cls, session_id: str, turn: int, index: int, text: str, *, message_id: str | None = None
     ) -> JournalEntry:
-        """The agent's final text of a turn (``created_at`` None: now)."""
-        return cls(
-            session_id,
-            turn,
-            index,
-            "agent",
-            message_id=message_id,
-            text=text,
-            created_at=utc_now() if created_at is None else created_at,
-        )
+        """The agent's final text of a turn."""
+        return cls(session_id, turn, index, "agent", message_id=message_id, text=text)
 
     @classmethod
     def tool(
@@ -262,10 +232,8 @@ class JournalEntry:
         kind: str | None,
         title: str | None,
         status: str | None,
-        created_at: str | None = None,
     ) -> JournalEntry:
-        """One tool call's summary (its ACP kind, title and last status;
-        ``created_at`` None: now)."""
+        """One tool call's summary (its ACP kind, title and last status)."""
         return cls(
             session_id,
             turn,
@@ -275,7 +243,6 @@ class JournalEntry:
             tool_kind=kind,
             tool_title=title,
             tool_status=status,
-            created_at=utc_now() if created_at is None else created_at,
         )
 
     @classmethod
