@@ -17,33 +17,58 @@ from .mapper import TurnMapper
 
 
 def turn_entries(
-    session_id: str, turn: int, prompt_text: str | None, mapper: TurnMapper, user_message_id: str
+    session_id: str,
+    turn: int,
+    prompt_text: str | None,
+    mapper: TurnMapper,
+    user_message_id: str,
+    *,
+    created_at: str,
 ) -> list[JournalEntry]:
     """The journal lines of one finished turn, in display order (``prompt_text``
-    None: no prompt line, it was journalled with an earlier attempt)."""
+    None: no prompt line, it was journalled with an earlier attempt), all
+    written at ``created_at``."""
+    # The class itself, not its named constructors: every line gets the one
+    # moment of the turn's write.
     entries = []
     if prompt_text is not None:
         entries.append(
-            JournalEntry.user(
-                session_id, turn, 0, storable(prompt_text), message_id=user_message_id
+            JournalEntry(
+                session_id,
+                turn,
+                0,
+                "user",
+                message_id=user_message_id,
+                text=storable(prompt_text),
+                created_at=created_at,
             )
         )
     for call in mapper.tools.calls.values():
         entries.append(
-            JournalEntry.tool(
+            JournalEntry(
                 session_id,
                 turn,
                 len(entries),
+                "tool",
                 tool_call_id=call.call_id,
-                kind=call.kind,
-                title=storable(call.title),
-                status=call.status if call.finished else "failed",
+                tool_kind=call.kind,
+                tool_title=storable(call.title),
+                tool_status=call.status if call.finished else "failed",
+                created_at=created_at,
             )
         )
     text = storable(mapper.streamed_text)
     if text.strip():
         entries.append(
-            JournalEntry.agent(session_id, turn, len(entries), text, message_id=mapper.message_id)
+            JournalEntry(
+                session_id,
+                turn,
+                len(entries),
+                "agent",
+                message_id=mapper.message_id,
+                text=text,
+                created_at=created_at,
+            )
         )
     return entries
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import trio
@@ -236,14 +236,11 @@ class Outlet:
             self._unseen_outcome = None
             self._turn.add(models.UserMessageChunk(content=models.TextContent(text=prompt_text)))
 
-    @asynccontextmanager
-    async def journalling(self) -> AsyncIterator[None]:
+    def journalling(self) -> _Journalling:
         """Hold attaching off while the turn is written to the display journal;
-        after it, the journal has the turn, so the outlet lets it go."""
-        async with self._guard:
-            yield
-            if self._turn is not None:
-                self._turn.clear()
+        after it, the journal has the turn, so the outlet lets it go (not
+        after a block that raised)."""
+        return _Journalling(self)
 
     async def turn_ended(self, outcome: models.SessionInfoUpdate) -> None:
         """The turn was answered: a client that did not send it is told how it
@@ -338,8 +335,9 @@ def _lost_notice(count: int) -> models.SessionUpdate:
     )
 
 
-# The two below are small classes rather than @asynccontextmanager
-# generators: they run for every read of agy's output and every core step.
+# The three below are small classes rather than @asynccontextmanager
+# generators: they run for every read of agy's output, every core step and
+# every turn.
 
 
 class _Holding:
@@ -380,3 +378,21 @@ class _Unheld:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._was_holding:
             self._outlet._held = []
+
+
+class _Journalling:
+    __slots__ = ("_outlet",)
+
+    def __init__(self, outlet: Outlet) -> None:
+        self._outlet = outlet
+
+    async def __aenter__(self) -> None:
+        await self._outlet._guard.__aenter__()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        try:
+            turn = self._outlet._turn
+            if exc_type is None and turn is not None:
+                turn.clear()
+        finally:
+            await self._outlet._guard.__aexit__()

@@ -50,8 +50,9 @@ class SessionBook:
         settings: LaunchSettings,
         created_at: str,
         plan: Sequence[Mapping[str, Any]] = (),
+        updated_at: str | None = None,
     ) -> SessionRecord:
-        """The session's index row."""
+        """The session's index row (``updated_at`` None: now)."""
         drifted = [{"asked": asked, "got": got} for asked, got in drift]
         meta: dict[str, Any] = {"conversationDrift": drifted} if drifted else {}
         if plan:
@@ -64,7 +65,7 @@ class SessionBook:
             title=title,
             launch=settings.to_store(),
             created_at=created_at,
-            updated_at=utc_now(),
+            updated_at=utc_now() if updated_at is None else updated_at,
             meta=meta,
         )
 
@@ -85,17 +86,21 @@ class SessionBook:
         self._note(written)
 
     async def record_turn(
-        self, text: str | None, mapper: TurnMapper, record: Callable[[], SessionRecord]
+        self, text: str | None, mapper: TurnMapper, record: Callable[[str], SessionRecord]
     ) -> None:
         """Journal one finished turn (the prompt reached agy) and save the
-        session's row (``record()``, built once the turn is counted) with it.
+        session's row (``record(updated_at)``, built once the turn is counted)
+        with it; the lines and the row carry one moment, the write's.
         ``text`` None: the prompt is journalled already (a retried turn)."""
         index, self.next_turn = self.next_turn, self.next_turn + 1
-        entries = turn_entries(self._session_id, index, text, mapper, f"user_{uuid.uuid4().hex}")
+        now = utc_now()
+        entries = turn_entries(
+            self._session_id, index, text, mapper, f"user_{uuid.uuid4().hex}", created_at=now
+        )
         if self._store is None or self.deleted:
             return
         try:
-            written = await self._store.record_turn(entries, record(), create=not self._saved)
+            written = await self._store.record_turn(entries, record(now), create=not self._saved)
         except StoreError as exc:
             logger.warning("session %s: could not save turn %d: %s", self._session_id, index, exc)
             return

@@ -517,7 +517,7 @@ class Session:
 
     # --- persistence -----------------------------------------------------------
 
-    def record(self) -> SessionRecord:
+    def record(self, updated_at: str | None = None) -> SessionRecord:
         return self.book.row(
             session_id=self.session_id,
             cwd=self.cwd,
@@ -528,6 +528,7 @@ class Session:
             settings=self.core.settings,
             created_at=self.created_at,
             plan=self.plan,
+            updated_at=updated_at,
         )
 
     async def save(self) -> None:

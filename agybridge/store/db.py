@@ -512,8 +512,14 @@ class Store:
         return data["u"], data["s"]
 
 
+# What json.dumps(value, ensure_ascii=False[, sort_keys=True]) does, without
+# building an encoder per call (four per turn's write of the session row).
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+_to_sorted_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+
+
 def _dirs_key(dirs: Iterable[str]) -> str:
-    return json.dumps(sorted(set(dirs)), ensure_ascii=False)
+    return _to_json(sorted(set(dirs)))
 
 
 def _json_text(value: Any, what: str) -> str:
@@ -527,14 +533,14 @@ def _session_params(record: SessionRecord) -> tuple[object, ...]:
     return (
         record.session_id,
         record.cwd,
-        json.dumps(list(record.additional_dirs), ensure_ascii=False),
+        _to_json(list(record.additional_dirs)),
         _dirs_key(record.additional_dirs),
         record.conversation_id,
         record.title,
-        json.dumps(dict(record.launch), ensure_ascii=False, sort_keys=True),
+        _to_sorted_json(dict(record.launch)),
         record.created_at,
         record.updated_at,
-        json.dumps(dict(record.meta), ensure_ascii=False, sort_keys=True),
+        _to_sorted_json(dict(record.meta)),
     )
 
 
@@ -556,10 +562,14 @@ def _update_session(conn: sqlite3.Connection, record: SessionRecord) -> bool:
     return conn.execute(_UPDATE_SESSION, (*values, session_id)).rowcount == 1
 
 
+_INSERT_JOURNAL = (
+    f"INSERT OR REPLACE INTO journal ({_JOURNAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def _insert_journal(conn: sqlite3.Connection, entries: Iterable[JournalEntry]) -> None:
     conn.executemany(
-        f"INSERT OR REPLACE INTO journal ({_JOURNAL_COLUMNS}) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        _INSERT_JOURNAL,
         [
             (
                 e.session_id,

@@ -36,9 +36,14 @@ def format_timestamp(moment: dt.datetime) -> str:
     """``moment`` as a canonical UTC timestamp; naive datetimes are refused."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"timestamp must carry a timezone, not naive {moment.isoformat()!r}")
+    return _utc_text(moment.astimezone(dt.UTC))
+
+
+def _utc_text(moment: dt.datetime) -> str:
+    """The canonical text of ``moment``, which must be aware and in UTC."""
     # isoformat pads the year to four digits (strftime's %Y does not everywhere)
     # and, in UTC, ends in "+00:00".
-    return moment.astimezone(dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 #: The canonical form, ``2026-05-01T12:00:00.000000Z``. Hours stop at 23: Python
@@ -80,7 +85,9 @@ def canonical_timestamp(value: str) -> str:
 
 def utc_now() -> str:
     """The current time as a canonical UTC timestamp."""
-    return format_timestamp(dt.datetime.now(dt.UTC))
+    # Aware and in UTC already: format_timestamp's check and conversion would
+    # change nothing (it is read once per turn and more).
+    return _utc_text(dt.datetime.now(dt.UTC))
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
@@ -156,6 +163,8 @@ class SessionRecord:
     def _check_meta(
         self, attribute: attrs.Attribute[Mapping[str, Any]], value: Mapping[str, Any]
     ) -> None:
+        if not value:  # the usual meta; nothing to encode
+            return
         try:
             json.dumps(dict(value), allow_nan=False)
         except (TypeError, ValueError) as exc:

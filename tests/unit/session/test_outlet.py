@@ -113,6 +113,21 @@ async def test_attach_while_journalling_sees_the_turn_once() -> None:
     assert late.turns() == [{"state": "running"}, {"state": "ended", "stopReason": "end_turn"}]
 
 
+async def test_a_failed_journal_write_keeps_the_turn_for_a_late_client() -> None:
+    """The journalling block raised: the turn is not in the journal, so the
+    outlet keeps it (a late client is shown it) and attaching is not held off."""
+    outlet = Outlet("s", None)
+    await outlet.turn_started("p")
+    await outlet.send(chunk("a"))
+    with pytest.raises(RuntimeError, match="disk"):
+        async with outlet.journalling():
+            raise RuntimeError("disk")
+    late = Client()
+    with trio.fail_after(5):
+        await outlet.attach_replaying(late, history)
+    assert late.texts() == ["old turn", "p", "a"]
+
+
 async def test_replaced_client_is_told_and_gets_nothing_more() -> None:
     """Two clients: the newer one gets the session; the older is told once."""
     old, new = Client(), Client()

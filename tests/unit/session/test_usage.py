@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -154,6 +155,16 @@ def test_add_then_subtract_round_trips(a: Usage, b: Usage) -> None:
     assert usage.subtract(usage.add(a, b), b) == a
     assert usage.subtract(usage.add(a, b), a) == b
     assert usage.add(a, b) == usage.add(b, a)
+
+
+@given(a=_usages, b=_usages)
+def test_subtract_is_field_by_field(a: Usage, b: Usage) -> None:
+    """``a - b`` is every counter's difference, when none is negative."""
+    differences = {
+        field.name: getattr(a, field.name) - getattr(b, field.name) for field in attrs.fields(Usage)
+    }
+    expected = None if min(differences.values()) < 0 else Usage(**differences)
+    assert usage.subtract(a, b) == expected
 
 
 @given(a=_usages, b=_usages)

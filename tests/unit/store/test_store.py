@@ -29,6 +29,7 @@ from agybridge.store import (
     canonical_timestamp,
     db,
     format_timestamp,
+    utc_now,
 )
 
 
@@ -147,6 +148,44 @@ def test_timestamps_without_zone_or_garbled_are_refused(bad: str) -> None:
     """A naive or unparsable timestamp is a ValueError naming the value."""
     with pytest.raises(ValueError, match="timestamp"):
         canonical_timestamp(bad)
+
+
+def test_now_is_canonical_and_now() -> None:
+    """utc_now's shortcut (the clock is in UTC already) gives format_timestamp's text."""
+    before = format_timestamp(dt.datetime.now(dt.UTC))
+    now = utc_now()
+    after = format_timestamp(dt.datetime.now(dt.UTC))
+    assert before <= now <= after
+    assert canonical_timestamp(now) == now
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    dirs=st.lists(st.text(min_size=1), max_size=4),
+    launch=st.dictionaries(st.text(), st.text(), max_size=4),
+    meta=st.dictionaries(st.text(), _JSON, max_size=3),
+)
+def test_session_columns_are_what_json_dumps_writes(
+    dirs: list[str], launch: dict[str, str], meta: dict[str, Any]
+) -> None:
+    """The row's JSON columns come from shared encoders: the same text as
+    json.dumps with the same options."""
+    rec = record("s", additional_dirs=tuple(dirs), launch=launch, meta=meta)
+    params = db._session_params(rec)
+    assert params[2] == json.dumps(dirs, ensure_ascii=False)
+    assert params[3] == json.dumps(sorted(set(dirs)), ensure_ascii=False)
+    assert params[6] == json.dumps(launch, ensure_ascii=False, sort_keys=True)
+    assert params[9] == json.dumps(meta, ensure_ascii=False, sort_keys=True)
 
 
 BAD_RECORDS: list[tuple[dict[str, Any], type[Exception]]] = [
