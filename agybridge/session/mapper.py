@@ -149,7 +149,9 @@ class TurnMapper:
     ) -> tuple[list[str], list[str]]:
         """(files to read as text, image candidates) for ``event``."""
         files, images = self._paths_to_read(event)
-        return files, [path for path in images if path not in self._images_shown]
+        if images:
+            images = [path for path in images if path not in self._images_shown]
+        return files, images
 
     def _paths_to_read(
         self, event: events.AgyEvent | events.MalformedLine

@@ -64,17 +64,16 @@ def add(a: Usage, b: Usage) -> Usage:
 
 def subtract(a: Usage, b: Usage) -> Usage | None:
     """``a - b``, or None when ``b`` is not a prefix of ``a`` (counters reset)."""
-    fields = (
-        "input_tokens",
-        "output_tokens",
-        "thinking_tokens",
-        "cache_read_tokens",
-        "total_tokens",
+    values = (
+        a.input_tokens - b.input_tokens,
+        a.output_tokens - b.output_tokens,
+        a.thinking_tokens - b.thinking_tokens,
+        a.cache_read_tokens - b.cache_read_tokens,
+        a.total_tokens - b.total_tokens,
     )
-    values = {f: getattr(a, f) - getattr(b, f) for f in fields}
-    if any(v < 0 for v in values.values()):
+    if min(values) < 0:
         return None
-    return Usage(**values)
+    return Usage(*values)  # the fields in that order
 
 
 def total(usages: Iterable[Usage]) -> Usage:
