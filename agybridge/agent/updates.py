@@ -13,7 +13,7 @@ byte for byte.
 
 from __future__ import annotations
 
-import json
+import json.encoder
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -27,8 +27,9 @@ _TAILS: dict[type[Any], bytes] = {
     models.AgentThoughtChunk: b'"agent_thought_chunk"}}}\n',
     models.UserMessageChunk: b'"user_message_chunk"}}}\n',
 }
-# json.dumps of one str, as the general encoder writes it (UTF-8, not \u-escaped).
-_dump_str = json.JSONEncoder(ensure_ascii=False).encode
+# json.dumps of one str, as the general encoder writes it (UTF-8, not \u-escaped):
+# what ``JSONEncoder(ensure_ascii=False).encode`` does for a str, without its checks.
+_dump_str = json.encoder.encode_basestring
 
 
 def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
@@ -123,6 +124,7 @@ def _head(session_id: str) -> bytes:
 def _middle(message_id: str | None) -> bytes:
     middle = _middles.get(message_id)
     if middle is None:
+        assert message_id is not None  # always cached
         if len(_middles) >= _CACHE_LIMIT:
             _middles.clear()
             _middles[None] = b',"type":"text"},"sessionUpdate":'

@@ -79,14 +79,15 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
     event = message.event
     kind = type(event)
     on_turn = session.turn_work_on(inc)
-    if isinstance(event, MalformedLine):
+    step = kind is StepUpdateEvent  # the hot path: no other kind to test for
+    if not step and isinstance(event, MalformedLine):
         notes = session.notes.get(inc)
         if notes is not None and notes.garbage is None and event.line:
             notes.garbage = output.quote(event.line)
     else:
-        if kind is not StepUpdateEvent and isinstance(event, InitEvent | ResultEvent):
+        if not step and isinstance(event, InitEvent | ResultEvent):
             session.learned(event, inc)
-        heard = on_turn is not None and (kind is StepUpdateEvent or kind is ResultEvent)
+        heard = on_turn is not None and (step or kind is ResultEvent)
         # A turn heard already is not heard again: then only the child's first
         # line is news (the core need not look the turn up a second time).
         first_heard = heard and on_turn is not None and not on_turn[0].heard
@@ -114,7 +115,7 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
     updates = mapper.feed(event, seen)
     if updates:
         await session.outlet.send_all(updates)
-    if isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool":
+    if type(event) is StepUpdateEvent and event.step_update.step_type == "tool":
         await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
     outcome = mapper.outcome
     if outcome is None:
