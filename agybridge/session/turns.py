@@ -620,7 +620,7 @@ class TurnCore:
 
     def _apply_settings(self, *, announce: bool) -> None:
         new = self.requested
-        if new == self.settings:
+        if new is self.settings or new == self.settings:  # mostly the same object
             return
         old, self.settings = self.settings, new
         self._emit(ApplySettings(old, new, announce))
