@@ -40,15 +40,14 @@ class EagerLock:
             self._waiting -= 1
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._release()
+        # Still held if handed to a waiter (one cancelled meanwhile is not in
+        # the lot). As `release_on_behalf_of`, inline: once per batch of updates.
+        if not (self._waiting and self._lot.unpark()):
+            self._held = False
 
     async def acquire_on_behalf_of(self, borrower: object) -> None:
         await self.__aenter__()
 
     def release_on_behalf_of(self, borrower: object) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        # Still held if handed to a waiter (one cancelled meanwhile is not in the lot).
         if not (self._waiting and self._lot.unpark()):
             self._held = False
