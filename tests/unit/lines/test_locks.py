@@ -89,11 +89,10 @@ async def test_a_release_just_after_the_only_waiter_was_cancelled_frees_the_lock
                 raise AssertionError("a cancelled waiter got the lock")
 
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            async with lock:
-                nursery.start_soon(waiter)
-                await trio.testing.wait_all_tasks_blocked()
-                scope.cancel()  # the waiter has not run since
+        async with trio.open_nursery() as nursery, lock:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()  # the waiter has not run since
         async with lock:
             pass
     assert scope.cancelled_caught
