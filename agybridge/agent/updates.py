@@ -38,11 +38,13 @@ def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
     if chunk is not None:
         text = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
         try:
+            # The parts are cached (never empty): a call only to make one.
+            message_id = chunk.message_id
             return b"".join(
                 (
-                    _head(session_id),
+                    _heads.get(session_id) or _head(session_id),
                     _dump_str(text).encode(),
-                    _middle(chunk.message_id),
+                    _middles.get(message_id) or _middle(message_id),
                     _TAILS[type(chunk)],
                 )
             )
