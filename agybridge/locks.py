@@ -18,24 +18,36 @@ class EagerLock:
     ``async with`` and as the ``limiter`` of ``trio.to_thread.run_sync``, which
     takes any object with ``acquire_on_behalf_of``/``release_on_behalf_of``."""
 
-    __slots__ = ("_free",)
+    __slots__ = ("_held", "_lot", "_waiting")
 
     def __init__(self) -> None:
-        # A release hands the permit straight to the first waiter, so taking it
-        # "at once" never overtakes anybody.
-        self._free = trio.Semaphore(1, max_value=1)
+        self._held = False
+        # A release hands the lock straight to the first waiter, so taking it
+        # "at once" never overtakes anybody. (Not a trio.Semaphore: its checks
+        # were four calls per use, on a path taken for every read of agy's output.)
+        self._lot = trio.lowlevel.ParkingLot()
+        #: Tasks in the lot, or just cancelled out of it (a plain int to test).
+        self._waiting = 0
 
     async def __aenter__(self) -> None:
+        if not self._held:
+            self._held = True
+            return
+        self._waiting += 1
         try:
-            self._free.acquire_nowait()
-        except trio.WouldBlock:
-            await self._free.acquire()
+            await self._lot.park()  # woken by a release: it is ours now
+        finally:
+            self._waiting -= 1
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._free.release()
+        # Still held if handed to a waiter (one cancelled meanwhile is not in
+        # the lot). As `release_on_behalf_of`, inline: once per batch of updates.
+        if not (self._waiting and self._lot.unpark()):
+            self._held = False
 
     async def acquire_on_behalf_of(self, borrower: object) -> None:
         await self.__aenter__()
 
     def release_on_behalf_of(self, borrower: object) -> None:
-        self._free.release()
+        if not (self._waiting and self._lot.unpark()):
+            self._held = False

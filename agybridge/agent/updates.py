@@ -13,7 +13,7 @@ byte for byte.
 
 from __future__ import annotations
 
-import json
+import json.encoder
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -27,8 +27,9 @@ _TAILS: dict[type[Any], bytes] = {
     models.AgentThoughtChunk: b'"agent_thought_chunk"}}}\n',
     models.UserMessageChunk: b'"user_message_chunk"}}}\n',
 }
-# json.dumps of one str, as the general encoder writes it (UTF-8, not \u-escaped).
-_dump_str = json.JSONEncoder(ensure_ascii=False).encode
+# json.dumps of one str, as the general encoder writes it (UTF-8, not \u-escaped):
+# what ``JSONEncoder(ensure_ascii=False).encode`` does for a str, without its checks.
+_dump_str = json.encoder.encode_basestring
 
 
 def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
@@ -37,11 +38,13 @@ def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
     if chunk is not None:
         text = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
         try:
+            # The parts are cached (never empty): a call only to make one.
+            message_id = chunk.message_id
             return b"".join(
                 (
-                    _head(session_id),
+                    _heads.get(session_id) or _head(session_id),
                     _dump_str(text).encode(),
-                    _middle(chunk.message_id),
+                    _middles.get(message_id) or _middle(message_id),
                     _TAILS[type(chunk)],
                 )
             )
@@ -123,6 +126,7 @@ def _head(session_id: str) -> bytes:
 def _middle(message_id: str | None) -> bytes:
     middle = _middles.get(message_id)
     if middle is None:
+        assert message_id is not None  # always cached
         if len(_middles) >= _CACHE_LIMIT:
             _middles.clear()
             _middles[None] = b',"type":"text"},"sessionUpdate":'

@@ -126,7 +126,7 @@ class LineWriter:
         if self.broken:
             await trio.lowlevel.checkpoint()
             return
-        if self._idle():
+        if self._parked and not self._closed:  # `_idle`, inline: for every line
             if self._send_nowait is not None:
                 self._write_now(lines)
                 return

@@ -24,6 +24,7 @@ from ..agy import (
 from . import output, turns
 from .mapper import OutcomeKind
 from .mutations import observe_step
+from .tool_calls import NO_OBSERVATION
 
 if TYPE_CHECKING:
     from .session import Session
@@ -78,15 +79,19 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
     event = message.event
     kind = type(event)
     on_turn = session.turn_work_on(inc)
-    if isinstance(event, MalformedLine):
+    step = kind is StepUpdateEvent  # the hot path: no other kind to test for
+    if not step and isinstance(event, MalformedLine):
         notes = session.notes.get(inc)
         if notes is not None and notes.garbage is None and event.line:
             notes.garbage = output.quote(event.line)
     else:
-        if kind is not StepUpdateEvent and isinstance(event, InitEvent | ResultEvent):
+        if not step and isinstance(event, InitEvent | ResultEvent):
             session.learned(event, inc)
-        heard = on_turn is not None and (kind is StepUpdateEvent or kind is ResultEvent)
-        if session.core.output_is_news(inc, heard):
+        heard = on_turn is not None and (step or kind is ResultEvent)
+        # A turn heard already is not heard again: then only the child's first
+        # line is news (the core need not look the turn up a second time).
+        first_heard = heard and on_turn is not None and not on_turn[0].heard
+        if session.core.output_is_news(inc, first_heard):
             await session.feed(turns.ChildOutput(inc, heard=heard))
             on_turn = session.turn_work_on(inc)
     mapper = on_turn[1].mapper if on_turn is not None else None
@@ -103,11 +108,14 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
         )
         return
     work = on_turn[1]
-    seen = await output.observe_for(mapper, message, session.roots)
+    files, images = mapper.paths_to_read(event)
+    seen = NO_OBSERVATION
+    if files or images or message.attachment:  # not a text delta: something to read
+        seen = await output.observe_for(files, images, message.attachment, session.roots)
     updates = mapper.feed(event, seen)
     if updates:
         await session.outlet.send_all(updates)
-    if isinstance(event, StepUpdateEvent) and event.step_update.step_type == "tool":
+    if type(event) is StepUpdateEvent and event.step_update.step_type == "tool":
         await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
     outcome = mapper.outcome
     if outcome is None:

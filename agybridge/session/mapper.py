@@ -148,32 +148,36 @@ class TurnMapper:
         self, event: events.AgyEvent | events.MalformedLine
     ) -> tuple[list[str], list[str]]:
         """(files to read as text, image candidates) for ``event``."""
-        files, images = self._paths_to_read(event)
-        return files, [path for path in images if path not in self._images_shown]
-
-    def _paths_to_read(
-        self, event: events.AgyEvent | events.MalformedLine
-    ) -> tuple[list[str], list[str]]:
         if not isinstance(event, events.StepUpdateEvent):
             return [], []
         step = event.step_update
         if step.step_type == "tool":
-            info = step.tool_info
-            name = step.tool_name or (info.name if info else "") or ""
-            target = edit_target(name, info.parameters if info else None)
-            files = [target] if target else []
-            images: list[str] = []
-            if step.state == events.STATE_DONE and info and info.output:
-                images = image_candidates(info.output, self.cwd)
-            if step.state == events.STATE_DONE and name == "generate_image" and info:
-                images += image_candidates(json.dumps(info.parameters or {}), self.cwd)
-            return files, images
-        if step.step_type == "agent_response" and step.state == events.STATE_DONE:
-            scan = self._step_scans.get(step.step_index)
-            if scan is None:
-                return [], image_candidates(step.text_delta or "", self.cwd)
-            return [], scan.candidates(step.text_delta or "")
-        return [], []
+            files, images = self._tool_paths(step)
+        elif step.step_type == "agent_response" and step.state == events.STATE_DONE:
+            files, images = [], self._response_images(step)
+        else:
+            return [], []  # e.g. a text delta still streaming
+        if images:
+            images = [path for path in images if path not in self._images_shown]
+        return files, images
+
+    def _tool_paths(self, step: events.StepUpdate) -> tuple[list[str], list[str]]:
+        info = step.tool_info
+        name = step.tool_name or (info.name if info else "") or ""
+        target = edit_target(name, info.parameters if info else None)
+        files = [target] if target else []
+        images: list[str] = []
+        if step.state == events.STATE_DONE and info and info.output:
+            images = image_candidates(info.output, self.cwd)
+        if step.state == events.STATE_DONE and name == "generate_image" and info:
+            images += image_candidates(json.dumps(info.parameters or {}), self.cwd)
+        return files, images
+
+    def _response_images(self, step: events.StepUpdate) -> list[str]:
+        scan = self._step_scans.get(step.step_index)
+        if scan is None:
+            return image_candidates(step.text_delta or "", self.cwd)
+        return scan.candidates(step.text_delta or "")
 
     # --- events ------------------------------------------------------------
 

@@ -82,6 +82,7 @@ class Outlet:
         self._guard = EagerLock()
         #: Updates collected while the session loop maps a batch (``holding``).
         self._held: list[models.SessionUpdate] | None = None
+        self._holding = _Holding(self)  # stateless: one for every batch
         #: The hand-over to a client in progress (under the guard): a client
         #: taking the session over gives up one to another client.
         self._handing: tuple[ClientSink, trio.CancelScope] | None = None
@@ -177,8 +178,7 @@ class Outlet:
         self.last_activity = time.time()
         turn = self._turn
         if turn is not None:
-            for update in updates:
-                turn.add(update)
+            turn.extend(updates)
         client = self._client
         if client is None or not await self._hand_over(client, updates):
             self.dropped += len(updates)
@@ -214,7 +214,7 @@ class Outlet:
     def holding(self) -> _Holding:
         """Hold updates inside the block (the session loop mapping a batch of
         agy events); they are handed over, in order, when it ends."""
-        return _Holding(self)
+        return self._holding
 
     def unheld(self) -> _Unheld:
         """Hand over what is held, then send straight through inside the block

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from ..agy import ChildEvent, ChildExited, ResultEvent
+from ..agy import ChildExited, ResultEvent
 from .errors import AgyExitedError, SessionError, classify_agy_error
 from .images import observe
 from .mapper import OutcomeKind, TurnMapper
@@ -39,14 +39,14 @@ class ChildNotes:
 
 
 async def observe_for(
-    mapper: TurnMapper, message: ChildEvent, roots: Callable[[], Sequence[str]]
+    files: list[str],
+    images: list[str],
+    attachment: object,
+    roots: Callable[[], Sequence[str]],
 ) -> Observation:
-    """Read the files and images the event names (in a worker thread); edit
-    targets snapshotted as the line was read come with the message."""
-    files, images = mapper.paths_to_read(message.event)
-    attachment = message.attachment
-    if not (files or images or attachment):
-        return NO_OBSERVATION  # a text delta: nothing to read
+    """Read the ``files`` and ``images`` an event names (``paths_to_read``
+    of its mapper; in a worker thread); edit targets snapshotted as the line
+    was read come as its ``attachment``."""
     early = attachment if isinstance(attachment, dict) else {}
     files = [path for path in files if path not in early]
     seen = NO_OBSERVATION

@@ -11,6 +11,7 @@ either way). Everything else is kept as sent. The oldest entries go beyond
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 from typing import Any
 
 from ..acp import models
@@ -52,12 +53,6 @@ class _TextRun:
         return chunk
 
 
-def _run_key(update: models.SessionUpdate) -> _RunKey | None:
-    """The run a plain text chunk belongs to; None for anything else."""
-    chunk = plain_text_chunk(update)
-    return None if chunk is None else (type(chunk), chunk.message_id)
-
-
 class TurnLog:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self._entries: collections.deque[models.SessionUpdate | _TextRun] = collections.deque()
@@ -66,21 +61,27 @@ class TurnLog:
         self.lost = 0
 
     def add(self, update: models.SessionUpdate) -> None:
+        self.extend((update,))
+
+    def extend(self, updates: Iterable[models.SessionUpdate]) -> None:
+        """`add` each of ``updates``, in order (a batch handed over at once)."""
         entries = self._entries
-        key = _run_key(update)
-        if key is not None:
-            text: str = update.content.text  # type: ignore[union-attr]
-            last = entries[-1] if entries else None
-            if type(last) is _TextRun and last.key == key:
-                last.add(text)
-                return
-            entry: models.SessionUpdate | _TextRun = _TextRun(key, text)
-        else:
-            entry = update
-        if len(entries) >= self._max:
-            dropped = entries.popleft()
-            self.lost += dropped.count if isinstance(dropped, _TextRun) else 1
-        entries.append(entry)
+        for update in updates:
+            chunk = plain_text_chunk(update)
+            if chunk is not None:
+                key = (type(chunk), chunk.message_id)
+                text: str = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
+                last = entries[-1] if entries else None
+                if type(last) is _TextRun and last.key == key:
+                    last.add(text)
+                    continue
+                entry: models.SessionUpdate | _TextRun = _TextRun(key, text)
+            else:
+                entry = update
+            if len(entries) >= self._max:
+                dropped = entries.popleft()
+                self.lost += dropped.count if isinstance(dropped, _TextRun) else 1
+            entries.append(entry)
 
     def updates(self) -> list[models.SessionUpdate]:
         """What was kept, in order (a text run as one chunk)."""

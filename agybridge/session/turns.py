@@ -53,6 +53,9 @@ that request arrives (ACP: nothing more for a cancelled turn).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, get_args
+
 from .config import GATED_MODES, LaunchSettings
 from .errors import SessionError
 from .turn_events import (
@@ -197,8 +200,7 @@ class TurnCore:
     def handle(self, event: Event) -> list[Action]:
         """Apply one event; the actions to perform, in order."""
         self._out = []
-        handler = getattr(self, "_on_" + type(event).__name__)
-        handler(event)
+        _HANDLERS[type(event)](self, event)
         self._advance()
         out, self._out = self._out, []
         return out
@@ -618,7 +620,7 @@ class TurnCore:
 
     def _apply_settings(self, *, announce: bool) -> None:
         new = self.requested
-        if new == self.settings:
+        if new is self.settings or new == self.settings:  # mostly the same object
             return
         old, self.settings = self.settings, new
         self._emit(ApplySettings(old, new, announce))
@@ -647,6 +649,12 @@ class TurnCore:
 
     def _emit(self, action: Action) -> None:
         self._out.append(action)
+
+
+#: ``_on_<event class>`` of each event (looked up once, not per event).
+_HANDLERS: dict[type[Any], Callable[[TurnCore, Any], None]] = {
+    kind: getattr(TurnCore, "_on_" + kind.__name__) for kind in get_args(Event)
+}
 
 
 __all__ = [

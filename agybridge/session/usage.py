@@ -64,21 +64,16 @@ def add(a: Usage, b: Usage) -> Usage:
 
 def subtract(a: Usage, b: Usage) -> Usage | None:
     """``a - b``, or None when ``b`` is not a prefix of ``a`` (counters reset)."""
-    difference = Usage(
-        input_tokens=a.input_tokens - b.input_tokens,
-        output_tokens=a.output_tokens - b.output_tokens,
-        thinking_tokens=a.thinking_tokens - b.thinking_tokens,
-        cache_read_tokens=a.cache_read_tokens - b.cache_read_tokens,
-        total_tokens=a.total_tokens - b.total_tokens,
+    values = (
+        a.input_tokens - b.input_tokens,
+        a.output_tokens - b.output_tokens,
+        a.thinking_tokens - b.thinking_tokens,
+        a.cache_read_tokens - b.cache_read_tokens,
+        a.total_tokens - b.total_tokens,
     )
-    lowest = min(
-        difference.input_tokens,
-        difference.output_tokens,
-        difference.thinking_tokens,
-        difference.cache_read_tokens,
-        difference.total_tokens,
-    )
-    return None if lowest < 0 else difference
+    if min(values) < 0:
+        return None
+    return Usage(*values)  # the fields in that order
 
 
 def total(usages: Iterable[Usage]) -> Usage:

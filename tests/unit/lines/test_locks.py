@@ -75,3 +75,24 @@ async def test_it_serves_as_a_to_thread_limiter() -> None:
     assert results == [0, 2, 4]
     async with lock:  # released after every call
         pass
+
+
+async def test_a_release_just_after_the_only_waiter_was_cancelled_frees_the_lock() -> None:
+    """Cancelling a waiter takes it out of the queue at once, but it runs (and
+    stops counting as waiting) only later: a release in between frees the lock."""
+    lock = EagerLock()
+    scope = trio.CancelScope()
+
+    async def waiter() -> None:
+        with scope:
+            async with lock:
+                raise AssertionError("a cancelled waiter got the lock")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery, lock:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()  # the waiter has not run since
+        async with lock:
+            pass
+    assert scope.cancelled_caught

@@ -3,6 +3,7 @@ as sent, the oldest entries dropped beyond the bound and counted."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given
@@ -94,3 +95,20 @@ def test_a_hundred_thousand_deltas_are_one_entry() -> None:
     assert isinstance(update, models.AgentMessageChunk) and update.message_id == "m"
     assert isinstance(update.content, models.TextContent)
     assert update.content.text == "".join(f"w{n} " for n in range(100_000))
+
+
+@given(sent=updates, bound=st.integers(1, 8), cuts=st.lists(st.integers(0, 60), max_size=6))
+def test_a_batch_is_logged_as_its_updates_one_by_one(
+    sent: list[models.SessionUpdate], bound: int, cuts: list[int]
+) -> None:
+    """The outlet hands the log a batch at a time (``extend``)."""
+    one_by_one, batched = TurnLog(max_entries=bound), TurnLog(max_entries=bound)
+    for update in sent:
+        one_by_one.add(update)
+    edges = sorted({0, len(sent), *(cut for cut in cuts if cut <= len(sent))})
+    for start, stop in itertools.pairwise(edges):
+        batched.extend(sent[start:stop])
+    assert [codec.unstructure(u) for u in batched.updates()] == [
+        codec.unstructure(u) for u in one_by_one.updates()
+    ]
+    assert (batched.lost, len(batched)) == (one_by_one.lost, len(one_by_one))
