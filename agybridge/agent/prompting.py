@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import attrs
 import trio
 
 from ..acp import models
-from ..acp.content import ConvertedPrompt, convert_prompt
+from ..acp.content import ConvertedPrompt, convert_prompt, convert_text_prompt
 from ..acp.limits import PromptLimits
 from ..session import Session
 from ..session.commands import BridgeCommand, SkillRequest, parse, skill_prompt
@@ -81,13 +82,14 @@ async def prepare(
     shown = display_text(blocks)
     if skill is not None:
         blocks = [models.TextContent(text=skill_prompt(skill))]
+    if _plain_and_small(blocks):
+        # String work of microseconds: no thread hop, and no file to stage.
+        converted = convert_text_prompt(blocks)
+        return PreparedPrompt(text=converted.text, display_text=shown, converted=converted)
     staging = session.staging
     staging_dir = staging.prompt_dir(key) if staging is not None else "/nonexistent-staging"
     convert = functools.partial(convert_prompt, blocks, staging_dir=staging_dir, limits=limits)
-    if _plain_and_small(blocks):
-        converted = convert()  # string work of microseconds: no thread hop
-    else:
-        converted = await trio.to_thread.run_sync(convert)
+    converted = await trio.to_thread.run_sync(convert)
     if converted.files:
         if staging is None:
             raise RuntimeError("attachments need a staging directory")
@@ -99,7 +101,9 @@ async def prepare(
 INLINE_TEXT_CHARS = 2**16
 
 
-def _plain_and_small(blocks: Sequence[models.ContentBlock]) -> bool:
+def _plain_and_small(
+    blocks: Sequence[models.ContentBlock],
+) -> TypeGuard[Sequence[models.TextContent]]:
     total = 0
     for block in blocks:
         if type(block) is not models.TextContent:
