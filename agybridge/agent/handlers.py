@@ -91,8 +91,8 @@ class AcpAgent:
         self._too_early: set[int] = set()
         self._initialize_done = trio.Event()
         self._initialized = False
-        #: Each request's params, checked once in wire order (or the error).
-        self._checked: dict[int, RpcError | None] = {}
+        #: Requests whose params failed the check made once in wire order: the error.
+        self._checked: dict[int, RpcError] = {}
         #: Requests for a session not live yet, sent behind its load or resume:
         #: whether ``$/cancel_request`` came for them while they waited.
         self._behind: dict[int, bool] = {}
@@ -123,12 +123,12 @@ class AcpAgent:
         elif not self._initialize_seen:
             # Refused even if its task runs once a later initialize is done.
             self._too_early.add(ctx.seq)
-        try:
-            check_text(params)
-        except RpcError as exc:
-            self._checked[ctx.seq] = exc
-            return
-        self._checked[ctx.seq] = None
+        if not ctx.no_escapes:  # else nothing to find (every prompt of a plain chat)
+            try:
+                check_text(params)
+            except RpcError as exc:
+                self._checked[ctx.seq] = exc
+                return
         if not self._initialize_seen or method not in self._methods:
             return
         session_id = params.get("sessionId") if isinstance(params, dict) else None

@@ -32,6 +32,10 @@ class Request:
     id: RequestId
     method: str
     params: Any
+    #: The line held no ``\u`` escape: no string in ``params`` can hold a NUL
+    #: or a lone surrogate (raw, neither is valid in JSON text or UTF-8), so a
+    #: handler need not look for them (False: unknown).
+    no_escapes: bool = attrs.field(default=False, eq=False)
 
 
 @attrs.frozen
@@ -134,7 +138,7 @@ def parse_message(line: bytes) -> Message | None:
                 reply_id, f'"params" must be an object or an array, not {_kind(params)}'
             )
         if "id" in obj:
-            return Request(request_id, method, params)
+            return Request(request_id, method, params, b"\\u" not in line)
         return Notification(method, params)
 
     if "id" not in obj:

@@ -348,7 +348,7 @@ class Peer:
             self._handle_response(message)
 
     async def _start_request(self, message: Request, seq: int, requests: trio.Nursery) -> None:
-        ctx = RequestContext(message.id, message.method, seq)
+        ctx = RequestContext(message.id, message.method, seq, message.no_escapes)
         if message.id is not None:  # a null id cannot be targeted by $/cancel_request
             if message.id in self._in_flight:
                 # Answering both would give the client two responses it cannot tell apart.

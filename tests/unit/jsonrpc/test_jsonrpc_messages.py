@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agybridge.acp.text_check import find_bad_text
 from agybridge.jsonrpc import ErrorCode, RpcError
 from agybridge.jsonrpc.messages import (
     Invalid,
@@ -261,6 +262,40 @@ def test_request_roundtrip(request_id: int | str | None, method: str, params: An
     assert line.count(b"\n") == 1
     assert line.endswith(b"\n")
     assert parse_message(line[:-1]) == Request(request_id, method, params)
+
+
+#: Any code point: NULs and lone surrogates included.
+_any_text = st.text(st.characters() | st.sampled_from("\x00\ud800\\u"))
+_any_json = st.recursive(
+    st.none() | st.integers() | _any_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_any_text, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(params=_any_json, ensure_ascii=st.booleans())
+def test_a_request_without_escapes_holds_no_bad_text(params: Any, ensure_ascii: bool) -> None:
+    """``no_escapes`` is true only when no string of the params (keys
+    included) holds a NUL or a lone surrogate, what ``find_bad_text`` looks for."""
+    text = json.dumps(request_message(1, "m", {"p": params}), ensure_ascii=ensure_ascii)
+    line = text.encode("utf-8", "surrogatepass")  # a raw surrogate: not UTF-8, a parse error
+    message = parse_message(line)
+    if isinstance(message, Request) and message.no_escapes:
+        assert find_bad_text(message.params) is None
+    elif isinstance(message, Request):
+        assert b"\\u" in line
+
+
+def test_no_escapes_examples() -> None:
+    assert parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["a"]}') == Request(
+        1, "m", ["a"], no_escapes=True
+    )
+    plain = parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["\xc3\xa9"]}')
+    assert isinstance(plain, Request) and plain.no_escapes
+    escaped = parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["a\\u0000"]}')
+    assert isinstance(escaped, Request) and not escaped.no_escapes
+    raw_nul = parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["a\x00"]}')
+    assert isinstance(raw_nul, Invalid) and raw_nul.error.code == PARSE
 
 
 @given(request_id=ids, result=json_values)
