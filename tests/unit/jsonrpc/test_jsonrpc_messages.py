@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agybridge.acp.text_check import find_bad_text
-from agybridge.jsonrpc import ErrorCode, RpcError
+from agybridge.jsonrpc import ErrorCode, RpcError, messages
 from agybridge.jsonrpc.messages import (
     Invalid,
     Message,
@@ -296,6 +297,29 @@ def test_no_escapes_examples() -> None:
     assert isinstance(escaped, Request) and not escaped.no_escapes
     raw_nul = parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["a\x00"]}')
     assert isinstance(raw_nul, Invalid) and raw_nul.error.code == PARSE
+
+
+def _outcome(decode: Any, text: str) -> Any:
+    try:
+        return ("value", decode(text))
+    except (ValueError, RecursionError) as exc:
+        return ("error", type(exc), str(exc))
+
+
+_spaces = st.text(st.sampled_from(" \t\r\n\x0b"), max_size=2)
+
+
+@given(
+    text=st.tuples(
+        _spaces, json_values.map(json.dumps), _spaces, st.sampled_from(["", "x", "{"])
+    ).map("".join)
+    | st.text(max_size=12)
+    | st.sampled_from(["NaN", "[Infinity]", "\ufeff{}", "1 2", "[" * 50_000])
+)
+def test_decode_is_json_loads(text: str) -> None:
+    """The parser's fast path decodes as ``json.loads`` (same value, same error)."""
+    loads = functools.partial(json.loads, parse_constant=messages._reject_constant)
+    assert _outcome(messages._decode, text) == _outcome(loads, text)
 
 
 @given(request_id=ids, result=json_values)
