@@ -132,10 +132,10 @@ def parse_message(line: bytes) -> Message | None:
 
     if is_request:
         method = obj["method"]
-        if not isinstance(method, str):
+        if type(method) is not str:
             return _invalid(reply_id, f'"method" must be a string, not {_kind(method)}')
         params = obj.get("params")
-        if params is not None and not isinstance(params, dict | list):
+        if params is not None and type(params) is not dict and type(params) is not list:
             return _invalid(
                 reply_id, f'"params" must be an object or an array, not {_kind(params)}'
             )
