@@ -79,17 +79,21 @@ async def prepare(
         PromptContentError: a block cannot be passed to agy (-32602).
         StagingError: the files could not be written (-32603).
     """
+    if skill is None and _plain_and_small(blocks):
+        # The usual prompt: string work of microseconds (no thread hop), no
+        # file to stage, and what agy gets is what the user typed (display_text).
+        converted = convert_text_prompt(blocks)
+        return PreparedPrompt(text=converted.text, display_text=converted.text, converted=converted)
     shown = display_text(blocks)
     if skill is not None:
         blocks = [models.TextContent(text=skill_prompt(skill))]
-    if _plain_and_small(blocks):
-        # String work of microseconds: no thread hop, and no file to stage.
-        converted = convert_text_prompt(blocks)
-        return PreparedPrompt(text=converted.text, display_text=shown, converted=converted)
     staging = session.staging
     staging_dir = staging.prompt_dir(key) if staging is not None else "/nonexistent-staging"
     convert = functools.partial(convert_prompt, blocks, staging_dir=staging_dir, limits=limits)
-    converted = await trio.to_thread.run_sync(convert)
+    if _plain_and_small(blocks):
+        converted = convert()  # a skill's text: no thread hop
+    else:
+        converted = await trio.to_thread.run_sync(convert)
     if converted.files:
         if staging is None:
             raise RuntimeError("attachments need a staging directory")

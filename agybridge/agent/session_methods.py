@@ -17,7 +17,7 @@ from ..acp.content import PromptContentError
 from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, RequestContext, RpcError
 from ..session import Session, SessionError, SessionManager
-from ..session.commands import BridgeCommand, SkillRequest
+from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError, LaunchSettings
 from ..session.history import replay_updates
 from ..session.mcp import McpServerError, build_mcp_config
@@ -311,22 +311,19 @@ class SessionMethods:
     async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
         request = codec.structure_plain_prompt(params) or parse(params, models.PromptRequest)
         session = self._driven(request.session_id)
-        command = None
+        skill = None
         if prompting.slash_text(request.prompt):  # else it is no command
             command = prompting.command_of(request.prompt, session)
             if command is None:
                 # A skill? The scan session/new started may not be done yet.
                 await session.barrier()
                 command = prompting.command_of(request.prompt, session)
-        if isinstance(command, BridgeCommand):
-            return await self._answer_command(session, command, ctx.seq)
+            if isinstance(command, BridgeCommand):
+                return await self._answer_command(session, command, ctx.seq)
+            skill = command
         try:
             prepared = await prompting.prepare(
-                session,
-                request.prompt,
-                ctx.seq,
-                self._limits,
-                command if isinstance(command, SkillRequest) else None,
+                session, request.prompt, ctx.seq, self._limits, skill
             )
         except PromptContentError as exc:
             raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agybridge.acp import models
+from agybridge.acp.content import PromptContentError, convert_text_prompt
 from agybridge.agent import prompting
 from agybridge.session.commands import BRIDGE_COMMANDS
 from agybridge.session.skills import Skill
@@ -34,3 +35,15 @@ def test_only_a_slash_text_can_be_a_command(texts: list[str]) -> None:
     session: Any = SimpleNamespace(skills=[skill])
     if not prompting.slash_text(blocks):
         assert prompting.command_of(blocks, session) is None
+
+
+@given(texts=st.lists(st.text(), max_size=3))
+def test_a_text_prompt_is_shown_as_agy_gets_it(texts: list[str]) -> None:
+    """``prepare`` shows a text-only prompt as the text it converts to: the
+    same as ``display_text``."""
+    blocks: list[Any] = [models.TextContent(text=text) for text in texts]
+    try:
+        converted = convert_text_prompt(blocks)
+    except PromptContentError:
+        return  # an empty prompt: refused, never shown
+    assert converted.text == prompting.display_text(blocks)
