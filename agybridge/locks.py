@@ -16,26 +16,40 @@ class EagerLock:
     """One holder at a time, in arrival order; taken at once when free (no
     checkpoint then: the caller's own awaits are its checkpoints). Usable in
     ``async with`` and as the ``limiter`` of ``trio.to_thread.run_sync``, which
-    takes any object with ``acquire_on_behalf_of``/``release_on_behalf_of``."""
+    takes any object with ``acquire_on_behalf_of``/``release_on_behalf_of``.
 
-    __slots__ = ("_free",)
+    Plain fields and a parking lot, not a ``trio.Semaphore``: taking and
+    releasing a free lock then calls nothing (it runs several times a turn)."""
+
+    __slots__ = ("_held", "_lot", "_waiting")
 
     def __init__(self) -> None:
-        # A release hands the permit straight to the first waiter, so taking it
-        # "at once" never overtakes anybody.
-        self._free = trio.Semaphore(1, max_value=1)
+        self._held = False
+        self._lot = trio.lowlevel.ParkingLot()
+        #: Tasks parked in ``_lot``, or just out of it and not yet counted out.
+        self._waiting = 0
 
     async def __aenter__(self) -> None:
+        if not self._held:
+            self._held = True
+            return
+        self._waiting += 1
         try:
-            self._free.acquire_nowait()
-        except trio.WouldBlock:
-            await self._free.acquire()
+            # Woken holding it: a release hands it over (``_held`` stays True),
+            # so a newcomer taking it "at once" never overtakes a waiter.
+            await self._lot.park()
+        finally:
+            self._waiting -= 1
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._free.release()
+        if not (self._waiting and self._lot.unpark()):  # as release_on_behalf_of
+            self._held = False
 
     async def acquire_on_behalf_of(self, borrower: object) -> None:
         await self.__aenter__()
 
     def release_on_behalf_of(self, borrower: object) -> None:
-        self._free.release()
+        # A cancelled waiter has left the lot but may still be counted: then
+        # nobody is woken and the lock is free.
+        if not (self._waiting and self._lot.unpark()):
+            self._held = False

@@ -75,3 +75,61 @@ async def test_it_serves_as_a_to_thread_limiter() -> None:
     assert results == [0, 2, 4]
     async with lock:  # released after every call
         pass
+
+
+async def test_a_release_right_after_the_only_waiter_was_cancelled_frees_it() -> None:
+    """The waiter's cancel is delivered, the holder releases before the waiter
+    runs again: the lock is free (nobody to hand it to), not held by nobody."""
+    lock = EagerLock()
+    waiter = trio.CancelScope()
+
+    async def wait() -> None:
+        with waiter:
+            async with lock:
+                raise AssertionError("a cancelled waiter never holds it")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await lock.__aenter__()
+            nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            waiter.cancel()  # the waiter leaves the lot now, runs later
+            await lock.__aexit__(None, None, None)
+            steps = Steps(trio.lowlevel.current_task())
+            trio.lowlevel.add_instrument(steps)
+            try:
+                async with lock:  # free: taken at once
+                    pass
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            assert steps.count == 0
+    assert waiter.cancelled_caught
+
+
+async def test_many_holders_and_cancellations_keep_it_exclusive_and_fifo() -> None:
+    lock = EagerLock()
+    inside: list[int] = []
+    order: list[int] = []
+    scopes = [trio.CancelScope() for _ in range(40)]
+
+    async def hold(n: int) -> None:
+        with scopes[n]:
+            async with lock:
+                inside.append(n)
+                assert inside == [n], "two holders at once"
+                order.append(n)
+                await trio.lowlevel.checkpoint()
+                inside.remove(n)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with lock:
+                for n in range(40):
+                    nursery.start_soon(hold, n)
+                    await trio.testing.wait_all_tasks_blocked()
+                for n in range(0, 40, 3):
+                    scopes[n].cancel()
+            await trio.testing.wait_all_tasks_blocked()
+    assert order == [n for n in range(40) if n % 3]
+    async with lock:  # free again
+        pass
