@@ -16,7 +16,10 @@ class EagerLock:
     """One holder at a time, in arrival order; taken at once when free (no
     checkpoint then: the caller's own awaits are its checkpoints). Usable in
     ``async with`` and as the ``limiter`` of ``trio.to_thread.run_sync``, which
-    takes any object with ``acquire_on_behalf_of``/``release_on_behalf_of``."""
+    takes any object with ``acquire_on_behalf_of``/``release_on_behalf_of``.
+
+    Plain fields and a parking lot, not a ``trio.Semaphore``: taking and
+    releasing a free lock then calls nothing (it runs several times a turn)."""
 
     __slots__ = ("_held", "_lot", "_waiting")
 
@@ -35,7 +38,9 @@ class EagerLock:
             return
         self._waiting += 1
         try:
-            await self._lot.park()  # woken by a release: it is ours now
+            # Woken holding it: a release hands it over (``_held`` stays True),
+            # so a newcomer taking it "at once" never overtakes a waiter.
+            await self._lot.park()
         finally:
             self._waiting -= 1
 
@@ -49,5 +54,7 @@ class EagerLock:
         await self.__aenter__()
 
     def release_on_behalf_of(self, borrower: object) -> None:
+        # A cancelled waiter has left the lot but may still be counted: then
+        # nobody is woken and the lock is free.
         if not (self._waiting and self._lot.unpark()):
             self._held = False

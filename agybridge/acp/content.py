@@ -166,6 +166,17 @@ def convert_prompt(
     return converter.finish()
 
 
+def convert_text_prompt(blocks: Sequence[models.TextContent]) -> ConvertedPrompt:
+    """`convert_prompt` for a prompt of text blocks only, which stages no file
+    and so needs no staging directory (every prompt of a plain chat). A
+    generated-input test compares both.
+
+    Raises:
+        PromptContentError: the prompt is empty.
+    """
+    return _converted([block.text for block in blocks], ())
+
+
 def describe_resource_link(link: models.ResourceLink) -> str:
     """A short text naming a linked resource and what is known about it."""
     lines = [f"[Resource: {link.name}]", f"URI: {link.uri}"]
@@ -218,13 +229,7 @@ class _Converter:
             raise PromptContentError(message, index, kind)
 
     def finish(self) -> ConvertedPrompt:
-        if not self.files and not any(part.strip() for part in self.parts):
-            raise PromptContentError(
-                "The prompt is empty: send some text, an image or a resource.",
-                0 if self.parts else None,
-                "text",
-            )
-        return ConvertedPrompt(text="\n\n".join(self.parts), files=tuple(self.files.values()))
+        return _converted(self.parts, tuple(self.files.values()))
 
     def _add_image(self, index: int, block: models.ImageContent) -> None:
         declared = block.mime_type
@@ -465,6 +470,17 @@ def _size(limit: int) -> str:
     if limit % 2**10 == 0:
         return f"{limit // 2**10} KiB"
     return f"{limit} bytes"
+
+
+def _converted(parts: list[str], files: tuple[StagedFile, ...]) -> ConvertedPrompt:
+    """The prompt's text (its parts joined by blank lines) and files; an empty prompt is refused."""
+    if not files and not any(part.strip() for part in parts):
+        raise PromptContentError(
+            "The prompt is empty: send some text, an image or a resource.",
+            0 if parts else None,
+            "text",
+        )
+    return ConvertedPrompt(text="\n\n".join(parts), files=files)
 
 
 def _block_type(block: models.ContentBlock) -> str:

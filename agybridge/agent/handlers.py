@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+#: The context of a request that waits for no lifecycle request (stateless: one for all).
+_UNORDERED = contextlib.nullcontext()
 #: Requests that open or end a session: applied in wire order per session.
 LIFECYCLE_METHODS = frozenset({"session/load", "session/resume", "session/close", "session/delete"})
 #: Served by `SessionMethods` (session_methods.py), with the extensions.
@@ -91,8 +93,8 @@ class AcpAgent:
         self._too_early: set[int] = set()
         self._initialize_done = trio.Event()
         self._initialized = False
-        #: Each request's params, checked once in wire order (or the error).
-        self._checked: dict[int, RpcError | None] = {}
+        #: Requests whose params failed the check made once in wire order: the error.
+        self._checked: dict[int, RpcError] = {}
         #: Requests for a session not live yet, sent behind its load or resume:
         #: whether ``$/cancel_request`` came for them while they waited.
         self._behind: dict[int, bool] = {}
@@ -123,22 +125,20 @@ class AcpAgent:
         elif not self._initialize_seen:
             # Refused even if its task runs once a later initialize is done.
             self._too_early.add(ctx.seq)
-        try:
-            check_text(params)
-        except RpcError as exc:
-            self._checked[ctx.seq] = exc
-            return
-        self._checked[ctx.seq] = None
+        if not ctx.no_escapes:  # else nothing to find (every prompt of a plain chat)
+            try:
+                check_text(params)
+            except RpcError as exc:
+                self._checked[ctx.seq] = exc
+                return
         if not self._initialize_seen or method not in self._methods:
             return
         session_id = params.get("sessionId") if isinstance(params, dict) else None
-        if method in LIFECYCLE_METHODS and isinstance(session_id, str):
+        if not isinstance(session_id, str):
+            return  # no session to make it known to
+        if method in LIFECYCLE_METHODS:
             self._lifecycle.ticket(session_id, ctx.seq)
-        if (
-            isinstance(session_id, str)
-            and method not in LIFECYCLE_METHODS
-            and self._lifecycle.pending(session_id)
-        ):
+        elif self._lifecycle.pending(session_id):
             # Sent right behind a load, resume, close or delete of the session (a
             # client that does not wait for its answer): it arrives once that is
             # done, also when the session is live now (after a close: -32002).
@@ -151,10 +151,9 @@ class AcpAgent:
             if self._manager.get(session_id) is None:
                 self._manager.client_spoke(session_id)
             return
-        session = self._named_session(params)
+        session = self._manager.get(session_id)
         if session is None:
-            if isinstance(session_id, str):
-                self._manager.client_spoke(session_id)
+            self._manager.client_spoke(session_id)
             return
         self._arrive(session, method, ctx)
 
@@ -203,34 +202,32 @@ class AcpAgent:
         async with self._lifecycle.turn(session_id, seq), self._manager.lifecycle(session_id):
             yield
 
-    def _named_session(self, params: Any) -> Session | None:
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        return self._manager.get(session_id) if isinstance(session_id, str) else None
-
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         handler = self._methods.get(method)
         problem = self._checked.pop(ctx.seq, None)
         too_early = ctx.seq in self._too_early
-        self._too_early.discard(ctx.seq)
+        if too_early:
+            self._too_early.discard(ctx.seq)
         session_id = params.get("sessionId") if isinstance(params, dict) else None
-        ordered = method in LIFECYCLE_METHODS and isinstance(session_id, str)
+        if not isinstance(session_id, str):
+            session_id = None
         try:
             async with (
                 self._lifecycle_turn(session_id, ctx.seq)
-                if ordered and isinstance(session_id, str)
-                else contextlib.nullcontext()
+                if session_id is not None and method in LIFECYCLE_METHODS
+                else _UNORDERED
             ):
                 # First, so that its place is given up whatever happens next.
                 if (
-                    ctx.seq in self._behind
-                    and isinstance(session_id, str)
+                    session_id is not None
+                    and ctx.seq in self._behind
                     and await self._arrive_behind(method, session_id, ctx)
                 ):
                     cancelled = models.PromptResponse(stop_reason=models.STOP_CANCELLED)
                     return codec.unstructure_prompt_response(cancelled)
                 if handler is None:
                     raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
-                if method != "initialize":
+                if method != "initialize" and (too_early or not self._initialized):
                     await self._wait_initialized(method, too_early=too_early)
                 if problem is not None:
                     raise problem
@@ -244,9 +241,9 @@ class AcpAgent:
             log = self._rollbacks.pop(ctx.seq, None)
             if log is not None:
                 log.rollback_left()
-            if method in ("session/prompt", STEER):
+            if session_id is not None and method in ("session/prompt", STEER):
                 # A prompt answered without a turn must not hold its place.
-                session = self._named_session(params)
+                session = self._manager.get(session_id)
                 if session is not None:
                     session.drop_prompt(ctx.seq)
 
@@ -258,6 +255,7 @@ class AcpAgent:
     async def _wait_initialized(self, method: str, *, too_early: bool = False) -> None:
         # Request tasks start in no fixed order: a request sent right after
         # initialize (without waiting for its answer) waits for it here.
+        # (Not called once initialize succeeded: it would return at once.)
         if not too_early and self._initialize_seen and not self._initialize_done.is_set():
             await self._initialize_done.wait()
         if too_early or not self._initialized:
@@ -368,4 +366,6 @@ class AcpAgent:
             )
             if self._on_sessions_loaded is not None:
                 self._on_sessions_loaded()
+            # Later requests go straight to their method (not through here).
+            self._methods.update(self._session_methods.methods)
         return await self._session_methods.handle(method, params, ctx)

@@ -17,19 +17,22 @@ from ..session.config import ConfigValueError, LaunchSettings, settings_from_met
 T = TypeVar("T")
 
 
+def session_rpc_error(exc: SessionError) -> RpcError:
+    """A session failure as the JSON-RPC error that answers it, in one place."""
+    if isinstance(exc, AuthRequiredError):
+        return RpcError(ErrorCode.AUTH_REQUIRED, exc.message, exc.data)
+    if isinstance(exc, InvalidModelError):
+        return RpcError(ErrorCode.INVALID_PARAMS, exc.message, exc.data)
+    return RpcError(ErrorCode.INTERNAL_ERROR, exc.message, {"details": exc.message, **exc.data})
+
+
 @contextmanager
 def translate_session_errors() -> Iterator[None]:
-    """Session failures -> JSON-RPC errors, in one place."""
+    """Session failures -> JSON-RPC errors (`session_rpc_error`)."""
     try:
         yield
-    except AuthRequiredError as exc:
-        raise RpcError(ErrorCode.AUTH_REQUIRED, exc.message, exc.data) from None
-    except InvalidModelError as exc:
-        raise RpcError(ErrorCode.INVALID_PARAMS, exc.message, exc.data) from None
     except SessionError as exc:
-        raise RpcError(
-            ErrorCode.INTERNAL_ERROR, exc.message, {"details": exc.message, **exc.data}
-        ) from None
+        raise session_rpc_error(exc) from None
 
 
 def check_text(params: Any) -> None:

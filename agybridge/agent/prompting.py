@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import attrs
 import trio
 
 from ..acp import models
-from ..acp.content import ConvertedPrompt, convert_prompt
+from ..acp.content import ConvertedPrompt, convert_prompt, convert_text_prompt
 from ..acp.limits import PromptLimits
 from ..session import Session
 from ..session.commands import BridgeCommand, SkillRequest, parse, skill_prompt
@@ -78,6 +79,11 @@ async def prepare(
         PromptContentError: a block cannot be passed to agy (-32602).
         StagingError: the files could not be written (-32603).
     """
+    if skill is None and _plain_and_small(blocks):
+        # The usual prompt: string work of microseconds (no thread hop), no
+        # file to stage, and what agy gets is what the user typed (display_text).
+        converted = convert_text_prompt(blocks)
+        return PreparedPrompt(text=converted.text, display_text=converted.text, converted=converted)
     shown = display_text(blocks)
     if skill is not None:
         blocks = [models.TextContent(text=skill_prompt(skill))]
@@ -85,7 +91,7 @@ async def prepare(
     staging_dir = staging.prompt_dir(key) if staging is not None else "/nonexistent-staging"
     convert = functools.partial(convert_prompt, blocks, staging_dir=staging_dir, limits=limits)
     if _plain_and_small(blocks):
-        converted = convert()  # string work of microseconds: no thread hop
+        converted = convert()  # a skill's text: no thread hop
     else:
         converted = await trio.to_thread.run_sync(convert)
     if converted.files:
@@ -99,7 +105,9 @@ async def prepare(
 INLINE_TEXT_CHARS = 2**16
 
 
-def _plain_and_small(blocks: Sequence[models.ContentBlock]) -> bool:
+def _plain_and_small(
+    blocks: Sequence[models.ContentBlock],
+) -> TypeGuard[Sequence[models.TextContent]]:
     total = 0
     for block in blocks:
         if type(block) is not models.TextContent:

@@ -16,8 +16,8 @@ from ..acp import codec, models
 from ..acp.content import PromptContentError
 from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, RequestContext, RpcError
-from ..session import Session, SessionManager
-from ..session.commands import BridgeCommand, SkillRequest
+from ..session import Session, SessionError, SessionManager
+from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError, LaunchSettings
 from ..session.history import replay_updates
 from ..session.mcp import McpServerError, build_mcp_config
@@ -36,6 +36,7 @@ from .params import (
     on_disconnect_from,
     parse,
     session_params,
+    session_rpc_error,
     settings_from,
     translate_session_errors,
     unknown_session,
@@ -310,20 +311,19 @@ class SessionMethods:
     async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
         request = codec.structure_plain_prompt(params) or parse(params, models.PromptRequest)
         session = self._driven(request.session_id)
-        command = prompting.command_of(request.prompt, session)
-        if command is None and prompting.slash_text(request.prompt):
-            # A skill? The scan session/new started may not be done yet.
-            await session.barrier()
+        skill = None
+        if prompting.slash_text(request.prompt):  # else it is no command
             command = prompting.command_of(request.prompt, session)
-        if isinstance(command, BridgeCommand):
-            return await self._answer_command(session, command, ctx.seq)
+            if command is None:
+                # A skill? The scan session/new started may not be done yet.
+                await session.barrier()
+                command = prompting.command_of(request.prompt, session)
+            if isinstance(command, BridgeCommand):
+                return await self._answer_command(session, command, ctx.seq)
+            skill = command
         try:
             prepared = await prompting.prepare(
-                session,
-                request.prompt,
-                ctx.seq,
-                self._limits,
-                command if isinstance(command, SkillRequest) else None,
+                session, request.prompt, ctx.seq, self._limits, skill
             )
         except PromptContentError as exc:
             raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
@@ -333,13 +333,14 @@ class SessionMethods:
         # the normal cancelled result (ACP cancellation.mdx).
         ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
         try:
-            with translate_session_errors():
-                # A rollback sent just before: agy must not run while the files
-                # are being restored (its note goes with the turn: send_user_turn).
-                await session.mutations.settled()
-                result = await session.prompt(
-                    ctx.seq, prepared.text, prepared.display_text, self._client
-                )
+            # A rollback sent just before: agy must not run while the files
+            # are being restored (its note goes with the turn: send_user_turn).
+            await session.mutations.settled()
+            result = await session.prompt(
+                ctx.seq, prepared.text, prepared.display_text, self._client
+            )
+        except SessionError as exc:  # translate_session_errors, without a context manager per turn
+            raise session_rpc_error(exc) from None
         finally:
             if prepared.converted.files:
                 await prompting.discard(session, ctx.seq)

@@ -32,6 +32,8 @@ class RequestContext:
     method: str
     seq: int
     """Wire-order index, comparable with `MessageContext.seq`."""
+    no_escapes: bool = False
+    """No string in the params can hold a NUL or a lone surrogate (`Request.no_escapes`)."""
     on_cancel: Callable[[], None] | None = None
     """Set by a handler to take over ``$/cancel_request`` (and answer normally)."""
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False, repr=False)

@@ -32,6 +32,10 @@ class Request:
     id: RequestId
     method: str
     params: Any
+    #: The line held no ``\u`` escape: no string in ``params`` can hold a NUL
+    #: or a lone surrogate (raw, neither is valid in JSON text or UTF-8), so a
+    #: handler need not look for them (False: unknown).
+    no_escapes: bool = attrs.field(default=False, eq=False)
 
 
 @attrs.frozen
@@ -100,21 +104,23 @@ def error_message(request_id: RequestId, error: RpcError) -> dict[str, Any]:
 
 def parse_message(line: bytes) -> Message | None:
     """Classify one line; None for a blank line (ignored, as most NDJSON readers do)."""
-    if not line or line.isspace():
-        return None
     try:
-        obj = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        obj = _decode(line.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        if line.isspace() or not line:
+            return None
         return Invalid(None, RpcError.parse_error(data={"details": _details(exc)}))
-    if isinstance(obj, list):
-        # No batches in ACP; the TS SDK answers them the same way (acp/brief.md §1).
-        return Invalid(None, RpcError.invalid_request("batch requests are not supported"))
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
+        if type(obj) is list:
+            # No batches in ACP; the TS SDK answers them the same way (acp/brief.md §1).
+            return Invalid(None, RpcError.invalid_request("batch requests are not supported"))
         return _invalid(None, f"a JSON-RPC message must be an object, not {_kind(obj)}")
 
     is_request = "method" in obj
     request_id = obj.get("id")
-    id_ok = _is_request_id(request_id)
+    # bool is an int subclass, and True == 1 would match pending request 1
+    # (json.loads makes no other subclass).
+    id_ok = request_id is None or type(request_id) is int or type(request_id) is str
     reply_id = request_id if is_request and id_ok else None
 
     if "jsonrpc" not in obj:
@@ -126,15 +132,15 @@ def parse_message(line: bytes) -> Message | None:
 
     if is_request:
         method = obj["method"]
-        if not isinstance(method, str):
+        if type(method) is not str:
             return _invalid(reply_id, f'"method" must be a string, not {_kind(method)}')
         params = obj.get("params")
-        if params is not None and not isinstance(params, dict | list):
+        if params is not None and type(params) is not dict and type(params) is not list:
             return _invalid(
                 reply_id, f'"params" must be an object or an array, not {_kind(params)}'
             )
         if "id" in obj:
-            return Request(request_id, method, params)
+            return Request(request_id, method, params, b"\\u" not in line)
         return Notification(method, params)
 
     if "id" not in obj:
@@ -147,17 +153,25 @@ def parse_message(line: bytes) -> Message | None:
     return Response(request_id, obj["result"], None)
 
 
-def _is_request_id(value: object) -> bool:
-    # bool is an int subclass, and True == 1 would match pending request 1.
-    return (
-        value is None
-        or isinstance(value, str)
-        or (isinstance(value, int) and not isinstance(value, bool))
-    )
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+_raw_decode = json.JSONDecoder(parse_constant=_reject_constant).raw_decode
+
+
+def _decode(text: str) -> Any:
+    """``json.loads(text, parse_constant=...)``; a client's lines rarely have
+    whitespace around them, so ``raw_decode`` skips loads' whitespace regexes
+    (and its new decoder per call). Anything else, errors included, goes the
+    long way."""
+    try:
+        obj, end = _raw_decode(text)
+        if end == len(text):
+            return obj
+    except ValueError:
+        pass
+    return json.loads(text, parse_constant=_reject_constant)
 
 
 def _invalid(reply_id: RequestId, message: str) -> Invalid:

@@ -121,8 +121,8 @@ class Peer:
         self._pending: dict[RequestId, _Pending] = {}
         self._in_flight: dict[RequestId, RequestContext] = {}
         self._requests_running = 0
-        self._requests_done = trio.Event()  # replaced whenever a request starts
-        self._requests_done.set()
+        #: Set when the last request in flight is done; made by a waiter (shutdown).
+        self._requests_idle: trio.Event | None = None
         self._next_id = 0
         self._seqs = itertools.count(first_seq) if seqs is None else seqs
         self._receive_closed = trio.Event()
@@ -169,7 +169,7 @@ class Peer:
         pending = self._pending[request_id] = _Pending()
         sent = False
         try:
-            await self._send_line(line)
+            await self._writer.send(line)
             sent = True
             await pending.done.wait()
         except trio.Cancelled:
@@ -190,7 +190,7 @@ class Peer:
         while waiting for the writer, the notification was not sent. Raises
         TypeError/ValueError for unserialisable ``params``.
         """
-        await self._send_line(encode_message(notification_message(method, params)))
+        await self._writer.send(encode_message(notification_message(method, params)))
 
     async def wait_receive_closed(self) -> None:
         """Return once the receive stream has ended or broken, or run() stopped.
@@ -206,7 +206,7 @@ class Peer:
         ``lines`` must be whole lines, each ``b"\\n"``-terminated.
         """
         if lines:
-            await self._send_line(lines)
+            await self._writer.send(lines)
 
     async def flush(self) -> None:
         """Return once everything queued before this call has been written."""
@@ -228,7 +228,9 @@ class Peer:
         """Return once no incoming request is in flight (each has handed its
         response to the writer); returns at once if none is."""
         while self._requests_running:
-            await self._requests_done.wait()
+            if self._requests_idle is None:
+                self._requests_idle = trio.Event()
+            await self._requests_idle.wait()
 
     async def wait_send_broken(self) -> None:
         """Return once writing to the peer failed (EPIPE: nobody reads our output)."""
@@ -267,10 +269,6 @@ class Peer:
 
     # ---- writing
 
-    async def _send_line(self, line: bytes) -> None:
-        """Hand complete line(s) to the writer."""
-        await self._writer.send(line)
-
     def _send_cancel_request(self, request_id: RequestId) -> None:
         """Queue ``$/cancel_request`` without blocking (we are in a cancelled task)."""
         line = encode_message(notification_message(_CANCEL_REQUEST, {"requestId": request_id}))
@@ -278,7 +276,7 @@ class Peer:
             # The writer is busy: a task of the peer's waits for it instead of the caller.
             # RuntimeError: the nursery is closed, the peer has stopped anyway.
             with contextlib.suppress(RuntimeError):
-                self._nursery.start_soon(self._send_line, line)
+                self._nursery.start_soon(self._writer.send, line)
 
     # ---- reader
 
@@ -304,7 +302,7 @@ class Peer:
                 self._parse_errors += 1
                 logger.warning("incoming JSON-RPC message skipped: %s", exc)
                 error = RpcError.invalid_request(str(exc), {"limitBytes": exc.limit})
-                await self._send_line(encode_message(error_message(None, error)))
+                await self._writer.send(encode_message(error_message(None, error)))
                 continue
             if line is not None:
                 await self._dispatch(parse_message(line), requests)
@@ -333,27 +331,28 @@ class Peer:
     async def _dispatch(self, message: Message | None, requests: trio.Nursery) -> None:
         if message is None:
             return
-        if isinstance(message, Invalid):
+        # Exact types (parse_message makes no subclass): no isinstance call.
+        if type(message) is Invalid:
             self._parse_errors += 1
             logger.warning("invalid incoming JSON-RPC message: %s", message.error)
-            await self._send_line(encode_message(error_message(message.id, message.error)))
+            await self._writer.send(encode_message(error_message(message.id, message.error)))
             return
         seq = next(self._seqs)
         self._messages_received += 1
-        if isinstance(message, Request):
+        if type(message) is Request:
             await self._start_request(message, seq, requests)
-        elif isinstance(message, Notification):
+        elif type(message) is Notification:
             await self._handle_notification(message, seq)
-        else:
+        elif isinstance(message, Response):
             self._handle_response(message)
 
     async def _start_request(self, message: Request, seq: int, requests: trio.Nursery) -> None:
-        ctx = RequestContext(message.id, message.method, seq)
+        ctx = RequestContext(message.id, message.method, seq, message.no_escapes)
         if message.id is not None:  # a null id cannot be targeted by $/cancel_request
             if message.id in self._in_flight:
                 # Answering both would give the client two responses it cannot tell apart.
                 error = RpcError.invalid_request(f"request id {message.id!r} is already in use")
-                await self._send_line(encode_message(error_message(message.id, error)))
+                await self._writer.send(encode_message(error_message(message.id, error)))
                 return
             self._in_flight[message.id] = ctx
         try:
@@ -361,8 +360,6 @@ class Peer:
         except Exception:
             logger.exception("request_received for %r failed", message.method)
         self._requests_running += 1
-        if self._requests_done.is_set():
-            self._requests_done = trio.Event()
         requests.start_soon(self._request_task, ctx, message.params, name=message.method)
 
     async def _request_task(self, ctx: RequestContext, params: Any) -> None:
@@ -384,12 +381,15 @@ class Peer:
             # Forget the id before answering: a late $/cancel_request must not reach a
             # handler that has already finished.
             self._forget(ctx)
-            await self._send_line(self._encode_response(ctx, result, error))
-        finally:
+            await self._writer.send(self._encode_response(ctx, result, error))
+        except BaseException:
             self._forget(ctx)
+            raise
+        finally:
             self._requests_running -= 1
-            if self._requests_running == 0:
-                self._requests_done.set()
+            if self._requests_running == 0 and self._requests_idle is not None:
+                self._requests_idle.set()
+                self._requests_idle = None
 
     def _forget(self, ctx: RequestContext) -> None:
         if self._in_flight.get(ctx.request_id) is ctx:

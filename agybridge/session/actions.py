@@ -5,7 +5,6 @@ effects (agy children, the gate, settings, deadlines, announcements)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import logging
@@ -83,9 +82,10 @@ async def send_user_turn(session: Session, action: turns.SendUserTurn) -> None:
         # in the text for a resend of this turn.
         work.text = note + work.text
     session.last_output = trio.current_time()
-    # If agy is already going away, its exit finishes the attempt.
-    with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+    try:
         await child.send_user(work.text)
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        return  # agy is already going away: its exit finishes the attempt
 
 
 async def answer(session: Session, action: turns.AnswerPrompt) -> None:

@@ -18,6 +18,7 @@ from agybridge.acp.content import (
     PromptContentError,
     StagedFile,
     convert_prompt,
+    convert_text_prompt,
     describe_resource_link,
 )
 from agybridge.acp.limits import PromptLimits
@@ -480,3 +481,21 @@ def test_no_blocks_is_refused_at_the_prompt_itself() -> None:
         convert([])
     assert str(caught.value) == "The prompt is empty: send some text, an image or a resource."
     assert caught.value.data["path"] == "$.prompt"
+
+
+@given(
+    st.lists(st.text(alphabet=st.sampled_from(" \t\n\ra/é"), max_size=6) | st.text(), max_size=5)
+)
+def test_text_prompt_converts_as_the_general_path(parts: list[str]) -> None:
+    """``convert_text_prompt`` (text blocks only, no staging directory) answers
+    as ``convert_prompt``: the same text, no files, the same refusal."""
+    blocks = [text(part) for part in parts]
+    try:
+        expected: Any = convert(blocks)
+    except PromptContentError as exc:
+        expected = (str(exc), exc.data)
+    try:
+        got: Any = convert_text_prompt(blocks)
+    except PromptContentError as exc:
+        got = (str(exc), exc.data)
+    assert got == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -9,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agybridge.jsonrpc import ErrorCode, RpcError
+from agybridge.acp.text_check import find_bad_text
+from agybridge.jsonrpc import ErrorCode, RpcError, messages
 from agybridge.jsonrpc.messages import (
     Invalid,
     Message,
@@ -261,6 +263,63 @@ def test_request_roundtrip(request_id: int | str | None, method: str, params: An
     assert line.count(b"\n") == 1
     assert line.endswith(b"\n")
     assert parse_message(line[:-1]) == Request(request_id, method, params)
+
+
+#: Any code point: NULs and lone surrogates included.
+_any_text = st.text(st.characters() | st.sampled_from("\x00\ud800\\u"))
+_any_json = st.recursive(
+    st.none() | st.integers() | _any_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_any_text, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(params=_any_json, ensure_ascii=st.booleans())
+def test_a_request_without_escapes_holds_no_bad_text(params: Any, ensure_ascii: bool) -> None:
+    """``no_escapes`` is true only when no string of the params (keys
+    included) holds a NUL or a lone surrogate, what ``find_bad_text`` looks for."""
+    text = json.dumps(request_message(1, "m", {"p": params}), ensure_ascii=ensure_ascii)
+    line = text.encode("utf-8", "surrogatepass")  # a raw surrogate: not UTF-8, a parse error
+    message = parse_message(line)
+    if isinstance(message, Request) and message.no_escapes:
+        assert find_bad_text(message.params) is None
+    elif isinstance(message, Request):
+        assert b"\\u" in line
+
+
+def test_no_escapes_examples() -> None:
+    assert parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["a"]}') == Request(
+        1, "m", ["a"], no_escapes=True
+    )
+    plain = parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["\xc3\xa9"]}')
+    assert isinstance(plain, Request) and plain.no_escapes
+    escaped = parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["a\\u0000"]}')
+    assert isinstance(escaped, Request) and not escaped.no_escapes
+    raw_nul = parse_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":["a\x00"]}')
+    assert isinstance(raw_nul, Invalid) and raw_nul.error.code == PARSE
+
+
+def _outcome(decode: Any, text: str) -> Any:
+    try:
+        return ("value", decode(text))
+    except (ValueError, RecursionError) as exc:
+        return ("error", type(exc), str(exc))
+
+
+_spaces = st.text(st.sampled_from(" \t\r\n\x0b"), max_size=2)
+
+
+@given(
+    text=st.tuples(
+        _spaces, json_values.map(json.dumps), _spaces, st.sampled_from(["", "x", "{"])
+    ).map("".join)
+    | st.text(max_size=12)
+    | st.sampled_from(["NaN", "[Infinity]", "\ufeff{}", "1 2", "[" * 50_000])
+)
+def test_decode_is_json_loads(text: str) -> None:
+    """The parser's fast path decodes as ``json.loads`` (same value, same error)."""
+    loads = functools.partial(json.loads, parse_constant=messages._reject_constant)
+    assert _outcome(messages._decode, text) == _outcome(loads, text)
 
 
 @given(request_id=ids, result=json_values)

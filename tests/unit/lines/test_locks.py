@@ -77,22 +77,59 @@ async def test_it_serves_as_a_to_thread_limiter() -> None:
         pass
 
 
-async def test_a_release_just_after_the_only_waiter_was_cancelled_frees_the_lock() -> None:
-    """Cancelling a waiter takes it out of the queue at once, but it runs (and
-    stops counting as waiting) only later: a release in between frees the lock."""
+async def test_a_release_right_after_the_only_waiter_was_cancelled_frees_it() -> None:
+    """The waiter's cancel is delivered, the holder releases before the waiter
+    runs again: the lock is free (nobody to hand it to), not held by nobody."""
     lock = EagerLock()
-    scope = trio.CancelScope()
+    waiter = trio.CancelScope()
 
-    async def waiter() -> None:
-        with scope:
+    async def wait() -> None:
+        with waiter:
             async with lock:
-                raise AssertionError("a cancelled waiter got the lock")
+                raise AssertionError("a cancelled waiter never holds it")
 
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery, lock:
-            nursery.start_soon(waiter)
+        async with trio.open_nursery() as nursery:
+            await lock.__aenter__()
+            nursery.start_soon(wait)
             await trio.testing.wait_all_tasks_blocked()
-            scope.cancel()  # the waiter has not run since
-        async with lock:
-            pass
-    assert scope.cancelled_caught
+            waiter.cancel()  # the waiter leaves the lot now, runs later
+            await lock.__aexit__(None, None, None)
+            steps = Steps(trio.lowlevel.current_task())
+            trio.lowlevel.add_instrument(steps)
+            try:
+                async with lock:  # free: taken at once
+                    pass
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            assert steps.count == 0
+    assert waiter.cancelled_caught
+
+
+async def test_many_holders_and_cancellations_keep_it_exclusive_and_fifo() -> None:
+    lock = EagerLock()
+    inside: list[int] = []
+    order: list[int] = []
+    scopes = [trio.CancelScope() for _ in range(40)]
+
+    async def hold(n: int) -> None:
+        with scopes[n]:
+            async with lock:
+                inside.append(n)
+                assert inside == [n], "two holders at once"
+                order.append(n)
+                await trio.lowlevel.checkpoint()
+                inside.remove(n)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with lock:
+                for n in range(40):
+                    nursery.start_soon(hold, n)
+                    await trio.testing.wait_all_tasks_blocked()
+                for n in range(0, 40, 3):
+                    scopes[n].cancel()
+            await trio.testing.wait_all_tasks_blocked()
+    assert order == [n for n in range(40) if n % 3]
+    async with lock:  # free again
+        pass
