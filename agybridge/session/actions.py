@@ -95,7 +95,8 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     try:
         if work.mapper is not None:
             session.book.count_usage(work.mapper)
-            session.unrecognised.update(work.mapper.unrecognised)
+            if work.mapper.unrecognised:  # mostly empty: no Counter.update per turn
+                session.unrecognised.update(work.mapper.unrecognised)
             reason = (
                 "cancelled before this tool finished"
                 if action.stop is turns.Stop.CANCELLED
