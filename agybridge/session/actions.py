@@ -47,15 +47,20 @@ async def start_turn(session: Session, action: turns.StartTurn) -> None:
     work.timers.cancel()
     work.timers = AttemptScopes()
     if action.attempt == 1:
-        # Kept for a client that attaches while the turn runs (outlet.py).
-        await session.outlet.turn_started(work.display_text, work.owner)
         # Title (first turn) and updatedAt (every turn) for session lists.
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         update = models.SessionInfoUpdate(updated_at=now)
         if session.title is None:
             session.title = make_title(work.display_text)
             update = attrs.evolve(update, title=session.title)
-        await session.outlet.send(update)
+        # The prompt is kept for a client that attaches while the turn runs
+        # (outlet.py); the update leads the turn's first hand-over.
+        await session.outlet.turn_started(work.display_text, work.owner, lead=update)
+        turn = session.core.current
+        if turn is None or turn.seq != action.seq or turn.state is not turns.TurnState.RUNNING:
+            # The turn waits for agy to start (or the gate): agy's first
+            # output, which it would ride with, is far off; tell the client now.
+            await session.outlet.hand_over_lead()
 
 
 async def send_user_turn(session: Session, action: turns.SendUserTurn) -> None:
@@ -93,9 +98,16 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
     if work is None:
         return
     try:
+        try:
+            # Its turn's lead goes before the answer (agy may have written nothing).
+            await session.outlet.hand_over_lead()
+        except Exception as exc:
+            action = _saying_bug(action, exc)
+            raise
         if work.mapper is not None:
             session.book.count_usage(work.mapper)
-            session.unrecognised.update(work.mapper.unrecognised)
+            if work.mapper.unrecognised:  # mostly empty: no Counter.update per turn
+                session.unrecognised.update(work.mapper.unrecognised)
             reason = (
                 "cancelled before this tool finished"
                 if action.stop is turns.Stop.CANCELLED
@@ -111,6 +123,14 @@ async def answer(session: Session, action: turns.AnswerPrompt) -> None:
         # Its turn started (start_turn): it is the outlet's running turn. A
         # prompt answered while still queued must not end another's record.
         await session.outlet.turn_ended(outcome)
+
+
+def _saying_bug(action: turns.AnswerPrompt, exc: Exception) -> turns.AnswerPrompt:
+    """``action``, except that an answer that was to say ``end_turn`` says the
+    bug ``exc`` instead (one that says an error or ``cancelled`` still does)."""
+    if action.error is None and action.stop is not turns.Stop.CANCELLED:
+        return attrs.evolve(action, stop=None, error=internal_error(exc))
+    return action
 
 
 def _give(work: PromptWork, action: turns.AnswerPrompt) -> models.SessionInfoUpdate:
@@ -143,13 +163,10 @@ async def perform_regardless(
     bugs = [exc] if failed is not None and not _turn_over(session, failed) else []
     while queue:
         action = queue.popleft()
-        if (
-            type(action) is turns.AnswerPrompt
-            and action.error is None
-            and action.stop is not turns.Stop.CANCELLED
-        ):
-            action = attrs.evolve(action, stop=None, error=internal_error(exc))
-            reported = True
+        if type(action) is turns.AnswerPrompt:
+            said = action
+            action = _saying_bug(action, exc)
+            reported = reported or action is not said
         try:
             await PERFORM[type(action)](session, action)
         except Exception as later:

@@ -77,6 +77,10 @@ class Outlet:
         self.turn_started_at: float | None = None
         #: The outcome of a turn that ended while nobody was attached.
         self._unseen_outcome: models.SessionInfoUpdate | None = None
+        #: The turn's opening update (``turn_started``): sent (in the turn's
+        #: log) but handed over with the next hand-over, ahead of it, so it
+        #: costs no write of its own.
+        self._lead: models.SessionUpdate | None = None
         # Orders attaching (history + replay) against live updates and the
         # turn's journalling, so a client sees every update exactly once.
         self._guard = EagerLock()
@@ -179,6 +183,10 @@ class Outlet:
         turn = self._turn
         if turn is not None:
             turn.extend(updates)
+        lead = self._lead
+        if lead is not None:  # already in the turn's log
+            self._lead = None
+            updates = (lead, *updates)
         client = self._client
         if client is None or not await self._hand_over(client, updates):
             self.dropped += len(updates)
@@ -225,16 +233,33 @@ class Outlet:
 
     # --- the running turn ------------------------------------------------------
 
-    async def turn_started(self, prompt_text: str, owner: ClientSink | None = None) -> None:
+    async def turn_started(
+        self,
+        prompt_text: str,
+        owner: ClientSink | None = None,
+        lead: models.SessionUpdate | None = None,
+    ) -> None:
         """A prompt's turn starts (its prompt, for a client that attaches later);
         ``owner``: the client that sent the prompt (it gets the answer), when
-        known, else the attached one."""
+        known, else the attached one. ``lead``: the turn's first update, sent
+        with the turn's first hand-over (its first updates, else `hand_over_lead`
+        before the prompt is answered), so it costs no write of its own."""
         async with self._guard:
-            self._turn = TurnLog()
+            self._turn = turn = TurnLog()
             self._turn_owner = owner if owner is not None else self._client
-            self.turn_started_at = time.time()
+            self.turn_started_at = self.last_activity = time.time()
             self._unseen_outcome = None
-            self._turn.add(models.UserMessageChunk(content=models.TextContent(text=prompt_text)))
+            prompt = models.UserMessageChunk(content=models.TextContent(text=prompt_text))
+            turn.extend((prompt,) if lead is None else (prompt, lead))
+            self._lead = lead
+
+    async def hand_over_lead(self) -> None:
+        """Hand the turn's lead over if it still waits (before the prompt's
+        answer, which must come after it)."""
+        if self._lead is not None:
+            async with self._guard:
+                if self._lead is not None:  # else another hand-over took it
+                    await self._deliver(())
 
     def journalling(self) -> _Journalling:
         """Hold attaching off while the turn is written to the display journal;
@@ -303,11 +328,13 @@ class Outlet:
         if previous is client:
             previous = None
         self.attach(client)
+        # The replay below has the lead (the turn's log does).
+        lead, self._lead = self._lead, None
         if previous is not None:
             try:
                 with trio.move_on_after(DETACH_NOTICE_S):
                     notice = detached_notice("the session was opened by another client")
-                    await previous(self.session_id, (notice,))
+                    await previous(self.session_id, (notice,) if lead is None else (lead, notice))
             except Exception as exc:  # that client is going away anyway
                 logger.info("session %s: could not tell the old client: %s", self.session_id, exc)
         replay: list[models.SessionUpdate] = []

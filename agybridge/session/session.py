@@ -418,7 +418,10 @@ class Session:
         Raises:
             SessionError: agy could not run the turn, or the bridge failed.
         """
-        self.post(turns.PromptArrived(seq))
+        if self.prompts.get(seq) is None:
+            # Not told in wire order (`prompt_arrived`: the core would ignore
+            # it told twice): its place in the queue is now.
+            self.post(turns.PromptArrived(seq))
         work = self.prompts.claim(seq, text, display_text, owner)
         self.post(turns.PromptReady(seq))
         try:

@@ -58,7 +58,13 @@ class StallWatch:
         """Watch the turn attempt of ``action`` (replacing any other)."""
         self._armed = action
         self._noticed = self._session.deps.timeouts.stall_notice_s <= 0
-        self._scope.deadline = self._deadline()
+        deadline = self._deadline()
+        # Only ever brought forward: a deadline set before (the last turn's,
+        # mostly) wakes the task early, and it sleeps again until this one,
+        # as it does when output moved it. Not min(): trio's setter is the cost
+        # (a context manager and a heap update per turn).
+        if deadline < self._scope.deadline:  # noqa: PLR1730
+            self._scope.deadline = deadline
 
     def disarm(self, action: turns.ArmDeadline) -> None:
         """Its attempt ended. (The sleeping task is not woken: if the deadline

@@ -742,3 +742,17 @@ def test_a_bug_journalling_a_turn_whose_request_went_away_fails_that_turn_only()
     [second] = driver.answers[2]
     assert isinstance(second, PromptResult), second
     assert second.stop_reason == models.STOP_END_TURN
+
+
+def test_a_turns_opening_update_comes_before_its_answer_when_agy_wrote_nothing() -> None:
+    """The turn's session_info_update (updatedAt, title) waits for the turn's
+    first hand-over; cancelled before agy wrote anything, the answer sends it."""
+    driver = _run([("prompt",), ("cancel",)])
+    [outcome] = driver.answers[1]
+    assert isinstance(outcome, PromptResult)
+    kinds = [
+        "answer" if entry[0] == "answer" else type(update).__name__
+        for entry in driver.world.log
+        for update in (entry[2:3] if entry[0] == "answer" else entry[1])
+    ]
+    assert kinds[:2] == ["SessionInfoUpdate", "answer"], kinds

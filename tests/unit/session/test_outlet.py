@@ -305,3 +305,46 @@ async def test_held_updates_another_task_is_handing_over_go_first(end: str) -> N
 async def _release(client: Gated) -> None:
     await trio.testing.wait_all_tasks_blocked()
     client.go.set()
+
+
+LEAD = models.SessionInfoUpdate(updated_at="2026-12-02T00:00:00Z")
+
+
+async def test_a_turns_lead_rides_ahead_of_its_first_hand_over() -> None:
+    """The lead costs no hand-over of its own: it goes first in the turn's
+    first one, once; `hand_over_lead` then has nothing to send."""
+    client = Batches()
+    outlet = Outlet("s", client)
+    await outlet.turn_started("the prompt", lead=LEAD)
+    assert client.sizes == []
+    await outlet.send_all([chunk("a"), chunk("b")])
+    await outlet.send(chunk("c"))
+    await outlet.hand_over_lead()
+    assert client.sizes == [3, 1]
+    assert client.got[0] == {"updatedAt": LEAD.updated_at}
+    assert client.texts() == ["a", "b", "c"]
+
+
+async def test_a_lead_nothing_followed_is_handed_over_alone() -> None:
+    """agy wrote nothing: the answer's `hand_over_lead` sends it, once."""
+    client = Batches()
+    outlet = Outlet("s", client)
+    await outlet.turn_started("the prompt", lead=LEAD)
+    await outlet.hand_over_lead()
+    await outlet.hand_over_lead()
+    assert client.sizes == [1]
+
+
+async def test_a_client_attaching_before_the_lead_went_gets_it_once_in_the_replay() -> None:
+    """The replay has the lead (the turn's log does); the client it replaced
+    gets it before its detached notice; neither gets it again."""
+    first, late = Batches(), Batches()
+    outlet = Outlet("s", first)
+    await outlet.turn_started("the prompt", lead=LEAD)
+    await outlet.attach_replaying(late, None)
+    await outlet.send(chunk("a"))
+    assert late.got[1] == {"updatedAt": LEAD.updated_at}  # after the prompt, before "running"
+    assert late.turns() == [{"state": "running"}]
+    assert late.texts() == ["the prompt", "a"]
+    assert first.sizes == [2]  # the lead, then the detached notice
+    assert first.got[0] == {"updatedAt": LEAD.updated_at}

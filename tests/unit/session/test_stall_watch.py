@@ -99,3 +99,22 @@ def test_disarming_another_attempt_leaves_the_current_one_armed() -> None:
 
     trio.run(main, clock=clock)
     assert session.posted == [(5.0, TIMEOUT, 2)]
+
+
+def test_an_attempt_armed_before_the_last_ones_deadline_is_noticed_on_time() -> None:
+    """Arming never moves the deadline later (the last attempt's wakes the
+    task early): the new attempt is noticed at its own time, once."""
+    session = _session(notice_s=10.0, timeout_s=30.0)
+
+    async def main() -> None:
+        watch = StallWatch(session)  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            watch.disarm(_arm(session, watch, seq=1))  # its deadline (t=10) stays set
+            await trio.sleep(4)
+            _arm(session, watch, seq=2)
+            await trio.sleep(100)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert session.posted == [(14.0, NOTICE, 2), (34.0, TIMEOUT, 2)]
