@@ -16,9 +16,11 @@ from typing import Any
 
 import trio
 
-from ..agy import ChildEvents, ChildMessage
+from ..agy import ChildEvent, ChildEvents, ChildExited, ChildMessage, ChildStderr
 
 Step = Callable[[], Awaitable[None]]
+#: What `Inbox.send` takes (a posted item is never one of them).
+_SINGLE_MESSAGES = frozenset({ChildEvent, ChildStderr, ChildExited})
 
 
 class Inbox:
@@ -54,7 +56,7 @@ class Inbox:
                 self._room = trio.Event()
             await self._room.wait()
         self._children_queued += weight
-        self.post(_Child(message, weight))
+        self.post(message)
 
     async def get(self) -> Any:
         """The next item; waits while there is none (one getter at a time)."""
@@ -63,23 +65,15 @@ class Inbox:
             self._getter = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_get)
         item = self._items.popleft()
-        if type(item) is _Child:
-            self._children_queued -= item.weight
+        kind = type(item)
+        if kind is ChildEvents or kind in _SINGLE_MESSAGES:  # agy's: its room is made
+            self._children_queued -= len(item.events) if kind is ChildEvents else 1
             room = self._room
             if room is not None:  # senders wait: each looks again
                 self._room = None
                 room.set()
-            return item.message
         return item
 
     def _abort_get(self, _: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
         self._getter = None
         return trio.lowlevel.Abort.SUCCEEDED
-
-
-class _Child:
-    __slots__ = ("message", "weight")
-
-    def __init__(self, message: ChildMessage, weight: int) -> None:
-        self.message = message
-        self.weight = weight
