@@ -6,6 +6,7 @@ must get through, e.g. a cancel while the client is slow); agy's messages
 wait for room, so a slow client pushes back on agy's readers instead of
 buffering without bound. Room is counted in agy events (a read's batch
 weighs as many as it holds), so batching does not multiply the bound.
+Reads of one child that queue up behind each other become one batch.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class Inbox:
                 self._room = trio.Event()
             await self._room.wait()
         self._children_queued += weight
+        items = self._items
+        last = items[-1] if items else None
+        if (
+            type(last) is ChildEvents
+            and type(message) is ChildEvents
+            and last.incarnation == message.incarnation
+        ):
+            # Reads queued back to back, the loop not at them yet: one batch
+            # (mapped in one go, one write to the client), in the same order.
+            items[-1] = ChildEvents(last.incarnation, last.events + message.events)
+            return
         self.post(message)
 
     async def get(self) -> Any:
