@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -192,10 +192,11 @@ async def _serve(
 ) -> None:
     peer: Peer | None = None
 
-    async def send_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+    def send_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> Awaitable[None]:
         assert peer is not None
         # Through the layer's face: the encoder is loaded by the first update.
-        await agent_layer.send_updates_via(peer.send_encoded, session_id, updates)
+        # Not a coroutine of its own: the outlet awaits the peer's hand-over.
+        return agent_layer.send_updates_via(peer.send_encoded, session_id, updates)
 
     async def ask_client(method: str, params: Any) -> Any:
         assert peer is not None

@@ -136,12 +136,18 @@ def _middle(message_id: str | None) -> bytes:
     return middle
 
 
-async def send_updates_via(
+def send_updates_via(
     send_encoded: Callable[[bytes], Awaitable[None]],
     session_id: str,
     updates: Sequence[models.SessionUpdate],
-) -> None:
+) -> Awaitable[None]:
     """Write a batch of ``session/update``s through the peer's single writer,
-    in order, as one item."""
-    if updates:
-        await send_encoded(encode_updates(session_id, updates))
+    in order, as one item: await what this returns. (A plain function: the
+    hand-over is the peer's own coroutine, no wrapping one per batch.)"""
+    if not updates:
+        return _nothing()
+    return send_encoded(encode_updates(session_id, updates))
+
+
+async def _nothing() -> None:
+    pass

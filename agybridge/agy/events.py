@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Callable
 from types import NoneType
 from typing import Any
 
@@ -173,13 +174,6 @@ def _required(cls: type) -> frozenset[str]:
     return frozenset(field.name for field in attrs.fields(cls) if field.default is attrs.NOTHING)
 
 
-#: agy's hot events: text deltas, and the steps and result that carry usage
-#: (contract.md §3.2, §3.5); any other key (tool or subagent details, a
-#: structured output) leaves the line to the converter.
-_STEP_KINDS = _exact_types(StepUpdate) | {"usage": (dict, NoneType)}
-_RESULT_KINDS = _exact_types(Result) | {"usage": (dict, NoneType)}
-_STEP_REQUIRED = _required(StepUpdate)
-_RESULT_REQUIRED = _required(Result)
 _USAGE_KEYS = frozenset(attrs.fields_dict(Usage))
 
 
@@ -193,19 +187,28 @@ def _usage(counts: dict[str, Any]) -> Usage | None:
     return Usage(**counts)
 
 
-def _fast_body(body: Any, kinds: dict[str, tuple[type, ...]]) -> dict[str, Any] | None:
-    """``body`` if each of its keys is one of ``kinds`` and holds one of its
-    exact types (its usage built); None otherwise."""
-    if type(body) is not dict:
-        return None
-    for key, value in body.items():
-        if key not in kinds or type(value) not in kinds[key]:
-            return None
-    usage = body.get("usage")
-    if usage is None:
-        return body
-    usage = _usage(usage)
-    return None if usage is None else body | {"usage": usage}
+class _FastShape(typing.NamedTuple):
+    """What the fast path needs of one event: its classes, the exact types of
+    the keys it reads itself, and the fields it cannot do without."""
+
+    outer: Callable[[Any], StepUpdateEvent | ResultEvent]
+    inner: Callable[..., Any]
+    kinds: dict[str, tuple[type, ...]]
+    required: frozenset[str]
+
+
+def _fast_shape(outer: type[StepUpdateEvent] | type[ResultEvent], inner: type[Any]) -> _FastShape:
+    kinds = _exact_types(inner) | {"usage": (dict, NoneType)}
+    return _FastShape(outer, inner, kinds, _required(inner))
+
+
+#: agy's hot events: text deltas, and the steps and result that carry usage
+#: (contract.md §3.2, §3.5); any other key (tool or subagent details, a
+#: structured output) leaves the line to the converter.
+_FAST_SHAPES = {
+    "step_update": _fast_shape(StepUpdateEvent, StepUpdate),
+    "result": _fast_shape(ResultEvent, Result),
+}
 
 
 def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
@@ -214,16 +217,27 @@ def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
     None otherwise. The same value the converter builds: a generated-input
     test compares them."""
     name = raw.get("event")
-    # `==`, not a dict lookup: ``event`` may hold any JSON value, a list included.
-    if name == "step_update":
-        body = _fast_body(raw.get(name), _STEP_KINDS)
-        if body is not None and _STEP_REQUIRED.issubset(body):
-            return StepUpdateEvent(StepUpdate(**body))
-    elif name == "result":
-        body = _fast_body(raw.get(name), _RESULT_KINDS)
-        if body is not None and _RESULT_REQUIRED.issubset(body):
-            return ResultEvent(Result(**body))
-    return None
+    if type(name) is not str:  # any JSON value, a list (unhashable) included
+        return None
+    shape = _FAST_SHAPES.get(name)
+    if shape is None:
+        return None
+    outer, inner, kinds, required = shape
+    body = raw.get(name)
+    if type(body) is not dict:
+        return None
+    for key, value in body.items():
+        if key not in kinds or type(value) not in kinds[key]:
+            return None
+    if not required.issubset(body):
+        return None
+    counts = body.get("usage")
+    if counts is not None:
+        usage = _usage(counts)
+        if usage is None:
+            return None
+        body = body | {"usage": usage}
+    return outer(inner(**body))
 
 
 _raw_decode = json.JSONDecoder().raw_decode

@@ -278,10 +278,11 @@ class AgyChild:
         with self._stderr_drain:
             await _read_lines(stream, MAX_STDERR_LINE_BYTES, self._on_stderr_lines)
 
-    async def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> None:
-        # One message per read, however many lines: one hand-over to the owner.
+    def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> Awaitable[None]:
+        # One message per read, however many lines: one hand-over to the owner
+        # (the reader awaits the sink's own send: no coroutine of ours per read).
         events = tuple(map(self._stdout_event, lines))
-        await self._messages.send(ChildEvents(self.incarnation, events))
+        return self._messages.send(ChildEvents(self.incarnation, events))
 
     def _stdout_event(self, line: bytes | LineTooLongError) -> ChildEvent:
         if type(line) is not bytes:

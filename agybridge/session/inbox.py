@@ -6,6 +6,7 @@ must get through, e.g. a cancel while the client is slow); agy's messages
 wait for room, so a slow client pushes back on agy's readers instead of
 buffering without bound. Room is counted in agy events (a read's batch
 weighs as many as it holds), so batching does not multiply the bound.
+Reads of one child that queue up behind each other become one batch.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any
 
 import trio
 
-from ..agy import ChildEvents, ChildMessage
+from ..agy import ChildEvent, ChildEvents, ChildExited, ChildMessage, ChildStderr
 
 Step = Callable[[], Awaitable[None]]
+#: What `Inbox.send` takes (a posted item is never one of them).
+_SINGLE_MESSAGES = frozenset({ChildEvent, ChildStderr, ChildExited})
 
 
 class Inbox:
@@ -54,7 +57,18 @@ class Inbox:
                 self._room = trio.Event()
             await self._room.wait()
         self._children_queued += weight
-        self.post(_Child(message, weight))
+        items = self._items
+        last = items[-1] if items else None
+        if (
+            type(last) is ChildEvents
+            and type(message) is ChildEvents
+            and last.incarnation == message.incarnation
+        ):
+            # Reads queued back to back, the loop not at them yet: one batch
+            # (mapped in one go, one write to the client), in the same order.
+            items[-1] = ChildEvents(last.incarnation, last.events + message.events)
+            return
+        self.post(message)
 
     async def get(self) -> Any:
         """The next item; waits while there is none (one getter at a time)."""
@@ -63,23 +77,15 @@ class Inbox:
             self._getter = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_get)
         item = self._items.popleft()
-        if type(item) is _Child:
-            self._children_queued -= item.weight
+        kind = type(item)
+        if kind is ChildEvents or kind in _SINGLE_MESSAGES:  # agy's: its room is made
+            self._children_queued -= len(item.events) if kind is ChildEvents else 1
             room = self._room
             if room is not None:  # senders wait: each looks again
                 self._room = None
                 room.set()
-            return item.message
         return item
 
     def _abort_get(self, _: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
         self._getter = None
         return trio.lowlevel.Abort.SUCCEEDED
-
-
-class _Child:
-    __slots__ = ("message", "weight")
-
-    def __init__(self, message: ChildMessage, weight: int) -> None:
-        self.message = message
-        self.weight = weight

@@ -148,7 +148,8 @@ class TurnMapper:
         self, event: events.AgyEvent | events.MalformedLine
     ) -> tuple[list[str], list[str]]:
         """(files to read as text, image candidates) for ``event``."""
-        if not isinstance(event, events.StepUpdateEvent):
+        step_class = events.StepUpdateEvent  # its exact type first: no isinstance call
+        if type(event) is not step_class and not isinstance(event, step_class):
             return [], []
         step = event.step_update
         if step.step_type == "tool":
@@ -190,7 +191,8 @@ class TurnMapper:
             raise MapperError(
                 f"can't handle {type(event).__name__} when the turn state is {self.state.value}"
             )
-        if isinstance(event, events.StepUpdateEvent):
+        # Mostly steps: their exact type is tested first (no isinstance call).
+        if type(event) is events.StepUpdateEvent or isinstance(event, events.StepUpdateEvent):
             if seen.images:
                 self._images_shown.update(seen.images)
             return self._step(event.step_update, seen)

@@ -68,3 +68,40 @@ async def test_a_parked_get_wakes_on_post_and_a_cancelled_one_leaves_no_trace() 
             inbox.post("first")  # wakes the parked getter
             inbox.post("second")  # queued: taken without waiting
     assert got == ["first", "second"]
+
+
+async def test_reads_queued_back_to_back_are_taken_as_one_batch() -> None:
+    """A child's batches that queue up behind each other are handed over as
+    one, in order, weighing what they hold; anything between them, or another
+    child's batch, keeps them apart."""
+    inbox = Inbox(child_limit=10)
+    other = ChildEvents(2, (ChildEvent(2, MalformedLine(line="other", reason="test")),))
+    with trio.fail_after(10):
+        await inbox.send(_batch(0, 2))
+        await inbox.send(_batch(2, 3))
+        inbox.post("control")
+        await inbox.send(_batch(5, 1))
+        await inbox.send(other)
+
+        async def sender() -> None:
+            await inbox.send(_batch(6, 4))  # 7 queued + 4 > 10: waits for room
+
+        got: list[object] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sender)
+            await trio.testing.wait_all_tasks_blocked()
+            got.append(await inbox.get())
+            await trio.testing.wait_all_tasks_blocked()  # room: the sender's batch is queued
+            for _ in range(4):
+                got.append(await inbox.get())
+    lines = [
+        [e.event.line for e in item.events] if isinstance(item, ChildEvents) else item  # type: ignore[union-attr]
+        for item in got
+    ]
+    assert lines == [
+        ["0", "1", "2", "3", "4"],
+        "control",
+        ["5"],
+        ["other"],
+        ["6", "7", "8", "9"],
+    ]
