@@ -131,13 +131,14 @@ class AsyncStore:
         return await self._write(fn)
 
     async def _read(self, fn: Callable[[Store], _T]) -> _T:
-        store = await self._opened()
+        # Open already (every call but the first): no _opened coroutine.
+        store = self._store if self._store is not None else await self._opened()
         return await trio.to_thread.run_sync(
             fn, store, limiter=self._limiter, abandon_on_cancel=True
         )
 
     async def _write(self, fn: Callable[[Store], _T]) -> _T:
-        store = await self._opened()
+        store = self._store if self._store is not None else await self._opened()
         return await trio.to_thread.run_sync(
             fn, store, limiter=self._limiter, abandon_on_cancel=False
         )
