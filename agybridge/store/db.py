@@ -529,37 +529,18 @@ def _json_text(value: Any, what: str) -> str:
         raise TypeError(f"{what} must be JSON-serialisable ({exc}), not {value!r}") from None
 
 
-def _dirs_columns(dirs: tuple[str, ...]) -> tuple[str, str]:
-    """The ``additional_dirs`` and ``dirs_key`` columns of ``dirs``."""
-    global _last_dirs
-    # A session's row keeps its one tuple turn after turn: encoded again only
-    # for another tuple (by identity: a tuple of str is immutable, and it is
-    # held here so that its id is not reused). One assignment: thread-safe.
-    last = _last_dirs
-    if last[0] is dirs:
-        return last[1]
-    columns = (_to_json(list(dirs)), _dirs_key(dirs))
-    _last_dirs = (dirs, columns)
-    return columns
-
-
-_last_dirs: tuple[tuple[str, ...], tuple[str, str]] = ((), ("[]", "[]"))
-
-
 def _session_params(record: SessionRecord) -> tuple[object, ...]:
-    dirs, dirs_key = _dirs_columns(record.additional_dirs)
     return (
         record.session_id,
         record.cwd,
-        dirs,
-        dirs_key,
+        _to_json(list(record.additional_dirs)),
+        _dirs_key(record.additional_dirs),
         record.conversation_id,
         record.title,
         _to_sorted_json(dict(record.launch)),
         record.created_at,
         record.updated_at,
-        # The usual meta, encoded as the encoder would.
-        _to_sorted_json(dict(record.meta)) if record.meta else "{}",
+        _to_sorted_json(dict(record.meta)),
     )
 
 
