@@ -18,10 +18,7 @@ per-database key so that a tampered or foreign cursor is refused.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
-import hmac
 import json
 import logging
 import math
@@ -34,8 +31,9 @@ from typing import Any
 
 import attrs
 
-from . import _opening, edits
-from .errors import InvalidCursorError, StoreClosedError, StoreError
+from . import _opening, columns, edits
+from .cursors import Cursors
+from .errors import StoreClosedError, StoreError
 from .models import JournalEntry, SessionRecord, canonical_timestamp
 
 logger = logging.getLogger(__name__)
@@ -43,15 +41,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_LIST_LIMIT = 50
 SCHEMA_VERSION = _opening.SCHEMA_VERSION
 MAX_LIST_LIMIT = 1000
-
-_SESSION_COLUMNS = (
-    "session_id, cwd, additional_dirs, dirs_key, conversation_id, title, launch, "
-    "created_at, updated_at, meta"
-)
-_JOURNAL_COLUMNS = (
-    "session_id, turn, idx, kind, message_id, text, tool_call_id, tool_kind, tool_title, "
-    "tool_status, created_at"
-)
 
 
 @attrs.frozen
@@ -75,7 +64,7 @@ class Store:
         self._path = path
         self._clock = clock
         self._lock = threading.Lock()
-        self._cursor_key = _opening.cursor_key(conn)
+        self._cursors = Cursors(_opening.cursor_key(conn))
         self._identity = None if path is None else _opening.file_identity(path)
         #: How often the file was found deleted or replaced and reopened.
         self.reopened = 0
@@ -127,7 +116,7 @@ class Store:
     def upsert_session(self, record: SessionRecord) -> None:
         """Insert ``record``, or replace the stored row with the same session id."""
         with self._writing(f"saving session {record.session_id!r}") as conn:
-            _upsert_session(conn, record)
+            columns.upsert_session(conn, record)
 
     def update_session(self, record: SessionRecord) -> bool:
         """Replace the stored row with ``record``'s session id, if there is one.
@@ -139,7 +128,7 @@ class Store:
             False (nothing written) when no such session is stored.
         """
         with self._writing(f"saving session {record.session_id!r}") as conn:
-            return _update_session(conn, record)
+            return columns.update_session(conn, record)
 
     def create_session(self, record: SessionRecord, journal: Iterable[JournalEntry] = ()) -> bool:
         """Insert ``record`` and its ``journal`` in one transaction, unless the id exists.
@@ -150,13 +139,13 @@ class Store:
         entries = list(journal)
         with self._writing(f"creating session {record.session_id!r}") as conn:
             cursor = conn.execute(
-                f"INSERT OR IGNORE INTO sessions ({_SESSION_COLUMNS}) "
+                f"INSERT OR IGNORE INTO sessions ({columns.SESSION_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _session_params(record),
+                columns.session_params(record),
             )
             if cursor.rowcount != 1:
                 return False
-            _insert_journal(conn, entries)
+            columns.insert_journal(conn, entries)
             return True
 
     def get_session(self, session_id: str) -> SessionRecord | None:
@@ -202,9 +191,9 @@ class Store:
             params.append(cwd)
         if additional_dirs is not None:
             clauses.append("dirs_key = ?")
-            params.append(_dirs_key(additional_dirs))
+            params.append(columns.dirs_key(additional_dirs))
         if cursor is not None:
-            updated_at, session_id = self._decode_cursor(cursor)
+            updated_at, session_id = self._cursors.decode(cursor)
             # "after (u, s)" in (updated_at DESC, session_id ASC) order; the first term
             # lets SQLite seek the index instead of scanning from the newest row.
             clauses.append("updated_at <= ? AND (updated_at < ? OR session_id > ?)")
@@ -214,7 +203,7 @@ class Store:
         with self._reading("listing sessions") as conn:
             rows = conn.execute(sql, [*params, limit + 1]).fetchall()
         records = [SessionRecord.from_row(row) for row in rows[:limit]]
-        next_cursor = self._encode_cursor(records[-1]) if len(rows) > limit else None
+        next_cursor = self._cursors.encode(records[-1]) if len(rows) > limit else None
         return records, next_cursor
 
     def touch(
@@ -283,7 +272,7 @@ class Store:
         if not entries:
             return
         with self._writing(f"appending {len(entries)} journal lines") as conn:
-            _insert_journal(conn, entries)
+            columns.insert_journal(conn, entries)
 
     def record_turn(
         self, entries: Sequence[JournalEntry], record: SessionRecord, *, create: bool = True
@@ -299,17 +288,18 @@ class Store:
         """
         with self._writing(f"saving a turn of session {record.session_id!r}") as conn:
             if create:
-                _upsert_session(conn, record)
-            elif not _update_session(conn, record):
+                columns.upsert_session(conn, record)
+            elif not columns.update_session(conn, record):
                 return False
-            _insert_journal(conn, entries)
+            columns.insert_journal(conn, entries)
             return True
 
     def journal(self, session_id: str) -> list[JournalEntry]:
         """The session's journal in (turn, index) order; empty when there is none."""
         with self._reading(f"reading the journal of {session_id!r}") as conn:
             rows = conn.execute(
-                f"SELECT {_JOURNAL_COLUMNS} FROM journal WHERE session_id = ? ORDER BY turn, idx",
+                f"SELECT {columns.JOURNAL_COLUMNS} FROM journal "
+                "WHERE session_id = ? ORDER BY turn, idx",
                 (session_id,),
             ).fetchall()
         return [JournalEntry.from_row(row) for row in rows]
@@ -335,7 +325,7 @@ class Store:
         """
         if not (isinstance(ttl_s, int | float) and math.isfinite(ttl_s) and ttl_s > 0):
             raise ValueError(f"ttl_s must be a positive number of seconds, not {ttl_s!r}")
-        text = _json_text(value, f"cache entry {key!r}")
+        text = columns.json_text(value, f"cache entry {key!r}")
         now = self._clock()
         with self._writing(f"caching {key!r}") as conn:
             conn.execute("DELETE FROM cache WHERE expires_at <= ?", (now,))
@@ -352,7 +342,7 @@ class Store:
 
     def meta_put(self, key: str, value: Any) -> None:
         """Set a one-off flag to a JSON value."""
-        text = _json_text(value, f"flag {key!r}")
+        text = columns.json_text(value, f"flag {key!r}")
         with self._writing(f"setting flag {key!r}") as conn:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, text))
 
@@ -365,8 +355,10 @@ class Store:
         Returns:
             False (nothing written) when no such session is stored.
         """
-        texts = {edits.BLOB_KEY + d: _json_text(t, f"snapshot {d!r}") for d, t in blobs.items()}
-        texts[edits.MUTATION_LOG_KEY + session_id] = _json_text(
+        texts = {
+            edits.BLOB_KEY + d: columns.json_text(t, f"snapshot {d!r}") for d, t in blobs.items()
+        }
+        texts[edits.MUTATION_LOG_KEY + session_id] = columns.json_text(
             list(log), f"the edit log of {session_id!r}"
         )
         with self._writing(f"saving the edit log of session {session_id!r}") as conn:
@@ -419,7 +411,7 @@ class Store:
             _opening.move_sidecars_aside(self._path)
         conn = _opening.open_file(self._path)
         self._conn = conn
-        self._cursor_key = _opening.cursor_key(conn)
+        self._cursors = Cursors(_opening.cursor_key(conn))
         self._identity = _opening.file_identity(self._path)
         self.reopened += 1
         logger.warning(
@@ -475,115 +467,3 @@ class Store:
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
                 raise
-
-    def _cursor_mac(self, updated_at: str, session_id: str) -> str:
-        # surrogatepass: a forged cursor may name a lone surrogate ("\ud800" in its
-        # JSON); its signature just does not match.
-        message = f"{updated_at}\x00{session_id}".encode("utf-8", "surrogatepass")
-        return hmac.new(self._cursor_key, message, hashlib.sha256).hexdigest()[:32]
-
-    def _encode_cursor(self, last: SessionRecord) -> str:
-        payload = {
-            "u": last.updated_at,
-            "s": last.session_id,
-            "m": self._cursor_mac(last.updated_at, last.session_id),
-        }
-        raw = json.dumps(payload, separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-    def _decode_cursor(self, cursor: str) -> tuple[str, str]:
-        if not isinstance(cursor, str) or not cursor:
-            raise InvalidCursorError(str(cursor), "it is empty or not a string")
-        try:
-            raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-            data = json.loads(raw)
-        except ValueError:
-            raise InvalidCursorError(cursor, "it is not a cursor") from None
-        if not (
-            isinstance(data, dict)
-            and set(data) == {"u", "s", "m"}
-            and all(isinstance(v, str) for v in data.values())
-        ):
-            raise InvalidCursorError(cursor, "it is not a cursor")
-        # compare_digest refuses a str that is not ASCII (TypeError): compare bytes.
-        forged = data["m"].encode("utf-8", "surrogatepass")
-        if not hmac.compare_digest(forged, self._cursor_mac(data["u"], data["s"]).encode()):
-            raise InvalidCursorError(cursor, "it was altered, or comes from another database")
-        return data["u"], data["s"]
-
-
-# What json.dumps(value, ensure_ascii=False[, sort_keys=True]) does, without
-# building an encoder per call (four per turn's write of the session row).
-_to_json = json.JSONEncoder(ensure_ascii=False).encode
-_to_sorted_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
-
-
-def _dirs_key(dirs: Iterable[str]) -> str:
-    return _to_json(sorted(set(dirs)))
-
-
-def _json_text(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what} must be JSON-serialisable ({exc}), not {value!r}") from None
-
-
-def _session_params(record: SessionRecord) -> tuple[object, ...]:
-    return (
-        record.session_id,
-        record.cwd,
-        _to_json(list(record.additional_dirs)),
-        _dirs_key(record.additional_dirs),
-        record.conversation_id,
-        record.title,
-        _to_sorted_json(dict(record.launch)),
-        record.created_at,
-        record.updated_at,
-        _to_sorted_json(dict(record.meta)),
-    )
-
-
-def _upsert_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
-    conn.execute(
-        f"INSERT OR REPLACE INTO sessions ({_SESSION_COLUMNS}) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        _session_params(record),
-    )
-
-
-_UPDATE_SESSION = "UPDATE sessions SET {} WHERE session_id = ?".format(
-    ", ".join(f"{column.strip()} = ?" for column in _SESSION_COLUMNS.split(",")[1:])
-)
-
-
-def _update_session(conn: sqlite3.Connection, record: SessionRecord) -> bool:
-    session_id, *values = _session_params(record)
-    return conn.execute(_UPDATE_SESSION, (*values, session_id)).rowcount == 1
-
-
-_INSERT_JOURNAL = (
-    f"INSERT OR REPLACE INTO journal ({_JOURNAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-def _insert_journal(conn: sqlite3.Connection, entries: Iterable[JournalEntry]) -> None:
-    conn.executemany(
-        _INSERT_JOURNAL,
-        [
-            (
-                e.session_id,
-                e.turn,
-                e.index,
-                e.kind,
-                e.message_id,
-                e.text,
-                e.tool_call_id,
-                e.tool_kind,
-                e.tool_title,
-                e.tool_status,
-                e.created_at,
-            )
-            for e in entries
-        ],
-    )

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agybridge.store import SessionRecord
-from agybridge.store.db import _session_params
+from agybridge.store.columns import session_params
 
 _dirs = st.lists(st.text(min_size=1, max_size=4), max_size=3).map(tuple)
 
@@ -50,4 +50,4 @@ def test_a_rows_columns_are_its_records_json(
             launch=launch,
             meta=meta,
         )
-        assert _session_params(record) == _general(record)
+        assert session_params(record) == _general(record)

@@ -27,7 +27,7 @@ from agybridge.store import (
     StoreClosedError,
     StoreError,
     canonical_timestamp,
-    db,
+    columns,
     format_timestamp,
     utc_now,
 )
@@ -181,7 +181,7 @@ def test_session_columns_are_what_json_dumps_writes(
     """The row's JSON columns come from shared encoders: the same text as
     json.dumps with the same options."""
     rec = record("s", additional_dirs=tuple(dirs), launch=launch, meta=meta)
-    params = db._session_params(rec)
+    params = columns.session_params(rec)
     assert params[2] == json.dumps(dirs, ensure_ascii=False)
     assert params[3] == json.dumps(sorted(set(dirs)), ensure_ascii=False)
     assert params[6] == json.dumps(launch, ensure_ascii=False, sort_keys=True)
@@ -677,7 +677,7 @@ def test_a_turn_and_the_session_row_are_saved_together(
     def refused(conn: sqlite3.Connection, row: SessionRecord) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(db, "_upsert_session", refused)
+    monkeypatch.setattr(columns, "upsert_session", refused)
     with pytest.raises(StoreError):
         store.record_turn([JournalEntry.user("s", 1, 0, "again")], record("s", title="newer"))
     assert store.journal("s") == lines
