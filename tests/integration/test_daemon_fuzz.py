@@ -142,7 +142,10 @@ class Conn:
         finally:
             if buffer:
                 self.records.append(("a2c", buffer.decode("utf-8", "replace"), next(self.clock)))
-                self.validator.feed_line("a2c", buffer)
+                # A line cut off by the daemon's end is its fault; one the client
+                # cut off by dropping the connection mid-line is not.
+                if not self.dropped:
+                    self.validator.feed_line("a2c", buffer)
             self.eof = True
             self._wake()
 
