@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 import trio
@@ -215,15 +215,24 @@ def selected_seeds(seed_var: str, seeds_var: str, default: int) -> list[int]:
     return list(range(int(os.environ.get(seeds_var, "") or default)))
 
 
-@attrs.frozen
-class Failing:
-    """A seed with problems, for `report`."""
+class SeedPlan(Protocol):
+    @property
+    def seed(self) -> int: ...
 
-    seed: int
-    problems: Sequence[str]
-    #: Where its wire log(s) are, and its plan, described.
-    wire: str
-    plan: str
+    def describe(self) -> str: ...
+
+
+class SeedRun(Protocol):
+    """One seed's run, as `report` reads it."""
+
+    @property
+    def plan(self) -> SeedPlan: ...
+
+    @property
+    def problems(self) -> Sequence[str]: ...
+
+
+R = TypeVar("R", bound=SeedRun)
 
 
 class Runnable(Protocol):
@@ -249,16 +258,21 @@ def assert_none_failing(failing: str) -> None:
     assert not failing, f"{failing.count('replay:')} failing seed(s), see the captured stdout"
 
 
-def report(failing: Iterable[Failing], *, seed_var: str, test_file: str, shown: int) -> str:
-    """The failing seeds (the first ``shown`` problems of each), with their
-    plans and replay commands."""
+def report(
+    runs: Iterable[R], *, wire: Callable[[R], str], seed_var: str, test_file: str, shown: int
+) -> str:
+    """The failing seeds (the first ``shown`` problems of each), where their
+    wire logs are (``wire``), their plans and replay commands."""
     lines = []
-    for seed in failing:
-        lines.append(f"seed {seed.seed}: {len(seed.problems)} problem(s)")
-        lines += [f"    {p}" for p in seed.problems[:shown]]
-        lines.append(f"    {seed.wire}")
-        lines += [f"    {line}" for line in seed.plan.splitlines()]
-        lines.append(f"    replay: {seed_var}={seed.seed} .venv/bin/pytest {test_file}")
+    for run in runs:
+        if not run.problems:
+            continue
+        seed = run.plan.seed
+        lines.append(f"seed {seed}: {len(run.problems)} problem(s)")
+        lines += [f"    {p}" for p in run.problems[:shown]]
+        lines.append(f"    {wire(run)}")
+        lines += [f"    {line}" for line in run.plan.describe().splitlines()]
+        lines.append(f"    replay: {seed_var}={seed} .venv/bin/pytest {test_file}")
     return "\n".join(lines)
 
 

@@ -49,7 +49,7 @@ from ..daemonfuzz import (
     entries,
     make_plan,
 )
-from ..wirefuzz import Failing, assert_none_failing, run_all, selected_seeds
+from ..wirefuzz import assert_none_failing, run_all, selected_seeds
 from ..wirefuzz import report as failing_report
 
 pytestmark = pytest.mark.integration
@@ -409,18 +409,12 @@ class Run:
 
 
 def report(runs: list[Run]) -> str:
-    failing = [
-        Failing(
-            run.plan.seed,
-            run.problems,
-            f"wire logs: {run.harness.tmp_path}/wire-*.ndjson (connections in order)",
-            run.plan.describe(),
-        )
-        for run in runs
-        if run.problems
-    ]
     return failing_report(
-        failing, seed_var=SEED_VAR, test_file="tests/integration/test_daemon_fuzz.py", shown=10
+        runs,
+        wire=lambda run: f"wire logs: {run.harness.tmp_path}/wire-*.ndjson (connections in order)",
+        seed_var=SEED_VAR,
+        test_file="tests/integration/test_daemon_fuzz.py",
+        shown=10,
     )
 
 

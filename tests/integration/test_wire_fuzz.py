@@ -31,7 +31,6 @@ import trio
 from ..acp_wire import BridgeGone, Harness, RawClient, leftover_processes, wait_no_leftovers
 from ..wirefuzz import (
     GHOST,
-    Failing,
     Op,
     Plan,
     Step,
@@ -202,18 +201,12 @@ class Run:
 
 
 def report(runs: list[Run]) -> str:
-    failing = [
-        Failing(
-            run.plan.seed,
-            run.problems,
-            f"wire log: {run.harness.tmp_path / 'wire.ndjson'}",
-            run.plan.describe(),
-        )
-        for run in runs
-        if run.problems
-    ]
     return failing_report(
-        failing, seed_var=SEED_VAR, test_file="tests/integration/test_wire_fuzz.py", shown=8
+        runs,
+        wire=lambda run: f"wire log: {run.harness.tmp_path / 'wire.ndjson'}",
+        seed_var=SEED_VAR,
+        test_file="tests/integration/test_wire_fuzz.py",
+        shown=8,
     )
 
 
