@@ -68,6 +68,8 @@ ECHO_TEXT = "Latency bench: the quick brown fox jumps over the lazy dog."
 SLOW_PROMPT = "[fake-agy:slow] stream ticks until cancelled"
 #: One paced delta: ``"<index>@<monotonic ns> "`` (fake_agy paced_delta).
 PACED_DELTA = re.compile(r"(\d+)@(\d+) ")
+#: The floor relay's echo columns and their flags (floor_relay.py).
+FLOOR_MODES = {"floor": [], "trio floor": ["--trio"], "shape floor": ["--shape"]}
 STREAM = ("--input-format", "stream-json", "--output-format", "stream-json")
 
 
@@ -277,11 +279,15 @@ class LatencyBench:
         self.add(tree.label, "echo_cpu", (cpu_after - cpu_before) / len(walls) * 1000)
         self.add(tree.label, "echo_wall", summarize(walls)["median"] or 0.0)
 
-    async def floor_echo(self, *, on_trio: bool = False) -> None:
-        """The floor's echo turns; ``on_trio``: the same relay on trio, whose
-        wake-ups every trio bridge pays (column "trio floor")."""
-        mode = ["--trio"] if on_trio else []
-        argv = [sys.executable, str(FLOOR_RELAY), *mode, ECHO_TEXT, str(FAKE_AGY), *STREAM]
+    async def floor_echo(self, mode: str = "floor") -> None:
+        """The floor's echo turns. ``mode`` is a `FLOOR_MODES` column: the relay
+        itself, the same relay on trio (the wake-ups every trio bridge pays), or on
+        trio in the bridge's task shape with a commit per turn (what the shape
+        costs before any of the bridge's logic)."""
+        flags = FLOOR_MODES[mode]
+        argv = [sys.executable, str(FLOOR_RELAY), *flags, ECHO_TEXT, str(FAKE_AGY), *STREAM]
+        # The shape relay reads JSON-RPC prompts; the others a bare line per turn.
+        go = prompt(1, "floor", ECHO_TEXT) if flags == ["--shape"] else b"go"
         async with spawned(argv, self.env(), self.stderr_path("floor")) as process:
             client = LineClient(process)
             with trio.fail_after(STEP_S):
@@ -289,22 +295,21 @@ class LatencyBench:
                     if any(b'"ready"' in line for line in batch):
                         break
                 for _ in range(self.args.warm_turns):
-                    await client.send(b"go")
+                    await client.send(go)
                     await client.response(1)
             cpu_before = proc_cpu_s(process.pid)
             for _ in range(self.args.echo_turns):
                 with trio.fail_after(STEP_S):
-                    await client.send(b"go")
+                    await client.send(go)
                     result, chunks = await client.response(1)
                 if result.get("stopReason") != "end_turn" or not chunks:
-                    raise RuntimeError(f"floor echo turn: {result!r} after {chunks} chunks")
+                    raise RuntimeError(f"{mode} echo turn: {result!r} after {chunks} chunks")
             cpu_after = proc_cpu_s(process.pid)
             await client.close()
             with trio.fail_after(STEP_S):
                 await process.wait()
         assert cpu_before is not None and cpu_after is not None
-        column = "trio floor" if on_trio else "floor"
-        self.add(column, "echo_cpu", (cpu_after - cpu_before) / self.args.echo_turns * 1000)
+        self.add(mode, "echo_cpu", (cpu_after - cpu_before) / self.args.echo_turns * 1000)
 
     # --- cancel ------------------------------------------------------------------
 
@@ -357,9 +362,9 @@ class LatencyBench:
             trees = self.trees if rep % 2 == 0 else self.trees[::-1]
             for name, body in phases:
                 if name == "echo":
-                    await self.attempt("floor echo", self.floor_echo)
-                    trio_floor = functools.partial(self.floor_echo, on_trio=True)
-                    await self.attempt("trio floor echo", trio_floor)
+                    for mode in FLOOR_MODES:
+                        floor = functools.partial(self.floor_echo, mode)
+                        await self.attempt(f"{mode} echo", floor)
                 elif name == "latency" and self.args.floor_latency:
                     await self.attempt("floor latency", self.floor_latency)
                 for tree in trees:

@@ -82,6 +82,16 @@ def render(
             + (f", {trio_echo / floor_echo:.1f}× the floor" if floor_echo else "")
             + ": what trio's wake-ups alone cost a turn on this machine."
         )
+    shape_echo = column_value(samples.get("shape floor", {}), "echo_cpu")
+    if shape_echo is not None:
+        lines.append(
+            f"\nThe same relay in the bridge's task shape (`floor_relay.py --shape`: a "
+            f"reader task for the caller, a task per prompt, agy's reader and a session "
+            f"task apart, one SQLite commit per turn in a worker thread) costs "
+            f"{shape_echo:.3f} ms"
+            + (f", {shape_echo / floor_echo:.1f}× the floor" if floor_echo else "")
+            + ": what the architecture costs a turn before any of the bridge's logic."
+        )
     for column in columns:
         echo_cpu = column_value(samples.get(column, {}), "echo_cpu")
         if echo_cpu is not None:
@@ -89,6 +99,8 @@ def render(
             times_floor = f", {echo_cpu / floor_echo:.1f}× the floor" if floor_echo else ""
             if trio_echo:
                 times_floor += f", {echo_cpu / trio_echo:.1f}× the trio floor"
+            if shape_echo:
+                times_floor += f", {echo_cpu / shape_echo:.1f}× the shape floor"
             lines.append(
                 f"\n`{column}` {verdict} the warm echo target: {echo_cpu:.3f} ms "
                 f"(≤ {ECHO_CPU_TARGET_MS} ms{times_floor}; the issue measured the target "

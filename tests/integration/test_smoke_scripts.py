@@ -146,3 +146,29 @@ def test_bench_floor_small_run_passes_and_writes_reports(tmp_path: Path) -> None
     # The bridge as installed (byte-compiled) and without bytecode of its own.
     assert len(samples["cold_bridge_nobytecode"]) == 1
     assert report["trees"] == {"bridge": str((REPO / "agybridge").resolve())}
+
+
+def test_bench_latency_echo_runs_the_bridge_and_every_floor(tmp_path: Path) -> None:
+    """A tiny echo run: the bridge and the three floor relays (stdlib, trio, the
+    bridge's task shape) each answer every echo turn and get a CPU figure."""
+    done = _run(
+        "bench_latency.py",
+        "--only",
+        "echo",
+        "--reps",
+        "1",
+        "--echo-turns",
+        "3",
+        "--warm-turns",
+        "1",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench_latency")
+    assert report["failures"] == []
+    samples = report["samples"]
+    assert isinstance(samples, dict)
+    assert {"floor", "trio floor", "shape floor"} < set(samples)
+    assert all(len(columns["echo_cpu"]) == 1 for columns in samples.values()), samples
+    assert "in the bridge's task shape" in done.stdout
