@@ -34,30 +34,38 @@ _dump_str = json.encoder.encode_basestring
 
 def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
     """One ``session/update`` notification line for ``update``."""
-    chunk = plain_text_chunk(update)
-    if chunk is not None:
-        text = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
+    return encode_updates(session_id, (update,))
+
+
+def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> bytes:
+    """The notification lines of ``updates``, in order. The session's parts
+    are looked up once a batch, a message's once a run of its chunks."""
+    try:
+        params_head, head = _session_heads.get(session_id) or _session_head(session_id)
+    except UnicodeEncodeError:  # a lone surrogate: the general path escapes the id
+        return b"".join([encode_update_general(session_id, update) for update in updates])
+    parts: list[bytes] = []
+    message_id: str | None = None
+    middle = _NO_MESSAGE_ID
+    for update in updates:
+        chunk = plain_text_chunk(update)
         try:
-            # The parts are cached (never empty): a call only to make one.
-            message_id = chunk.message_id
-            return b"".join(
-                (
-                    _heads.get(session_id) or _head(session_id),
-                    _dump_str(text).encode(),
-                    _middles.get(message_id) or _middle(message_id),
-                    _TAILS[type(chunk)],
-                )
-            )
-        except UnicodeEncodeError:
-            pass  # a lone surrogate: the general path escapes the message
-    else:
-        try:
+            if chunk is not None:
+                text: str = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
+                encoded = _dump_str(text).encode()
+                if chunk.message_id != message_id:
+                    middle = _middle(chunk.message_id)  # may raise: then kept as it was
+                    message_id = chunk.message_id
+                parts += (head, encoded, middle, _TAILS[type(chunk)])
+                continue
             flat = _flat_update(update)
             if flat is not None:
-                return b"".join((_params_head(session_id), flat, b"}}\n"))
+                parts += (params_head, flat, b"}}\n")
+                continue
         except UnicodeEncodeError:
             pass  # a lone surrogate: the general path escapes the message
-    return encode_update_general(session_id, update)
+        parts.append(encode_update_general(session_id, update))
+    return b"".join(parts)
 
 
 def _flat_update(update: models.SessionUpdate) -> bytes | None:
@@ -87,49 +95,35 @@ def encode_update_general(session_id: str, update: models.SessionUpdate) -> byte
     return encode_message(notification_message(_METHOD, codec.unstructure(notification)))
 
 
-def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> bytes:
-    return b"".join([encode_update(session_id, update) for update in updates])
-
-
 # A session's updates share its id and a message's chunks their message id:
 # their encoded parts are kept (bounded: cleared when full).
 _CACHE_LIMIT = 1024
-_heads: dict[str, bytes] = {}
-_params_heads: dict[str, bytes] = {}
-_middles: dict[str | None, bytes] = {None: b',"type":"text"},"sessionUpdate":'}
+_session_heads: dict[str, tuple[bytes, bytes]] = {}
+_middles: dict[str, bytes] = {}
+_NO_MESSAGE_ID = b',"type":"text"},"sessionUpdate":'
 
 
-def _params_head(session_id: str) -> bytes:
-    """The notification up to its ``update`` object."""
-    head = _params_heads.get(session_id)
-    if head is None:
-        if len(_params_heads) >= _CACHE_LIMIT:
-            _params_heads.clear()
-        head = _params_heads[session_id] = (
-            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-            + _dump_str(session_id).encode()
-            + b',"update":'
-        )
-    return head
-
-
-def _head(session_id: str) -> bytes:
-    """... and up to a text chunk's text."""
-    head = _heads.get(session_id)
-    if head is None:
-        if len(_heads) >= _CACHE_LIMIT:
-            _heads.clear()
-        head = _heads[session_id] = _params_head(session_id) + b'{"content":{"text":'
-    return head
+def _session_head(session_id: str) -> tuple[bytes, bytes]:
+    """The notification up to its ``update`` object, and up to a text chunk's text."""
+    if len(_session_heads) >= _CACHE_LIMIT:
+        _session_heads.clear()
+    params_head = (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+        + _dump_str(session_id).encode()
+        + b',"update":'
+    )
+    heads = _session_heads[session_id] = (params_head, params_head + b'{"content":{"text":')
+    return heads
 
 
 def _middle(message_id: str | None) -> bytes:
+    """A text chunk's part between its text and its tail."""
+    if message_id is None:
+        return _NO_MESSAGE_ID
     middle = _middles.get(message_id)
     if middle is None:
-        assert message_id is not None  # always cached
         if len(_middles) >= _CACHE_LIMIT:
             _middles.clear()
-            _middles[None] = b',"type":"text"},"sessionUpdate":'
         middle = _middles[message_id] = (
             b',"type":"text"},"messageId":' + _dump_str(message_id).encode() + b',"sessionUpdate":'
         )

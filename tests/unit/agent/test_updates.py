@@ -110,3 +110,30 @@ async def test_send_updates_via_hands_one_item_or_none() -> None:
     await updates.send_updates_via(send_encoded, "s", [])
     await updates.send_updates_via(send_encoded, "s", [chunk, chunk])
     assert sent == [encode_update("s", chunk) * 2]
+
+
+# Few message ids (one without UTF-8 form), so runs of one message's plain
+# chunks are common, as in a turn.
+_PLAIN_CHUNK = st.builds(
+    models.AgentMessageChunk,
+    content=st.builds(models.TextContent, text=_ANY_TEXT),
+    message_id=st.sampled_from([None, "m", "m\ud800"]),
+)
+_ANY_UPDATE = (
+    _PLAIN_CHUNK
+    | st.builds(models.AgentMessageChunk, content=_CONTENT, message_id=_ANY_TEXT, meta=_META)
+    | st.builds(models.AgentThoughtChunk, content=_CONTENT, message_id=st.none() | _ANY_TEXT)
+    | st.builds(models.UsageUpdate, used=st.integers(0, 9), size=st.integers(0, 9), meta=_META)
+    | st.builds(models.SessionInfoUpdate, updated_at=st.none() | _ANY_TEXT, meta=_META)
+    | st.builds(models.Plan, entries=st.just([]))
+)
+
+
+@given(session_id=st.sampled_from(["s", "s\ud800"]) | _ANY_TEXT, batch=st.lists(_ANY_UPDATE))
+def test_a_mixed_batch_is_the_general_paths_lines_in_order(
+    session_id: str, batch: list[models.SessionUpdate]
+) -> None:
+    """The batch encoder, which looks parts up once per session and per run of
+    a message's chunks, writes what the general path writes for each update."""
+    expected = b"".join(encode_update_general(session_id, u) for u in batch)
+    assert encode_updates(session_id, batch) == expected
