@@ -50,6 +50,10 @@ class EagerLock:
         if not (self._waiting and self._lot.unpark()):
             self._held = False
 
+    def locked(self) -> bool:
+        """Someone holds the lock (or it is being handed to a waiter)."""
+        return self._held
+
     async def acquire_on_behalf_of(self, borrower: object) -> None:
         await self.__aenter__()
 

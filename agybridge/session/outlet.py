@@ -87,6 +87,7 @@ class Outlet:
         #: Updates collected while the session loop maps a batch (``holding``).
         self._held: list[models.SessionUpdate] | None = None
         self._holding = _Holding(self)  # stateless: one for every batch
+        self._unheld = _Unheld(self)  # likewise
         #: The hand-over to a client in progress (under the guard): a client
         #: taking the session over gives up one to another client.
         self._handing: tuple[ClientSink, trio.CancelScope] | None = None
@@ -188,7 +189,11 @@ class Outlet:
             self._lead = None
             updates = (lead, *updates)
         client = self._client
-        if client is None or not await self._hand_over(client, updates):
+        if client is None:
+            self.dropped += len(updates)
+        elif not self._takeovers:  # `_hand_over`'s first case, once per batch
+            await client(self.session_id, updates)
+        elif not await self._hand_over(client, updates):
             self.dropped += len(updates)
 
     async def _hand_over(self, client: ClientSink, updates: Sequence[models.SessionUpdate]) -> bool:
@@ -224,12 +229,12 @@ class Outlet:
         agy events); they are handed over, in order, when it ends."""
         return self._holding
 
-    def unheld(self) -> _Unheld:
+    def unheld(self) -> _Unheld | _NotHolding:
         """Hand over what is held, then send straight through inside the block
         (whatever happens in it is ordered after the updates before it). The
         block runs even if handing over failed: it gets that exception (else
         None) and must raise it."""
-        return _Unheld(self)
+        return self._unheld if self._held is not None else _NOT_HOLDING
 
     # --- the running turn ------------------------------------------------------
 
@@ -362,7 +367,7 @@ def _lost_notice(count: int) -> models.SessionUpdate:
     )
 
 
-# The three below are small classes rather than @asynccontextmanager
+# The context managers below are small classes, not @asynccontextmanager
 # generators: they run for every read of agy's output, every core step and
 # every turn.
 
@@ -377,23 +382,25 @@ class _Holding:
         self._outlet._held = []
 
     async def __aexit__(self, *exc_info: object) -> None:
+        outlet = self._outlet
         try:
-            await self._outlet.flush()
+            # Most reads of agy's output leave nothing to hand over; then a
+            # flush has nothing to wait for either, unless a hand-over is under way.
+            if outlet._held or outlet._guard.locked():
+                await outlet.flush()
         finally:
-            self._outlet._held = None
+            outlet._held = None
 
 
 class _Unheld:
-    __slots__ = ("_outlet", "_was_holding")
+    """`Outlet.unheld` while holding."""
+
+    __slots__ = ("_outlet",)
 
     def __init__(self, outlet: Outlet) -> None:
         self._outlet = outlet
-        self._was_holding = False
 
     async def __aenter__(self) -> Exception | None:
-        if self._outlet._held is None:
-            return None
-        self._was_holding = True
         try:
             await self._outlet.flush()
         except Exception as exc:  # a bug: the caller's block runs regardless
@@ -403,8 +410,22 @@ class _Unheld:
         return None
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._was_holding:
-            self._outlet._held = []
+        self._outlet._held = []
+
+
+class _NotHolding:
+    """`Outlet.unheld` while not holding: nothing to do."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> Exception | None:
+        return None
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        pass
+
+
+_NOT_HOLDING = _NotHolding()
 
 
 class _Journalling:
