@@ -239,14 +239,19 @@ class TurnMapper:
             return []
         if step.state not in _KNOWN_STATES:
             self._note(f"state:{step.state}")
-        updates: list[models.SessionUpdate] = []
+        updates: list[models.SessionUpdate]
         if step.step_type == "agent_response":
-            if step.text_delta:
+            text = step.text_delta
+            if text:  # the hot path: `_text` for a RUNNING turn, inline
                 scan = self._step_scans.get(step.step_index)
                 if scan is None:
                     scan = self._step_scans[step.step_index] = LineScan(self.cwd)
-                scan.add(step.text_delta)
-                updates.append(self._text(step.text_delta))
+                scan.add(text)
+                self.streamed.add_delta(text)
+                content = models.TextContent(text=text)
+                updates = [models.AgentMessageChunk(content=content, message_id=self.message_id)]
+            else:
+                updates = []
             for image in seen.images.values() if seen.images else ():
                 updates.append(
                     models.AgentMessageChunk(
@@ -255,10 +260,11 @@ class TurnMapper:
                     )
                 )
         elif step.step_type == "tool":
-            updates += self.tools.feed(step, seen)
-            updates += self._plan_from_tool(step)
+            updates = [*self.tools.feed(step, seen), *self._plan_from_tool(step)]
         elif step.step_type == "subagent" and step.subagent_info:
-            updates += self._plan_from_subagents(step)
+            updates = self._plan_from_subagents(step)  # a new list
+        else:
+            updates = []
         if step.usage is not None:
             updates += self._usage(step)
         return updates

@@ -64,15 +64,16 @@ class StreamedText:
         self._restated: str | None = None
 
     def add_delta(self, text: str) -> None:
-        self.delta_chars += len(text)
+        size = len(text)
+        self.delta_chars += size
         if not self.visible and text and not text.isspace():
             self.visible = True
         if self._head_chars < self._half and not self._tail:
             self._head.append(text)
-            self._head_chars += len(text)
+            self._head_chars += size
             return
         self._tail.append(text)
-        self._tail_chars += len(text)
+        self._tail_chars += size
         if self._tail_chars > 2 * self._half:
             self._shed()
 
@@ -139,11 +140,13 @@ class LineScan:
         self._cwd = cwd
         self._line_limit = line_chars
         self.found: list[str] = []
+        #: ``found`` has MAX_CANDIDATES paths (a flag: tested for every delta).
+        self._full = False
         self._line: list[str] = []
         self._line_chars = 0
 
     def add(self, text: str) -> None:
-        if len(self.found) >= MAX_CANDIDATES:
+        if self._full:
             return
         cut = text.rfind("\n")
         if cut < 0:
@@ -170,6 +173,7 @@ class LineScan:
         for path in image_candidates(text, self._cwd):
             if path not in self.found and len(self.found) < MAX_CANDIDATES:
                 self.found.append(path)
+        self._full = len(self.found) >= MAX_CANDIDATES
 
     def _trim(self) -> None:
         line = "".join(self._line)
