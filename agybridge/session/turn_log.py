@@ -6,6 +6,8 @@ message are kept as one run, its text joined in blocks as it grows, so a
 a client attaching replays the run as one chunk (clients concatenate chunks
 either way). Everything else is kept as sent. The oldest entries go beyond
 ``max_entries``, and :attr:`TurnLog.lost` counts the updates they held.
+Updates are merged a few hundred at a time, or when the log is read: logging
+a batch is one call, and a short turn (cleared once journalled) is never merged.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from ..acp.chunks import plain_text_chunk
 MAX_ENTRIES = 20_000
 #: Parts of a text run joined into one block once this many have come.
 BLOCK_PARTS = 256
+#: Updates logged before they are merged into the entries.
+MERGE_AFTER = 256
 
 _RunKey = tuple[type[Any], str | None]
 
@@ -57,16 +61,32 @@ class TurnLog:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self._entries: collections.deque[models.SessionUpdate | _TextRun] = collections.deque()
         self._max = max_entries
-        #: Updates that went out of the log (the oldest, beyond the bound).
-        self.lost = 0
+        self._lost = 0
+        #: Updates logged but not merged into the entries yet: logging a batch
+        #: is then one call, and most turns are cleared before this fills.
+        self._fresh: list[models.SessionUpdate] = []
+
+    @property
+    def lost(self) -> int:
+        """Updates that went out of the log (the oldest, beyond the bound)."""
+        self._merge()
+        return self._lost
 
     def add(self, update: models.SessionUpdate) -> None:
         self.extend((update,))
 
     def extend(self, updates: Iterable[models.SessionUpdate]) -> None:
         """`add` each of ``updates``, in order (a batch handed over at once)."""
+        fresh = self._fresh
+        fresh += updates
+        if len(fresh) >= MERGE_AFTER:
+            self._merge()
+
+    def _merge(self) -> None:
+        """Merge the fresh updates into the entries."""
+        fresh, self._fresh = self._fresh, []
         entries = self._entries
-        for update in updates:
+        for update in fresh:
             chunk = plain_text_chunk(update)
             if chunk is not None:
                 key = (type(chunk), chunk.message_id)
@@ -80,16 +100,19 @@ class TurnLog:
                 entry = update
             if len(entries) >= self._max:
                 dropped = entries.popleft()
-                self.lost += dropped.count if isinstance(dropped, _TextRun) else 1
+                self._lost += dropped.count if isinstance(dropped, _TextRun) else 1
             entries.append(entry)
 
     def updates(self) -> list[models.SessionUpdate]:
         """What was kept, in order (a text run as one chunk)."""
+        self._merge()
         return [e.update() if isinstance(e, _TextRun) else e for e in self._entries]
 
     def clear(self) -> None:
         self._entries.clear()
-        self.lost = 0
+        self._fresh = []
+        self._lost = 0
 
     def __len__(self) -> int:
+        self._merge()
         return len(self._entries)

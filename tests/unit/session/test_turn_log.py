@@ -112,3 +112,23 @@ def test_a_batch_is_logged_as_its_updates_one_by_one(
         codec.unstructure(u) for u in one_by_one.updates()
     ]
     assert (batched.lost, len(batched)) == (one_by_one.lost, len(one_by_one))
+
+
+@given(sent=updates, bound=st.integers(1, 8), merge_after=st.integers(1, 8))
+def test_updates_merged_as_they_come_or_when_read_are_logged_alike(
+    sent: list[models.SessionUpdate], bound: int, merge_after: int
+) -> None:
+    """Fresh updates are merged once ``MERGE_AFTER`` have come: any count."""
+    original = turn_log.MERGE_AFTER
+    turn_log.MERGE_AFTER = merge_after
+    try:
+        log = TurnLog(max_entries=bound)
+        for update in sent:
+            log.add(update)
+    finally:
+        turn_log.MERGE_AFTER = original
+    merged = model(sent)
+    kept = merged[-bound:] if merged else []
+    assert [codec.unstructure(u) for u in log.updates()] == [wire for wire, _ in kept]
+    assert log.lost == sum(count for _, count in merged[: len(merged) - len(kept)])
+    assert len(log) == len(kept)
