@@ -286,8 +286,9 @@ class TurnMapper:
     def _usage(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
         assert step.usage is not None
         self.step_usage = usage.add(self.step_usage, step.usage)
-        if step.step_type == "agent_response":
-            self.context_used = usage.context_used(step.usage)
+        if step.step_type != "agent_response":
+            return []  # the context in use is a model step's
+        self.context_used = usage.context_used(step.usage)
         return self._usage_update()
 
     def _usage_update(self) -> list[models.SessionUpdate]:

@@ -175,7 +175,7 @@ class Outlet:
             async with self._guard:
                 await self._deliver(updates)
             return
-        held.extend(updates)
+        held += updates
         if len(held) >= HOLD_LIMIT:
             await self.flush()
 
