@@ -70,22 +70,19 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
 
 def _flat_update(update: models.SessionUpdate) -> bytes | None:
     """The ``update`` object of a plain usage or session info update, else None."""
-    if isinstance(update, models.UsageUpdate):
+    # Exact types (no isinstance call): a subclass takes the general path.
+    if type(update) is models.UsageUpdate:
         used, size = update.used, update.size
         if update.cost is None and update.meta is None and type(used) is type(size) is int:
             return b'{"used":%d,"size":%d,"sessionUpdate":"usage_update"}' % (used, size)
-    elif isinstance(update, models.SessionInfoUpdate) and update.meta is None:
+    elif type(update) is models.SessionInfoUpdate and update.meta is None:
         title, updated_at = update.title, update.updated_at
-        return b"".join(
-            (
-                b"{",
-                b"" if title is None else b'"title":' + _dump_str(title).encode() + b",",
-                b""
-                if updated_at is None
-                else b'"updatedAt":' + _dump_str(updated_at).encode() + b",",
-                b'"sessionUpdate":"session_info_update"}',
-            )
-        )
+        flat = b"{"
+        if title is not None:
+            flat += b'"title":' + _dump_str(title).encode() + b","
+        if updated_at is not None:
+            flat += b'"updatedAt":' + _dump_str(updated_at).encode() + b","
+        return flat + b'"sessionUpdate":"session_info_update"}'
     return None
 
 
