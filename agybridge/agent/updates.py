@@ -54,7 +54,9 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
                 text: str = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
                 encoded = _dump_str(text).encode()
                 if chunk.message_id != message_id:
-                    middle = _middle(chunk.message_id)  # may raise: then kept as it was
+                    # Cached (never empty): a call only to make one. May raise:
+                    # then it is kept as it was.
+                    middle = _middles.get(chunk.message_id) or _middle(chunk.message_id)
                     message_id = chunk.message_id
                 parts += (head, encoded, middle, _TAILS[type(chunk)])
                 continue
@@ -96,8 +98,8 @@ def encode_update_general(session_id: str, update: models.SessionUpdate) -> byte
 # their encoded parts are kept (bounded: cleared when full).
 _CACHE_LIMIT = 1024
 _session_heads: dict[str, tuple[bytes, bytes]] = {}
-_middles: dict[str, bytes] = {}
 _NO_MESSAGE_ID = b',"type":"text"},"sessionUpdate":'
+_middles: dict[str | None, bytes] = {None: _NO_MESSAGE_ID}
 
 
 def _session_head(session_id: str) -> tuple[bytes, bytes]:
@@ -114,16 +116,14 @@ def _session_head(session_id: str) -> tuple[bytes, bytes]:
 
 
 def _middle(message_id: str | None) -> bytes:
-    """A text chunk's part between its text and its tail."""
-    if message_id is None:
-        return _NO_MESSAGE_ID
-    middle = _middles.get(message_id)
-    if middle is None:
-        if len(_middles) >= _CACHE_LIMIT:
-            _middles.clear()
-        middle = _middles[message_id] = (
-            b',"type":"text"},"messageId":' + _dump_str(message_id).encode() + b',"sessionUpdate":'
-        )
+    """A text chunk's part between its text and its tail, cached."""
+    assert message_id is not None  # always cached
+    if len(_middles) >= _CACHE_LIMIT:
+        _middles.clear()
+        _middles[None] = _NO_MESSAGE_ID
+    middle = _middles[message_id] = (
+        b',"type":"text"},"messageId":' + _dump_str(message_id).encode() + b',"sessionUpdate":'
+    )
     return middle
 
 
