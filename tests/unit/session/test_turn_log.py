@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
+from unittest import mock
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,17 +119,16 @@ def test_a_batch_is_logged_as_its_updates_one_by_one(
 def test_updates_merged_as_they_come_or_when_read_are_logged_alike(
     sent: list[models.SessionUpdate], bound: int, merge_after: int
 ) -> None:
-    """Fresh updates are merged once ``MERGE_AFTER`` have come: any count."""
-    original = turn_log.MERGE_AFTER
-    turn_log.MERGE_AFTER = merge_after
-    try:
-        log = TurnLog(max_entries=bound)
+    """Fresh updates are merged once ``MERGE_AFTER`` have come (any count) or
+    when the log is read: the log is the same."""
+    when_read = TurnLog(max_entries=bound)
+    when_read.extend(sent)
+    assert len(sent) < turn_log.MERGE_AFTER  # so `when_read` merges only when read
+    with mock.patch.object(turn_log, "MERGE_AFTER", merge_after):
+        as_they_come = TurnLog(max_entries=bound)
         for update in sent:
-            log.add(update)
-    finally:
-        turn_log.MERGE_AFTER = original
-    merged = model(sent)
-    kept = merged[-bound:] if merged else []
-    assert [codec.unstructure(u) for u in log.updates()] == [wire for wire, _ in kept]
-    assert log.lost == sum(count for _, count in merged[: len(merged) - len(kept)])
-    assert len(log) == len(kept)
+            as_they_come.add(update)
+    assert [codec.unstructure(u) for u in as_they_come.updates()] == [
+        codec.unstructure(u) for u in when_read.updates()
+    ]
+    assert (as_they_come.lost, len(as_they_come)) == (when_read.lost, len(when_read))
