@@ -88,6 +88,7 @@ class Outlet:
         self._held: list[models.SessionUpdate] | None = None
         self._holding = _Holding(self)  # stateless: one for every batch
         self._unheld = _Unheld(self)  # likewise
+        self._journalling = _Journalling(self)  # likewise
         #: The hand-over to a client in progress (under the guard): a client
         #: taking the session over gives up one to another client.
         self._handing: tuple[ClientSink, trio.CancelScope] | None = None
@@ -270,7 +271,7 @@ class Outlet:
         """Hold attaching off while the turn is written to the display journal;
         after it, the journal has the turn, so the outlet lets it go (not
         after a block that raised)."""
-        return _Journalling(self)
+        return self._journalling
 
     async def turn_ended(self, outcome: models.SessionInfoUpdate) -> None:
         """The turn was answered: a client that did not send it is told how it
