@@ -133,3 +133,11 @@ async def test_many_holders_and_cancellations_keep_it_exclusive_and_fifo() -> No
     assert order == [n for n in range(40) if n % 3]
     async with lock:  # free again
         pass
+
+
+async def test_locked_says_whether_someone_holds_it() -> None:
+    lock = EagerLock()
+    assert not lock.locked()
+    async with lock:
+        assert lock.locked()
+    assert not lock.locked()
