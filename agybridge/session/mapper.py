@@ -87,6 +87,8 @@ _KNOWN_STEP_TYPES = frozenset(
     }
 )
 _KNOWN_STATES = frozenset({events.STATE_ACTIVE, events.STATE_DONE, events.STATE_ERROR})
+#: No tokens (frozen: one value shared by every turn, not one made per turn).
+_NO_USAGE = events.Usage()
 _BACKGROUND = re.compile(r"(waiting up to \S+ for|terminating) (?P<n>\d+) background task")
 
 
@@ -116,7 +118,7 @@ class TurnMapper:
     #: Events this bridge could not interpret, by kind (logged once each).
     unrecognised: Counter[str] = attrs.Factory(Counter)
     tools: ToolCallTracker = attrs.field(init=False)
-    step_usage: events.Usage = attrs.Factory(events.Usage)
+    step_usage: events.Usage = _NO_USAGE
     context_used: int | None = None
     turn_usage: events.Usage | None = None
     plan: dict[str, models.PlanEntry] = attrs.Factory(dict)
@@ -360,7 +362,7 @@ class TurnMapper:
         updates: list[models.SessionUpdate] = []
         previous = self.previous_result_usage
         if previous is None and self.fresh_process:
-            previous = events.Usage()
+            previous = _NO_USAGE
         self.turn_usage = usage.turn_usage(result.usage, previous, self.step_usage)
         if result.structured_output is not None:
             self.structured_output = result.structured_output
