@@ -446,7 +446,7 @@ class TurnCore:
         while True:
             turn = self.current
             if turn is None:
-                if not self._start_next():
+                if not self.queue or not self._start_next():
                     return
                 continue
             if turn.state is not TurnState.STARTING or not self._progress(turn):
