@@ -24,6 +24,16 @@ class MessageContext:
     """Wire-order index among all incoming messages (requests, notifications, responses)."""
 
 
+def _never_unset(
+    ctx: RequestContext, attribute: object, on_cancel: Callable[[], None] | None
+) -> Callable[[], None]:
+    # The peer runs a request whose handler took over its cancelling before
+    # its task started without a cancel scope: nothing could cancel it then.
+    if on_cancel is None:
+        raise ValueError("on_cancel cannot be unset once set")
+    return on_cancel
+
+
 @attrs.define
 class RequestContext:
     """An incoming request in flight; handlers may set ``on_cancel``."""
@@ -34,9 +44,13 @@ class RequestContext:
     """Wire-order index, comparable with `MessageContext.seq`."""
     no_escapes: bool = False
     """No string in the params can hold a NUL or a lone surrogate (`Request.no_escapes`)."""
-    on_cancel: Callable[[], None] | None = None
-    """Set by a handler to take over ``$/cancel_request`` (and answer normally)."""
-    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False, repr=False)
+    on_cancel: Callable[[], None] | None = attrs.field(default=None, on_setattr=_never_unset)
+    """Set by a handler to take over ``$/cancel_request`` (and answer normally); once
+    set, it stays set. Set in ``request_received``, the request's task needs no cancel
+    scope of its own (most of what a short request costs the peer)."""
+    #: The request's own cancel scope: made when its task starts without an
+    #: ``on_cancel``, or by a cancel that comes before then.
+    _scope: trio.CancelScope | None = attrs.field(default=None, init=False, repr=False)
 
     def cancel(self) -> None:
         """Handle ``$/cancel_request``: call ``on_cancel`` if set, else cancel the request.
@@ -47,7 +61,12 @@ class RequestContext:
         if self.on_cancel is not None:
             self.on_cancel()
         else:
-            self._scope.cancel(reason=f"$/cancel_request for request {self.request_id!r}")
+            self._own_scope().cancel(reason=f"$/cancel_request for request {self.request_id!r}")
+
+    def _own_scope(self) -> trio.CancelScope:
+        if self._scope is None:
+            self._scope = trio.CancelScope()
+        return self._scope
 
 
 class Handler(Protocol):

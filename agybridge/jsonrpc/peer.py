@@ -63,6 +63,8 @@ _RECEIVE_CHUNK_BYTES = 2**16
 # The protocol-level cancellation notification (ACP cancellation.mdx); other "$/..."
 # notifications may be ignored (acp/brief.md §1).
 _CANCEL_REQUEST = "$/cancel_request"
+#: What a request that needs no cancel scope of its own runs in.
+_NO_SCOPE = contextlib.nullcontext()
 
 
 @attrs.frozen
@@ -366,7 +368,12 @@ class Peer:
         try:
             result: Any = None
             error: RpcError | None = None
-            with ctx._scope:
+            # A handler that took over $/cancel_request before the task started (a
+            # prompt: its turn is cancelled, and answered) keeps it (`on_cancel` is
+            # never unset), so the request needs no scope of its own, the costliest
+            # part of a short request's task.
+            scope = ctx._scope if ctx.on_cancel is not None else ctx._own_scope()
+            with scope if scope is not None else _NO_SCOPE:
                 try:
                     result = await self._handler.handle_request(ctx.method, params, ctx)
                 except RpcError as exc:
@@ -376,7 +383,7 @@ class Peer:
                     error = _internal_error(exc)
             # Only our own scope's cancellation ($/cancel_request) lands here; when the
             # whole peer is cancelled, Cancelled propagates and nobody answers.
-            if ctx._scope.cancelled_caught:
+            if scope is not None and scope.cancelled_caught:
                 error = RpcError.request_cancelled()
             # Forget the id before answering: a late $/cancel_request must not reach a
             # handler that has already finished.
