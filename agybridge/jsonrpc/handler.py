@@ -24,16 +24,6 @@ class MessageContext:
     """Wire-order index among all incoming messages (requests, notifications, responses)."""
 
 
-def _never_unset(
-    ctx: RequestContext, attribute: object, on_cancel: Callable[[], None] | None
-) -> Callable[[], None]:
-    # The peer runs a request whose handler took over its cancelling before
-    # its task started without a cancel scope: nothing could cancel it then.
-    if on_cancel is None:
-        raise ValueError("on_cancel cannot be unset once set")
-    return on_cancel
-
-
 @attrs.define
 class RequestContext:
     """An incoming request in flight; handlers may set ``on_cancel``."""
@@ -44,13 +34,26 @@ class RequestContext:
     """Wire-order index, comparable with `MessageContext.seq`."""
     no_escapes: bool = False
     """No string in the params can hold a NUL or a lone surrogate (`Request.no_escapes`)."""
-    on_cancel: Callable[[], None] | None = attrs.field(default=None, on_setattr=_never_unset)
-    """Set by a handler to take over ``$/cancel_request`` (and answer normally); once
-    set, it stays set. Set in ``request_received``, the request's task needs no cancel
-    scope of its own (most of what a short request costs the peer)."""
+    _on_cancel: Callable[[], None] | None = attrs.field(default=None, init=False)
     #: The request's own cancel scope: made when its task starts without an
     #: ``on_cancel``, or by a cancel that comes before then.
     _scope: trio.CancelScope | None = attrs.field(default=None, init=False, repr=False)
+
+    @property
+    def on_cancel(self) -> Callable[[], None] | None:
+        """Set by a handler to take over ``$/cancel_request`` (and answer normally).
+
+        Once set, it stays set: set in ``request_received``, the request's task
+        needs no cancel scope of its own (most of what a short request costs the
+        peer), as nothing could cancel it.
+        """
+        return self._on_cancel
+
+    @on_cancel.setter
+    def on_cancel(self, on_cancel: Callable[[], None] | None) -> None:
+        if on_cancel is None:
+            raise ValueError("on_cancel cannot be unset once set")
+        self._on_cancel = on_cancel
 
     def cancel(self) -> None:
         """Handle ``$/cancel_request``: call ``on_cancel`` if set, else cancel the request.
@@ -58,8 +61,8 @@ class RequestContext:
         Cancelling the request's scope makes the peer answer -32800. This works before the
         request's task has started: the scope is entered already cancelled.
         """
-        if self.on_cancel is not None:
-            self.on_cancel()
+        if self._on_cancel is not None:
+            self._on_cancel()
         else:
             self._own_scope().cancel(reason=f"$/cancel_request for request {self.request_id!r}")
 

@@ -307,7 +307,14 @@ class Peer:
                 await self._writer.send(encode_message(error_message(None, error)))
                 continue
             if line is not None:
-                await self._dispatch(parse_message(line), requests)
+                message = parse_message(line)
+                # Exact types (parse_message makes no subclass): no isinstance call.
+                if type(message) is Request:
+                    refusal = self._start_request(message, requests)
+                    if refusal is not None:
+                        await self._writer.send(refusal)
+                else:
+                    await self._dispatch(message)
             elif lines.at_eof:
                 return
             else:
@@ -330,10 +337,10 @@ class Peer:
         for entry in pending.values():
             entry.finish(None, PeerClosedError(reason))
 
-    async def _dispatch(self, message: Message | None, requests: trio.Nursery) -> None:
+    async def _dispatch(self, message: Message | None) -> None:
+        """Any message but a request (`_start_request`)."""
         if message is None:
             return
-        # Exact types (parse_message makes no subclass): no isinstance call.
         if type(message) is Invalid:
             self._parse_errors += 1
             logger.warning("invalid incoming JSON-RPC message: %s", message.error)
@@ -341,21 +348,21 @@ class Peer:
             return
         seq = next(self._seqs)
         self._messages_received += 1
-        if type(message) is Request:
-            await self._start_request(message, seq, requests)
-        elif type(message) is Notification:
+        if type(message) is Notification:
             await self._handle_notification(message, seq)
         elif isinstance(message, Response):
             self._handle_response(message)
 
-    async def _start_request(self, message: Request, seq: int, requests: trio.Nursery) -> None:
+    def _start_request(self, message: Request, requests: trio.Nursery) -> bytes | None:
+        """Start the request's task; the line refusing it instead, if it must be."""
+        seq = next(self._seqs)
+        self._messages_received += 1
         ctx = RequestContext(message.id, message.method, seq, message.no_escapes)
         if message.id is not None:  # a null id cannot be targeted by $/cancel_request
             if message.id in self._in_flight:
                 # Answering both would give the client two responses it cannot tell apart.
                 error = RpcError.invalid_request(f"request id {message.id!r} is already in use")
-                await self._writer.send(encode_message(error_message(message.id, error)))
-                return
+                return encode_message(error_message(message.id, error))
             self._in_flight[message.id] = ctx
         try:
             self._handler.request_received(message.method, message.params, ctx)
@@ -363,6 +370,7 @@ class Peer:
             logger.exception("request_received for %r failed", message.method)
         self._requests_running += 1
         requests.start_soon(self._request_task, ctx, message.params, name=message.method)
+        return None
 
     async def _request_task(self, ctx: RequestContext, params: Any) -> None:
         try:
@@ -372,7 +380,7 @@ class Peer:
             # prompt: its turn is cancelled, and answered) keeps it (`on_cancel` is
             # never unset), so the request needs no scope of its own, the costliest
             # part of a short request's task.
-            scope = ctx._scope if ctx.on_cancel is not None else ctx._own_scope()
+            scope = ctx._scope if ctx._on_cancel is not None else ctx._own_scope()
             with scope if scope is not None else _NO_SCOPE:
                 try:
                     result = await self._handler.handle_request(ctx.method, params, ctx)
