@@ -299,14 +299,22 @@ class Peer:
         lines = LineBuffer(self._max_line_bytes)
         while True:
             try:
-                line = lines.next_line()
-            except LineTooLongError as exc:
-                self._parse_errors += 1
-                logger.warning("incoming JSON-RPC message skipped: %s", exc)
-                error = RpcError.invalid_request(str(exc), {"limitBytes": exc.limit})
-                await self._writer.send(encode_message(error_message(None, error)))
-                continue
-            if line is not None:
+                data = await receive_ready(self._receive_stream, _RECEIVE_CHUNK_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                logger.warning("JSON-RPC input stream broke: %s", exc)
+                return
+            if data:
+                lines.feed(data)
+            else:
+                lines.feed_eof()
+            # Every complete line of the read, split in one pass.
+            for line in lines.drain():
+                if isinstance(line, LineTooLongError):
+                    self._parse_errors += 1
+                    logger.warning("incoming JSON-RPC message skipped: %s", line)
+                    error = RpcError.invalid_request(str(line), {"limitBytes": line.limit})
+                    await self._writer.send(encode_message(error_message(None, error)))
+                    continue
                 message = parse_message(line)
                 # Exact types (parse_message makes no subclass): no isinstance call.
                 if type(message) is Request:
@@ -315,18 +323,8 @@ class Peer:
                         await self._writer.send(refusal)
                 else:
                     await self._dispatch(message)
-            elif lines.at_eof:
+            if not data:
                 return
-            else:
-                try:
-                    data = await receive_ready(self._receive_stream, _RECEIVE_CHUNK_BYTES)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    logger.warning("JSON-RPC input stream broke: %s", exc)
-                    return
-                if data:
-                    lines.feed(data)
-                else:
-                    lines.feed_eof()
 
     def _close_receive(self) -> None:
         self._receive_closed.set()
