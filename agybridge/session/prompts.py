@@ -129,10 +129,8 @@ class PromptBook:
         #: The session is over: how a prompt arriving now is answered.
         self._closed_with: tuple[str | None, SessionError | None] | None = None
 
-    def arrived(self, seq: float) -> None:
-        self._entry(seq)
-
-    def _entry(self, seq: float) -> PromptWork:
+    def arrived(self, seq: float) -> PromptWork:
+        """The prompt's work, made when it is new."""
         work = self._work.get(seq)
         if work is None:
             work = self._work[seq] = PromptWork()
@@ -145,7 +143,7 @@ class PromptBook:
         self, seq: float, text: str, display_text: str, owner: ClientSink | None = None
     ) -> PromptWork:
         """The request task takes its prompt, now ready to run."""
-        work = self._entry(seq)
+        work = self.arrived(seq)
         work.claimed = True
         work.text, work.display_text, work.owner = text, display_text, owner
         return work
