@@ -4,7 +4,8 @@ Theory of operation. `Peer.run` owns a nursery with two tasks:
 
 * the reader: ``receive_some`` -> `LineBuffer` -> `parse_message` -> dispatch. Each
   incoming request runs in its own task (in a nursery the reader owns) inside its own
-  `trio.CancelScope`, so ``$/cancel_request`` can end it. Notifications are awaited
+  `trio.CancelScope`, so ``$/cancel_request`` can end it, unless its handler took
+  that over (``on_cancel``) before the task started. Notifications are awaited
   inline, so their effects are ordered with respect to every later message (handlers
   must be quick). Responses complete our pending outgoing requests.
 * the writer (`LineWriter`, writer.py): the only writer of ``send_stream``. Everyone
