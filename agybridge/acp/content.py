@@ -474,13 +474,15 @@ def _size(limit: int) -> str:
 
 def _converted(parts: list[str], files: tuple[StagedFile, ...]) -> ConvertedPrompt:
     """The prompt's text (its parts joined by blank lines) and files; an empty prompt is refused."""
-    if not files and not any(part.strip() for part in parts):
+    text = "\n\n".join(parts)
+    # Blank unless some part has a non-blank character (isspace: no stripped copy).
+    if not files and (not text or text.isspace()):
         raise PromptContentError(
             "The prompt is empty: send some text, an image or a resource.",
             0 if parts else None,
             "text",
         )
-    return ConvertedPrompt(text="\n\n".join(parts), files=files)
+    return ConvertedPrompt(text=text, files=files)
 
 
 def _block_type(block: models.ContentBlock) -> str:

@@ -34,9 +34,26 @@ class RequestContext:
     """Wire-order index, comparable with `MessageContext.seq`."""
     no_escapes: bool = False
     """No string in the params can hold a NUL or a lone surrogate (`Request.no_escapes`)."""
-    on_cancel: Callable[[], None] | None = None
-    """Set by a handler to take over ``$/cancel_request`` (and answer normally)."""
-    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False, repr=False)
+    _on_cancel: Callable[[], None] | None = attrs.field(default=None, init=False)
+    #: The request's own cancel scope: made when its task starts without an
+    #: ``on_cancel``, or by a cancel that comes before then.
+    _scope: trio.CancelScope | None = attrs.field(default=None, init=False, repr=False)
+
+    @property
+    def on_cancel(self) -> Callable[[], None] | None:
+        """Set by a handler to take over ``$/cancel_request`` (and answer normally).
+
+        Once set, it stays set: set in ``request_received``, the request's task
+        needs no cancel scope of its own (most of what a short request costs the
+        peer), as nothing could cancel it.
+        """
+        return self._on_cancel
+
+    @on_cancel.setter
+    def on_cancel(self, on_cancel: Callable[[], None] | None) -> None:
+        if on_cancel is None:
+            raise ValueError("on_cancel cannot be unset once set")
+        self._on_cancel = on_cancel
 
     def cancel(self) -> None:
         """Handle ``$/cancel_request``: call ``on_cancel`` if set, else cancel the request.
@@ -44,10 +61,15 @@ class RequestContext:
         Cancelling the request's scope makes the peer answer -32800. This works before the
         request's task has started: the scope is entered already cancelled.
         """
-        if self.on_cancel is not None:
-            self.on_cancel()
+        if self._on_cancel is not None:
+            self._on_cancel()
         else:
-            self._scope.cancel(reason=f"$/cancel_request for request {self.request_id!r}")
+            self._own_scope().cancel(reason=f"$/cancel_request for request {self.request_id!r}")
+
+    def _own_scope(self) -> trio.CancelScope:
+        if self._scope is None:
+            self._scope = trio.CancelScope()
+        return self._scope
 
 
 class Handler(Protocol):

@@ -4,7 +4,8 @@ Theory of operation. `Peer.run` owns a nursery with two tasks:
 
 * the reader: ``receive_some`` -> `LineBuffer` -> `parse_message` -> dispatch. Each
   incoming request runs in its own task (in a nursery the reader owns) inside its own
-  `trio.CancelScope`, so ``$/cancel_request`` can end it. Notifications are awaited
+  `trio.CancelScope`, so ``$/cancel_request`` can end it, unless its handler took
+  that over (``on_cancel``) before the task started. Notifications are awaited
   inline, so their effects are ordered with respect to every later message (handlers
   must be quick). Responses complete our pending outgoing requests.
 * the writer (`LineWriter`, writer.py): the only writer of ``send_stream``. Everyone
@@ -63,6 +64,8 @@ _RECEIVE_CHUNK_BYTES = 2**16
 # The protocol-level cancellation notification (ACP cancellation.mdx); other "$/..."
 # notifications may be ignored (acp/brief.md §1).
 _CANCEL_REQUEST = "$/cancel_request"
+#: What a request that needs no cancel scope of its own runs in.
+_NO_SCOPE = contextlib.nullcontext()
 
 
 @attrs.frozen
@@ -297,27 +300,32 @@ class Peer:
         lines = LineBuffer(self._max_line_bytes)
         while True:
             try:
-                line = lines.next_line()
-            except LineTooLongError as exc:
-                self._parse_errors += 1
-                logger.warning("incoming JSON-RPC message skipped: %s", exc)
-                error = RpcError.invalid_request(str(exc), {"limitBytes": exc.limit})
-                await self._writer.send(encode_message(error_message(None, error)))
-                continue
-            if line is not None:
-                await self._dispatch(parse_message(line), requests)
-            elif lines.at_eof:
+                data = await receive_ready(self._receive_stream, _RECEIVE_CHUNK_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                logger.warning("JSON-RPC input stream broke: %s", exc)
                 return
+            if data:
+                lines.feed(data)
             else:
-                try:
-                    data = await receive_ready(self._receive_stream, _RECEIVE_CHUNK_BYTES)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    logger.warning("JSON-RPC input stream broke: %s", exc)
-                    return
-                if data:
-                    lines.feed(data)
+                lines.feed_eof()
+            # Every complete line of the read, split in one pass.
+            for line in lines.drain():
+                if isinstance(line, LineTooLongError):
+                    self._parse_errors += 1
+                    logger.warning("incoming JSON-RPC message skipped: %s", line)
+                    error = RpcError.invalid_request(str(line), {"limitBytes": line.limit})
+                    await self._writer.send(encode_message(error_message(None, error)))
+                    continue
+                message = parse_message(line)
+                # Exact types (parse_message makes no subclass): no isinstance call.
+                if type(message) is Request:
+                    refusal = self._start_request(message, requests)
+                    if refusal is not None:
+                        await self._writer.send(refusal)
                 else:
-                    lines.feed_eof()
+                    await self._dispatch(message)
+            if not data:
+                return
 
     def _close_receive(self) -> None:
         self._receive_closed.set()
@@ -328,10 +336,10 @@ class Peer:
         for entry in pending.values():
             entry.finish(None, PeerClosedError(reason))
 
-    async def _dispatch(self, message: Message | None, requests: trio.Nursery) -> None:
+    async def _dispatch(self, message: Message | None) -> None:
+        """Any message but a request (`_start_request`)."""
         if message is None:
             return
-        # Exact types (parse_message makes no subclass): no isinstance call.
         if type(message) is Invalid:
             self._parse_errors += 1
             logger.warning("invalid incoming JSON-RPC message: %s", message.error)
@@ -339,21 +347,21 @@ class Peer:
             return
         seq = next(self._seqs)
         self._messages_received += 1
-        if type(message) is Request:
-            await self._start_request(message, seq, requests)
-        elif type(message) is Notification:
+        if type(message) is Notification:
             await self._handle_notification(message, seq)
         elif isinstance(message, Response):
             self._handle_response(message)
 
-    async def _start_request(self, message: Request, seq: int, requests: trio.Nursery) -> None:
+    def _start_request(self, message: Request, requests: trio.Nursery) -> bytes | None:
+        """Start the request's task; the line refusing it instead, if it must be."""
+        seq = next(self._seqs)
+        self._messages_received += 1
         ctx = RequestContext(message.id, message.method, seq, message.no_escapes)
         if message.id is not None:  # a null id cannot be targeted by $/cancel_request
             if message.id in self._in_flight:
                 # Answering both would give the client two responses it cannot tell apart.
                 error = RpcError.invalid_request(f"request id {message.id!r} is already in use")
-                await self._writer.send(encode_message(error_message(message.id, error)))
-                return
+                return encode_message(error_message(message.id, error))
             self._in_flight[message.id] = ctx
         try:
             self._handler.request_received(message.method, message.params, ctx)
@@ -361,12 +369,18 @@ class Peer:
             logger.exception("request_received for %r failed", message.method)
         self._requests_running += 1
         requests.start_soon(self._request_task, ctx, message.params, name=message.method)
+        return None
 
     async def _request_task(self, ctx: RequestContext, params: Any) -> None:
         try:
             result: Any = None
             error: RpcError | None = None
-            with ctx._scope:
+            # A handler that took over $/cancel_request before the task started (a
+            # prompt: its turn is cancelled, and answered) keeps it (`on_cancel` is
+            # never unset), so the request needs no scope of its own, the costliest
+            # part of a short request's task.
+            scope = ctx._scope if ctx._on_cancel is not None else ctx._own_scope()
+            with scope if scope is not None else _NO_SCOPE:
                 try:
                     result = await self._handler.handle_request(ctx.method, params, ctx)
                 except RpcError as exc:
@@ -376,7 +390,7 @@ class Peer:
                     error = _internal_error(exc)
             # Only our own scope's cancellation ($/cancel_request) lands here; when the
             # whole peer is cancelled, Cancelled propagates and nobody answers.
-            if ctx._scope.cancelled_caught:
+            if scope is not None and scope.cancelled_caught:
                 error = RpcError.request_cancelled()
             # Forget the id before answering: a late $/cancel_request must not reach a
             # handler that has already finished.

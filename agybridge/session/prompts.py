@@ -71,6 +71,9 @@ class PromptWork:
     prompt_journalled: bool = False
     #: Deadlines of the current attempt (cancelled when it ends).
     timers: AttemptScopes = attrs.Factory(AttemptScopes)
+    #: The answer is set (a flag of its own: asked on every answer and release,
+    #: where the event's ``is_set`` would be a call).
+    answered: bool = attrs.field(default=False, init=False)
     _done: trio.Event = attrs.Factory(trio.Event)
     _result: PromptResult | None = None
     _error: SessionError | None = None
@@ -83,8 +86,9 @@ class PromptWork:
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         """Set the answer (the first one wins: exactly one per prompt)."""
-        if self._done.is_set():
+        if self.answered:
             return
+        self.answered = True
         self.timers.cancel()
         if error is not None:
             self._error = error
@@ -92,10 +96,6 @@ class PromptWork:
             assert stop is not None
             self._result = PromptResult(stop, dict(meta or {}))
         self._done.set()
-
-    @property
-    def answered(self) -> bool:
-        return self._done.is_set()
 
     async def result(self) -> PromptResult:
         await self._done.wait()
@@ -129,10 +129,8 @@ class PromptBook:
         #: The session is over: how a prompt arriving now is answered.
         self._closed_with: tuple[str | None, SessionError | None] | None = None
 
-    def arrived(self, seq: float) -> None:
-        self._entry(seq)
-
-    def _entry(self, seq: float) -> PromptWork:
+    def arrived(self, seq: float) -> PromptWork:
+        """The prompt's work, made when it is new."""
         work = self._work.get(seq)
         if work is None:
             work = self._work[seq] = PromptWork()
@@ -145,7 +143,7 @@ class PromptBook:
         self, seq: float, text: str, display_text: str, owner: ClientSink | None = None
     ) -> PromptWork:
         """The request task takes its prompt, now ready to run."""
-        work = self._entry(seq)
+        work = self.arrived(seq)
         work.claimed = True
         work.text, work.display_text, work.owner = text, display_text, owner
         return work

@@ -423,7 +423,7 @@ class Session:
             # it told twice): its place in the queue is now.
             self.post(turns.PromptArrived(seq))
         work = self.prompts.claim(seq, text, display_text, owner)
-        self.post(turns.PromptReady(seq))
+        self._inbox.post(turns.PromptReady(seq))
         try:
             return await work.result()
         except trio.Cancelled:

@@ -499,3 +499,21 @@ def test_text_prompt_converts_as_the_general_path(parts: list[str]) -> None:
     except PromptContentError as exc:
         got = (str(exc), exc.data)
     assert got == expected
+
+
+# Every character str.strip removes (all are below U+3001); the test adds a few it keeps.
+_BLANKS = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(_BLANKS + "a\u200b\x00"), max_size=4), max_size=4))
+def test_a_prompt_is_empty_exactly_when_every_part_strips_to_nothing(parts: list[str]) -> None:
+    """The emptiness check on the joined text refuses what a part-by-part
+    ``strip`` finds blank, and nothing else."""
+    blank = not any(part.strip() for part in parts)
+    try:
+        convert_text_prompt([text(part) for part in parts])
+    except PromptContentError:
+        refused = True
+    else:
+        refused = False
+    assert refused == blank

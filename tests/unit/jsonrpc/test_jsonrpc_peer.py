@@ -356,6 +356,69 @@ async def test_on_cancel_takes_over() -> None:
     assert response == {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "cancelled"}}
 
 
+class EarlyTakeover(Recorder):
+    """Takes over cancelling ``takeover_early`` in ``request_received``, as the
+    agent does for a prompt (the peer then runs it without a scope of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = trio.Event()
+
+    def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
+        if method == "takeover_early":
+            ctx.on_cancel = self.cancelled.set
+
+    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        if method != "takeover_early":
+            return await super().handle_request(method, params, ctx)
+        self.entered[method].set()
+        await self.cancelled.wait()
+        return {"stopReason": "cancelled"}
+
+
+@pytest.mark.parametrize("started", [True, False])
+async def test_on_cancel_taken_over_before_the_task_starts(started: bool) -> None:
+    """An on_cancel set in request_received is told of a cancel, also one in the
+    same chunk as the request, and the request is answered normally."""
+    handler = EarlyTakeover()
+    request = {"jsonrpc": "2.0", "id": 7, "method": "takeover_early"}
+    cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}}
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            _, client = await start_peer(nursery, handler)
+            if started:
+                await client.send(request)
+                await handler.entered["takeover_early"].wait()
+                await client.send(cancel)
+            else:
+                await client.send(request, cancel)
+            response = await client.receive()
+            await client.close()
+    assert response == {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "cancelled"}}
+
+
+async def test_early_takeover_ends_unanswered_when_the_peer_is_cancelled() -> None:
+    """Cancelling the whole peer still ends such a request at once, unanswered."""
+    handler = EarlyTakeover()
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            peer, client = await start_peer(nursery, handler)
+            await client.request(7, "takeover_early")
+            await handler.entered["takeover_early"].wait()
+            nursery.cancel_scope.cancel()
+    assert not handler.cancelled.is_set()
+    assert peer.statistics().requests_in_flight == 0
+
+
+def test_on_cancel_cannot_be_unset() -> None:
+    """A request's on_cancel, once set, stays set (the peer relies on it)."""
+    ctx = RequestContext(request_id=1, method="m", seq=0)
+    ctx.on_cancel = print
+    with pytest.raises(ValueError, match="cannot be unset"):
+        ctx.on_cancel = None
+    assert ctx.on_cancel is print
+
+
 @pytest.mark.parametrize(
     "params",
     [{"requestId": 99}, {"requestId": "0"}, {"requestId": None}, {"requestId": [0]}, {}, [0], None],
