@@ -352,15 +352,16 @@ async def _read_lines(
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 chunk = b""
             if chunk:
-                framer.feed(chunk)
+                read = framer.feed_and_drain(chunk)
             else:
                 framer.feed_eof()
+                read = framer.drain()
             # Blank lines are dropped (a line is exactly bytes, else its error).
-            lines = [line for line in framer.drain() if type(line) is not bytes or line.strip()]
+            lines = [line for line in read if type(line) is not bytes or line.strip()]
             if lines:
                 await on_lines(lines)
             if not chunk:
                 return
             # Not kept while waiting for the next read: a line can be a turn's
             # whole text (agy's result restates it).
-            del lines, chunk
+            del lines, read, chunk

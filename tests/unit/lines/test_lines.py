@@ -296,3 +296,43 @@ def test_drain_error_carries_the_line_size() -> None:
     assert isinstance(out[3], LineTooLongError) and out[3].size == 6
     buf.feed(b"67\nnext\n")
     assert buf.drain() == [b"next"]  # the over-long line's rest was skipped
+
+
+@given(
+    lines=st.lists(crlf_lines, max_size=20),
+    terminated=st.booleans(),
+    eof=st.booleans(),
+    limit=st.integers(1, 30),
+    data=st.data(),
+)
+def test_feed_and_drain_gives_what_feed_then_drain_gives(
+    lines: list[bytes], terminated: bool, eof: bool, limit: int, data: st.DataObject
+) -> None:
+    """The split of a read as it is (whole lines on an empty buffer) agrees with
+    the buffered path on every chunking, over-long lines and CRs included."""
+    stream = b"\n".join(lines) + (b"\n" if terminated and lines else b"")
+    chunks = data.draw(chunked(stream))
+    buf = LineBuffer(limit)
+    events: list[Event] = []
+
+    def take(out: Iterable[bytes | LineTooLongError]) -> None:
+        for line in out:
+            assert isinstance(line, LineTooLongError) or type(line) is bytes
+            events.append(TOO_LONG if isinstance(line, LineTooLongError) else line)
+
+    for chunk in chunks:
+        take(buf.feed_and_drain(chunk))
+    if eof:
+        buf.feed_eof()
+        take(buf.drain())
+    assert events == run_drained(chunks, limit, eof=eof)
+
+
+def test_feed_and_drain_of_whole_lines() -> None:
+    buf = LineBuffer(10)
+    assert list(buf.feed_and_drain(b"a\n\nbc\n")) == [b"a", b"", b"bc"]
+    assert list(buf.feed_and_drain(bytearray(b"d\n"))) == [b"d"]
+    assert list(buf.feed_and_drain(b"x" * 11 + b"\ny\n"))[1:] == [b"y"]
+    assert list(buf.feed_and_drain(b"e\r\n")) == [b"e"]
+    assert list(buf.feed_and_drain(b"part")) == []
+    assert list(buf.feed_and_drain(b"ial\n")) == [b"partial"]
