@@ -206,14 +206,17 @@ class Session:
             item = await self._inbox.get()
             if type(item) is ChildEvents:
                 # One read of agy's stdout: mapped in one go, written as one.
-                self.heard_from(item.incarnation)
+                inc = item.incarnation
+                self.heard_from(inc)
                 try:
                     async with self.outlet.holding():
+                        on_turn = self.turn_work_on(inc)
                         for message in item.events:
                             try:
-                                await on_child_event(self, message)
+                                on_turn = await on_child_event(self, message, on_turn)
                             except Exception as exc:
                                 await self._on_bug(exc)
+                                on_turn = self.turn_work_on(inc)
                             if self.core.closed:
                                 break
                 except Exception as exc:  # handing the batch over failed
@@ -226,7 +229,7 @@ class Session:
                     await item()
                 elif isinstance(item, ChildEvent):
                     self.heard_from(item.incarnation)
-                    await on_child_event(self, item)
+                    await on_child_event(self, item, self.turn_work_on(item.incarnation))
                 else:
                     await on_child_message(self, item)
             except Exception as exc:
