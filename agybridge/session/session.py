@@ -92,6 +92,9 @@ class Session:
         self.stall_watch = timers.StallWatch(self)
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
+        #: trio's clock (set by `run`): read once per read of agy's stdout, so
+        #: without `trio.current_time`'s two lookups in between.
+        self._clock: trio.abc.Clock
         self.closed = trio.Event()
         #: The loop is over: nothing posted from now on would ever be done.
         self.ended = False
@@ -128,6 +131,7 @@ class Session:
         prompt still waiting is answered (cancelled, or the bridge's error).
         """
         failure: BaseException | None = None
+        self._clock = trio.lowlevel.current_clock()
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -318,7 +322,7 @@ class Session:
         """agy printed something: the current child's stall deadline moves."""
         child = self.core.child
         if child is not None and child.incarnation == incarnation:
-            self.last_output = trio.current_time()
+            self.last_output = self._clock.current_time()
 
     def turn_work_on(self, incarnation: int) -> tuple[turns.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""
