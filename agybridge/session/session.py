@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import trio
 
@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 #: agy events waiting for the loop; small, so a slow client pushes back on
 #: agy instead of buffering without bound (a read's batch counts per event).
 CHILD_EVENT_BUFFER = 256
+#: The core's events by exact type, as the core dispatches them (a set
+#: lookup, not an isinstance over the whole union per item).
+_CORE_EVENTS = frozenset(get_args(turns.Event))
 
 
 class Session:
@@ -227,7 +230,7 @@ class Session:
                     await self._on_bug(exc)
                 continue
             try:
-                if isinstance(item, turns.Event):
+                if type(item) in _CORE_EVENTS:
                     await self.feed(item)
                 elif callable(item):
                     await item()
