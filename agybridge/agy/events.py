@@ -212,19 +212,18 @@ def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
     built without the converter when every field already has its exact type;
     None otherwise. The same value the converter builds: a generated-input
     test compares them."""
-    name = raw.get("event")
-    # `in` and subscripts rather than `.get` calls: this runs for every line.
-    if type(name) is not str or name not in _FAST_SHAPES or name not in raw:
-        return None
-    outer, inner, kinds = _FAST_SHAPES[name]
-    body = raw[name]
-    if type(body) is not dict:
-        return None
+    # Subscripts, not `.get` calls (this runs for every line): whatever is
+    # missing or not of the fast path (an unhashable event name included) raises.
     try:
+        name = raw["event"]
+        outer, inner, kinds = _FAST_SHAPES[name]
+        body = raw[name]
+        if type(body) is not dict:
+            return None
         for key, value in body.items():
             if type(value) not in kinds[key]:
                 return None
-    except KeyError:  # a key the fast path does not read itself
+    except (KeyError, TypeError):  # no such event or body, or a key left to the converter
         return None
     if "usage" in body and body["usage"] is not None:
         usage = _usage(body["usage"])

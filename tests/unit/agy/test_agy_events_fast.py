@@ -215,3 +215,10 @@ def test_parse_event_reads_a_line_as_json_loads_does(
         assert parsed == events.MalformedLine(line=text, reason="not a JSON object")
         return
     assert parsed == events.parse_event(json.dumps(raw))
+
+
+def test_an_event_name_of_another_type_is_left_to_the_converter() -> None:
+    for name in ([1], {"a": 1}, 1, None, True):
+        assert events.fast_event({"event": name, "step_update": {}}) is None
+    assert events.fast_event({"step_update": {}}) is None
+    assert events.fast_event({"event": "step_update"}) is None
