@@ -16,6 +16,8 @@ clear error, never crash).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 DEFAULT_MAX_LINE_BYTES = 64 * 2**20  # 64 MiB: base64 images make lines of tens of MiB
 
 _CR = 0x0D
@@ -100,6 +102,22 @@ class LineBuffer:
             self._scan_from = 0
             raise LineTooLongError(self._limit, end)
         return self._take(end, end + 1)
+
+    def feed_and_drain(self, data: bytes | bytearray) -> Sequence[bytes | LineTooLongError]:
+        """`feed` then `drain`. A line reader's usual read, whole short lines
+        arriving with nothing buffered before them, is split as it is: not
+        copied into the buffer and out again."""
+        if (
+            type(data) is bytes  # a bytearray's lines would be bytearrays
+            and not self._buf
+            and data[-1:] == b"\n"
+            and b"\r" not in data
+            and not (self._skipping or self._eof)
+            and len(data) <= self._limit  # then no line in it is too long
+        ):
+            return data[:-1].split(b"\n")
+        self.feed(data)
+        return self.drain()
 
     def drain(self) -> list[bytes | LineTooLongError]:
         """Every complete line there is, in order (an over-long one as its

@@ -170,10 +170,6 @@ def _exact_types(cls: type) -> dict[str, tuple[type, ...]]:
     return kinds
 
 
-def _required(cls: type) -> frozenset[str]:
-    return frozenset(field.name for field in attrs.fields(cls) if field.default is attrs.NOTHING)
-
-
 _USAGE_KEYS = frozenset(attrs.fields_dict(Usage))
 
 
@@ -188,18 +184,18 @@ def _usage(counts: dict[str, Any]) -> Usage | None:
 
 
 class _FastShape(typing.NamedTuple):
-    """What the fast path needs of one event: its classes, the exact types of
-    the keys it reads itself, and the fields it cannot do without."""
+    """What the fast path needs of one event: its classes and the exact types
+    of the keys it reads itself (a field it cannot do without is left to the
+    class: missing, it raises)."""
 
     outer: Callable[[Any], StepUpdateEvent | ResultEvent]
     inner: Callable[..., Any]
     kinds: dict[str, tuple[type, ...]]
-    required: frozenset[str]
 
 
 def _fast_shape(outer: type[StepUpdateEvent] | type[ResultEvent], inner: type[Any]) -> _FastShape:
     kinds = _exact_types(inner) | {"usage": (dict, NoneType)}
-    return _FastShape(outer, inner, kinds, _required(inner))
+    return _FastShape(outer, inner, kinds)
 
 
 #: agy's hot events: text deltas, and the steps and result that carry usage
@@ -216,43 +212,50 @@ def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
     built without the converter when every field already has its exact type;
     None otherwise. The same value the converter builds: a generated-input
     test compares them."""
-    name = raw.get("event")
-    if type(name) is not str:  # any JSON value, a list (unhashable) included
-        return None
-    shape = _FAST_SHAPES.get(name)
-    if shape is None:
-        return None
-    outer, inner, kinds, required = shape
-    body = raw.get(name)
-    if type(body) is not dict:
-        return None
-    for key, value in body.items():
-        if key not in kinds or type(value) not in kinds[key]:
+    # Subscripts, not `.get` calls (this runs for every line): whatever is
+    # missing or not of the fast path (an unhashable event name included) raises.
+    try:
+        name = raw["event"]
+        outer, inner, kinds = _FAST_SHAPES[name]
+        body = raw[name]
+        if type(body) is not dict:
             return None
-    if not required.issubset(body):
+        for key, value in body.items():
+            if type(value) not in kinds[key]:
+                return None
+    except (KeyError, TypeError):  # no such event or body, or a key left to the converter
         return None
-    counts = body.get("usage")
-    if counts is not None:
-        usage = _usage(counts)
+    if "usage" in body and body["usage"] is not None:
+        usage = _usage(body["usage"])
         if usage is None:
             return None
         body = body | {"usage": usage}
-    return outer(inner(**body))
+    try:
+        return outer(inner(**body))
+    except TypeError:  # a required field is missing (every other one was checked)
+        return None
 
 
-_raw_decode = json.JSONDecoder().raw_decode
+#: `JSONDecoder.raw_decode` without its Python frame: the scanner it calls,
+#: which raises StopIteration where raw_decode raises "Expecting value".
+#: (Set by the decoder's __init__; typeshed does not declare it.)
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
     """Parse one stdout line; never raises."""
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    if type(line) is bytes or isinstance(line, bytes):  # the exact type first: no call
+        text = line.decode("utf-8", "replace")
+    else:
+        text = line
     try:
-        # raw_decode skips json.loads' two whitespace regexes (agy's lines
+        # The scanner skips json.loads' two whitespace regexes (agy's lines
         # have none around them); anything else goes the long way.
-        raw, end = _raw_decode(text)
-        if end != len(text) and not text[end:].isspace():
+        raw, end = _scan_once(text, 0)
+        rest = text[end:]
+        if rest and not rest.isspace():
             raise ValueError("extra data")
-    except ValueError:
+    except (ValueError, StopIteration):
         try:
             raw = json.loads(text)
         except ValueError:

@@ -199,8 +199,21 @@ class AgyChild:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._supervise_task, proc)
-                nursery.start_soon(self._stdout_task, proc.stdout)
-                nursery.start_soon(self._stderr_task, proc.stderr)
+                # Each reader in its drain scope, which is not the kill scope.
+                nursery.start_soon(
+                    _read_lines,
+                    proc.stdout,
+                    self.max_line_bytes,
+                    self._on_stdout_lines,
+                    self._stdout_drain,
+                )
+                nursery.start_soon(
+                    _read_lines,
+                    proc.stderr,
+                    MAX_STDERR_LINE_BYTES,
+                    self._on_stderr_lines,
+                    self._stderr_drain,
+                )
                 nursery.start_soon(self._stdin_task, proc.stdin)
                 task_status.started(self)
         finally:
@@ -270,14 +283,6 @@ class AgyChild:
             deadline = trio.current_time() + DRAIN_AFTER_EXIT_S
             self._stdout_drain.deadline = self._stderr_drain.deadline = deadline
 
-    async def _stdout_task(self, stream: trio.abc.ReceiveStream) -> None:
-        with self._stdout_drain:
-            await _read_lines(stream, self.max_line_bytes, self._on_stdout_lines)
-
-    async def _stderr_task(self, stream: trio.abc.ReceiveStream) -> None:
-        with self._stderr_drain:
-            await _read_lines(stream, MAX_STDERR_LINE_BYTES, self._on_stderr_lines)
-
     def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> Awaitable[None]:
         # One message per read, however many lines: one hand-over to the owner
         # (the reader awaits the sink's own send: no coroutine of ours per read).
@@ -339,28 +344,32 @@ async def _read_lines(
     stream: trio.abc.ReceiveStream,
     max_line_bytes: int,
     on_lines: Callable[[list[bytes | LineTooLongError]], Awaitable[None]],
+    drain: trio.CancelScope,
 ) -> None:
     """Feed the non-blank lines of ``stream`` (or the error for an over-long
     one, which is then skipped) to ``on_lines`` until EOF, a read's worth at a
-    time; closes the stream. A broken pipe counts as EOF: the process is gone
+    time, inside ``drain`` (the reader's bounded drain once agy is gone);
+    closes the stream. A broken pipe counts as EOF: the process is gone
     either way."""
     framer = LineBuffer(max_line_bytes)
-    async with stream:
-        while True:
-            try:
-                chunk = await receive_ready(stream)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                chunk = b""
-            if chunk:
-                framer.feed(chunk)
-            else:
-                framer.feed_eof()
-            # Blank lines are dropped (a line is exactly bytes, else its error).
-            lines = [line for line in framer.drain() if type(line) is not bytes or line.strip()]
-            if lines:
-                await on_lines(lines)
-            if not chunk:
-                return
-            # Not kept while waiting for the next read: a line can be a turn's
-            # whole text (agy's result restates it).
-            del lines, chunk
+    with drain:
+        async with stream:
+            while True:
+                try:
+                    chunk = await receive_ready(stream)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    chunk = b""
+                if chunk:
+                    read = framer.feed_and_drain(chunk)
+                else:
+                    framer.feed_eof()
+                    read = framer.drain()
+                # Blank lines are dropped (a line is exactly bytes, else its error).
+                lines = [line for line in read if type(line) is not bytes or line.strip()]
+                if lines:
+                    await on_lines(lines)
+                if not chunk:
+                    return
+                # Not kept while waiting for the next read: a line can be a turn's
+                # whole text (agy's result restates it).
+                del lines, read, chunk

@@ -27,7 +27,11 @@ from .mutations import observe_step
 from .tool_calls import NO_OBSERVATION
 
 if TYPE_CHECKING:
+    from .prompts import PromptWork
     from .session import Session
+
+    #: The unanswered turn running on a child, and its work (`Session.turn_work_on`).
+    OnTurn = tuple[turns.Turn, PromptWork] | None
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +76,17 @@ async def on_child_message(session: Session, message: ChildStderr | ChildExited)
         await session.feed(turns.ErrorDetails(inc, error))
 
 
-async def on_child_event(session: Session, message: ChildEvent) -> None:
+async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn) -> OnTurn:
     """One stdout event (the loop unpacks a read's :class:`~..agy.ChildEvents`;
-    the hot path: most are text deltas of a turn already under way)."""
+    the hot path: most are text deltas of a turn already under way).
+
+    ``on_turn`` is ``session.turn_work_on(message.incarnation)``; what it is
+    after the event is returned. Only feeding the core changes it, so a read's
+    events look it up once, not once each.
+    """
     inc = message.incarnation
     event = message.event
     kind = type(event)
-    on_turn = session.turn_work_on(inc)
     step = kind is StepUpdateEvent  # the hot path: no other kind to test for
     if not step and isinstance(event, MalformedLine):
         notes = session.notes.get(inc)
@@ -102,11 +110,11 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
                 await session.feed(
                     turns.ChildFailedBeforeTurn(inc, output.failure_before_turn(event))
                 )
-                return
+                return session.turn_work_on(inc)
         logger.debug(
             "session %s: event outside a turn from agy[%s]: %r", session.session_id, inc, event
         )
-        return
+        return on_turn
     work = on_turn[1]
     files, images = mapper.paths_to_read(event)
     seen = NO_OBSERVATION
@@ -119,7 +127,7 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
         await observe_step(session.mutations, event, message.attachment, mapper.tools.call_prefix)
     outcome = mapper.outcome
     if outcome is None:
-        return
+        return on_turn
     await session.feed(
         turns.TurnResult(
             inc,
@@ -129,3 +137,4 @@ async def on_child_event(session: Session, message: ChildEvent) -> None:
             offer_retry=session.offers_retry(mapper),
         )
     )
+    return session.turn_work_on(inc)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import trio
 
@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 #: agy events waiting for the loop; small, so a slow client pushes back on
 #: agy instead of buffering without bound (a read's batch counts per event).
 CHILD_EVENT_BUFFER = 256
+#: The core's events by exact type, as the core dispatches them (a set
+#: lookup, not an isinstance over the whole union per item).
+_CORE_EVENTS = frozenset(get_args(turns.Event))
 
 
 class Session:
@@ -92,6 +95,9 @@ class Session:
         self.stall_watch = timers.StallWatch(self)
         #: When agy last printed (the stall deadline moves with it).
         self.last_output = 0.0
+        #: trio's clock (set by `run`): read once per read of agy's stdout, so
+        #: without `trio.current_time`'s two lookups in between.
+        self._clock: trio.abc.Clock
         self.closed = trio.Event()
         #: The loop is over: nothing posted from now on would ever be done.
         self.ended = False
@@ -128,6 +134,7 @@ class Session:
         prompt still waiting is answered (cancelled, or the bridge's error).
         """
         failure: BaseException | None = None
+        self._clock = trio.lowlevel.current_clock()
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -206,27 +213,30 @@ class Session:
             item = await self._inbox.get()
             if type(item) is ChildEvents:
                 # One read of agy's stdout: mapped in one go, written as one.
-                self.heard_from(item.incarnation)
+                inc = item.incarnation
+                self.heard_from(inc)
                 try:
                     async with self.outlet.holding():
+                        on_turn = self.turn_work_on(inc)
                         for message in item.events:
                             try:
-                                await on_child_event(self, message)
+                                on_turn = await on_child_event(self, message, on_turn)
                             except Exception as exc:
                                 await self._on_bug(exc)
+                                on_turn = self.turn_work_on(inc)
                             if self.core.closed:
                                 break
                 except Exception as exc:  # handing the batch over failed
                     await self._on_bug(exc)
                 continue
             try:
-                if isinstance(item, turns.Event):
+                if type(item) in _CORE_EVENTS:
                     await self.feed(item)
                 elif callable(item):
                     await item()
                 elif isinstance(item, ChildEvent):
                     self.heard_from(item.incarnation)
-                    await on_child_event(self, item)
+                    await on_child_event(self, item, self.turn_work_on(item.incarnation))
                 else:
                     await on_child_message(self, item)
             except Exception as exc:
@@ -315,7 +325,7 @@ class Session:
         """agy printed something: the current child's stall deadline moves."""
         child = self.core.child
         if child is not None and child.incarnation == incarnation:
-            self.last_output = trio.current_time()
+            self.last_output = self._clock.current_time()
 
     def turn_work_on(self, incarnation: int) -> tuple[turns.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""

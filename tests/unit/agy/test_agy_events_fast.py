@@ -183,3 +183,42 @@ def test_a_line_without_its_required_fields_stays_malformed() -> None:
     body = {"step_index": "two", "state": "DONE", "step_type": "agent_response"}
     parsed = events.parse_event(json.dumps({"event": "step_update", "step_update": body}))
     assert isinstance(parsed, events.MalformedLine)
+
+
+_JSON = st.recursive(
+    _ANY,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300)
+@given(
+    value=_JSON | st.builds(lambda body: {"event": "step_update", "step_update": body}, _STEP),
+    head=st.sampled_from(["", " ", "\n"]),
+    tail=st.sampled_from(["", " ", "\r", "\t \n", "x", " {}", "]", "1"]),
+    as_bytes=st.booleans(),
+)
+def test_parse_event_reads_a_line_as_json_loads_does(
+    value: Any, head: str, tail: str, as_bytes: bool
+) -> None:
+    """The scanner called directly (no whitespace regexes) accepts and refuses
+    what ``json.loads`` does: surrounding whitespace, trailing data."""
+    text = head + json.dumps(value) + tail
+    parsed = events.parse_event(text.encode() if as_bytes else text)
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        assert parsed == events.MalformedLine(line=text, reason="not JSON")
+        return
+    if not isinstance(raw, dict):
+        assert parsed == events.MalformedLine(line=text, reason="not a JSON object")
+        return
+    assert parsed == events.parse_event(json.dumps(raw))
+
+
+def test_an_event_name_of_another_type_is_left_to_the_converter() -> None:
+    for name in ([1], {"a": 1}, 1, None, True):
+        assert events.fast_event({"event": name, "step_update": {}}) is None
+    assert events.fast_event({"step_update": {}}) is None
+    assert events.fast_event({"event": "step_update"}) is None

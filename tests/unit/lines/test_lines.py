@@ -252,20 +252,28 @@ def test_any_chunking_yields_the_same_lines(
     assert run([stream], limit) == expected
 
 
-def run_drained(chunks: Iterable[bytes], limit: int, *, eof: bool = True) -> list[Event]:
-    """`run`, with `LineBuffer.drain` instead of one `next_line` per line."""
+def run_drained(
+    chunks: Iterable[bytes], limit: int, *, eof: bool = True, at_once: bool = False
+) -> list[Event]:
+    """`run`, with `LineBuffer.drain` instead of one `next_line` per line
+    (``at_once``: each chunk through `LineBuffer.feed_and_drain`)."""
     buf = LineBuffer(limit)
     events: list[Event] = []
 
-    def take() -> None:
-        events.extend(TOO_LONG if isinstance(e, LineTooLongError) else e for e in buf.drain())
+    def take(out: Iterable[bytes | LineTooLongError]) -> None:
+        for line in out:
+            assert isinstance(line, LineTooLongError) or type(line) is bytes
+            events.append(TOO_LONG if isinstance(line, LineTooLongError) else line)
 
     for chunk in chunks:
-        buf.feed(chunk)
-        take()
+        if at_once:
+            take(buf.feed_and_drain(chunk))
+        else:
+            buf.feed(chunk)
+            take(buf.drain())
     if eof:
         buf.feed_eof()
-        take()
+        take(buf.drain())
         assert buf.drain() == []
     return events
 
@@ -281,10 +289,13 @@ def test_drain_gives_what_next_line_gives(
     lines: list[bytes], terminated: bool, eof: bool, limit: int, data: st.DataObject
 ) -> None:
     """The bulk split and the line-at-a-time framer agree on every chunking,
-    over-long lines (their errors, and the bytes skipped after them) included."""
+    over-long lines (their errors, and the bytes skipped after them) included;
+    so does the split of a read as it is (`LineBuffer.feed_and_drain`)."""
     stream = b"\n".join(lines) + (b"\n" if terminated and lines else b"")
     chunks = data.draw(chunked(stream))
-    assert run_drained(chunks, limit, eof=eof) == run(chunks, limit, eof=eof)
+    expected = run(chunks, limit, eof=eof)
+    assert run_drained(chunks, limit, eof=eof) == expected
+    assert run_drained(chunks, limit, eof=eof, at_once=True) == expected
 
 
 def test_drain_error_carries_the_line_size() -> None:
@@ -296,3 +307,13 @@ def test_drain_error_carries_the_line_size() -> None:
     assert isinstance(out[3], LineTooLongError) and out[3].size == 6
     buf.feed(b"67\nnext\n")
     assert buf.drain() == [b"next"]  # the over-long line's rest was skipped
+
+
+def test_feed_and_drain_of_whole_lines() -> None:
+    buf = LineBuffer(10)
+    assert list(buf.feed_and_drain(b"a\n\nbc\n")) == [b"a", b"", b"bc"]
+    assert list(buf.feed_and_drain(bytearray(b"d\n"))) == [b"d"]
+    assert list(buf.feed_and_drain(b"x" * 11 + b"\ny\n"))[1:] == [b"y"]
+    assert list(buf.feed_and_drain(b"e\r\n")) == [b"e"]
+    assert list(buf.feed_and_drain(b"part")) == []
+    assert list(buf.feed_and_drain(b"ial\n")) == [b"partial"]
