@@ -190,11 +190,7 @@ class Outlet:
             self._lead = None
             updates = (lead, *updates)
         client = self._client
-        if client is None:
-            self.dropped += len(updates)
-        elif not self._takeovers:  # `_hand_over`'s first case, once per batch
-            await client(self.session_id, updates)
-        elif not await self._hand_over(client, updates):
+        if client is None or not await self._hand_over(client, updates):
             self.dropped += len(updates)
 
     async def _hand_over(self, client: ClientSink, updates: Sequence[models.SessionUpdate]) -> bool:
