@@ -244,14 +244,12 @@ class TurnMapper:
         updates: list[models.SessionUpdate]
         if step.step_type == "agent_response":
             text = step.text_delta
-            if text:  # the hot path: `_text` for a RUNNING turn, inline
+            if text:
                 scan = self._step_scans.get(step.step_index)
                 if scan is None:
                     scan = self._step_scans[step.step_index] = LineScan(self.cwd)
                 scan.add(text)
-                self.streamed.add_delta(text)
-                content = models.TextContent(text=text)
-                updates = [models.AgentMessageChunk(content=content, message_id=self.message_id)]
+                updates = [self._text(text)]
             else:
                 updates = []
             for image in seen.images.values() if seen.images else ():
