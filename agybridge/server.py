@@ -168,7 +168,7 @@ async def import_legacy(store: AsyncStore, legacy: LegacyPaths | None) -> None:
 
 async def sweep_staging(settings: Settings) -> None:
     """Remove staging left by bridges that are gone (crash, SIGKILL)."""
-    from .session.staging import StagingError, sweep_stale  # noqa: PLC0415 - after initialize
+    from .workspace.staging import StagingError, sweep_stale  # noqa: PLC0415 - after initialize
 
     try:
         removed = await trio.to_thread.run_sync(

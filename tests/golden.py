@@ -16,7 +16,7 @@ from typing import Any
 from agybridge.acp import codec, models
 from agybridge.agy import events
 from agybridge.agy.stderr import classify_stderr
-from agybridge.session.mapper import TurnMapper
+from agybridge.translate.mapper import TurnMapper
 
 from .conftest import SAMPLES, sample_files
 

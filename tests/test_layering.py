@@ -1,5 +1,5 @@
 """The architecture's layering is what the code does (architecture.md):
-``cli → server → agent → session → {agy, permissions, store}``, with
+``cli → server → agent → session → {workspace → translate} → {agy, permissions, store}``, with
 ``jsonrpc``, ``acp``, ``lines``, ``locks``, ``media``, ``procfs`` and ``watchdog`` as leaves every
 layer may use.
 A lower layer never imports a higher one; the three lower packages do not
@@ -22,18 +22,24 @@ LOWER = {"agy", "permissions", "store"}
 RANK = {
     **dict.fromkeys(LEAVES, 0),
     **dict.fromkeys(LOWER, 1),
-    "session": 2,
-    "agent": 3,
-    "server": 4,
-    "config": 4,  # the settings server and cli read (session defaults inside)
-    "daemon": 5,  # the workstation supervisor: built on server's pieces
+    #: Pure agy stream-json -> ACP translation: reads agy's event models and the
+    #: store's journal entries, nothing with I/O.
+    "translate": 2,
+    #: The session's files on disk (staging, MCP config, skills, snapshots,
+    #: mutations, root-checked reads): may use translate's tool catalogue.
+    "workspace": 3,
+    "session": 4,
+    "agent": 5,
+    "server": 6,
+    "config": 6,  # the settings server and cli read (session defaults inside)
+    "daemon": 7,  # the workstation supervisor: built on server's pieces
     # attach/status/stop: standard library only (tests/test_daemon_light.py),
     # so it imports no other unit, and the daemon may share its socket paths.
     "attach": 0,
-    "doctor": 4,  # setup checks: the cli runs them, the server answers /doctor with them
+    "doctor": 6,  # setup checks: the cli runs them, the server answers /doctor with them
 }
 #: The entry points and their helpers sit on top.
-TOP = 5
+TOP = 7
 #: The fake agy is a separate program: it may use only the leaves.
 SEPARATE = {"testing": 0}
 #: Clients of the bridge (on top, beside cli): they speak ACP to a bridge process, so

@@ -22,7 +22,7 @@ anything is produced, and a prompt either converts completely or fails with a
 Images and blobs become :class:`StagedFile` specs whose absolute paths (inside
 the caller's private staging directory, which agy gets with ``--add-dir``) the
 text already names: agy is told to view the file there. Writing them is the
-caller's job (``session/staging.py``); nothing here does I/O.
+caller's job (``workspace/staging.py``); nothing here does I/O.
 
 Blob allow-list (the bytes decide where they can):
 

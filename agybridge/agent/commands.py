@@ -10,9 +10,9 @@ from ..jsonrpc import RpcError
 from ..session import Session
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError
-from ..session.mutations import FORCE_HINT
 from ..session.runtime import runtime, status_text
-from ..session.tool_calls import fenced
+from ..translate.tool_calls import fenced
+from ..workspace.mutations import FORCE_HINT
 from .extensions import diff_of, rollback
 
 

@@ -16,9 +16,9 @@ import trio
 
 from ..jsonrpc import ErrorCode, RpcError
 from ..session import Session, SessionManager
-from ..session.diffs import unified
-from ..session.mutations import Mutation, Restore, RollbackRefused
 from ..session.runtime import mcp_servers, runtime
+from ..translate.diffs import unified
+from ..workspace.mutations import Mutation, Restore, RollbackRefused
 from . import history_pages as history
 from .history_pages import mutation_wire
 from .params import unknown_session

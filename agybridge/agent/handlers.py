@@ -32,8 +32,8 @@ from .wirelog import log_initialize
 
 if TYPE_CHECKING:
     from ..session import Session, SessionManager
-    from ..session.mutations import MutationLog
     from ..session.outlet import ClientSink
+    from ..workspace.mutations import MutationLog
     from .session_methods import SessionMethods
 
 logger = logging.getLogger(__name__)

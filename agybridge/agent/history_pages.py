@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..jsonrpc import ErrorCode, RpcError
-from ..session.mutations import Mutation
 from ..store import JournalEntry
+from ..workspace.mutations import Mutation
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500

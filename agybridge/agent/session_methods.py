@@ -19,12 +19,12 @@ from ..jsonrpc import ErrorCode, RequestContext, RpcError
 from ..session import Session, SessionError, SessionManager
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError, LaunchSettings
-from ..session.history import replay_updates
-from ..session.mcp import McpServerError, build_mcp_config
 from ..session.outlet import ClientSink
 from ..session.spec import SessionSpec
-from ..session.staging import StagingError
 from ..store import AsyncStore, InvalidCursorError
+from ..translate.history import replay_updates
+from ..workspace.mcp import McpServerError, build_mcp_config
+from ..workspace.staging import StagingError
 from . import commands, compat, prompting
 from .advertised import STEER
 from .auth import SignInState

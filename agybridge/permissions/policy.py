@@ -58,7 +58,7 @@ EDIT_TOOLS: Mapping[str, str] = {
     "replace_file_content": "TargetFile",
     "multi_replace_file_content": "TargetFile",
 }
-#: ACP tool kinds for the tools the policy names (the full catalog is session/tools.py).
+#: ACP tool kinds for the tools the policy names (the full catalog is translate/tools.py).
 _KINDS: Mapping[str, str] = {
     **dict.fromkeys(("view_file", "list_dir", "list_resources", "read_resource"), "read"),
     **dict.fromkeys(("grep_search", "find_by_name", "search_web"), "search"),

@@ -1,4 +1,5 @@
-"""Sessions: one nursery per ACP session, its sans-I/O turn core and the pure mapper."""
+"""Sessions: one nursery per ACP session, its sans-I/O turn core, the loop and
+the ports that perform the core's actions."""
 
 from typing import TYPE_CHECKING
 
@@ -13,8 +14,6 @@ if TYPE_CHECKING:
     from .errors import InvalidModelError as InvalidModelError
     from .errors import SessionError as SessionError
     from .manager import SessionManager as SessionManager
-    from .mapper import MapperError as MapperError
-    from .mapper import TurnMapper as TurnMapper
     from .prompts import PromptResult as PromptResult
     from .session import Session as Session
     from .spec import SessionSpec as SessionSpec
@@ -32,7 +31,6 @@ __getattr__ = exports(
             "SessionError",
         ),
         ".manager": ("SessionManager",),
-        ".mapper": ("MapperError", "TurnMapper"),
         ".prompts": ("PromptResult",),
         ".session": ("Session",),
         ".spec": ("SessionSpec",),

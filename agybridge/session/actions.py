@@ -18,14 +18,14 @@ import trio
 
 from ..acp import codec, models
 from ..agy import AgySpawnError, build_argv
+from ..translate.history import storable
+from ..translate.mapper import TurnMapper
+from ..translate.usage import context_window
 from . import output, timers, turns
 from .errors import AgyStartError, auth_required, internal_error
 from .gating import ask_allow_and_retry
-from .history import storable
-from .mapper import TurnMapper
 from .outlet import turn_outcome
 from .prompts import AttemptScopes, PromptWork, make_title
-from .usage import context_window
 
 if TYPE_CHECKING:
     from .session import Session

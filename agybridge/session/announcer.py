@@ -12,10 +12,10 @@ from collections.abc import Callable
 import trio
 
 from ..acp import models
+from ..workspace.skills import Skill, find_skills
 from .commands import BRIDGE_COMMANDS, available_commands
 from .config import Catalog, LaunchSettings, config_options, mode_state
 from .outlet import Outlet
-from .skills import Skill, find_skills
 
 
 class Announcer:

@@ -21,10 +21,10 @@ from ..agy import (
     StderrKind,
     StepUpdateEvent,
 )
+from ..translate.mapper import OutcomeKind
+from ..translate.tool_calls import NO_OBSERVATION
+from ..workspace.mutations import observe_step
 from . import output, turns
-from .mapper import OutcomeKind
-from .mutations import observe_step
-from .tool_calls import NO_OBSERVATION
 
 if TYPE_CHECKING:
     from .prompts import PromptWork

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import attrs
 
 from ..acp import models
-from .skills import Skill
+from ..workspace.skills import Skill
 
 #: The bridge's commands: name -> (description, input hint or None).
 BRIDGE_COMMANDS: dict[str, tuple[str, str | None]] = {

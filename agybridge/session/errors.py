@@ -36,7 +36,7 @@ def classify_agy_error(text: str, *, auth_failed: bool = False) -> SessionError 
     if text.startswith("invalid model selection"):
         # notices (datetime, regexes) loads with the first such error, not before
         # initialize is answered (issue 15).
-        from .notices import available_models  # noqa: PLC0415
+        from ..translate.notices import available_models  # noqa: PLC0415
 
         models_known = available_models(text)
         message = text.split("\n", 1)[0]

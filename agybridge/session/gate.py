@@ -43,10 +43,10 @@ from ..permissions import (
     Verdict,
     child_env,
 )
-from .images import read_text_file
-from .mapper import TurnMapper
-from .proposals import proposed_diff
-from .tools import edit_target
+from ..translate.mapper import TurnMapper
+from ..translate.proposals import proposed_diff
+from ..translate.tools import edit_target
+from ..workspace.reads import read_text_file
 
 logger = logging.getLogger(__name__)
 

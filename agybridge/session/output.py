@@ -14,10 +14,10 @@ import attrs
 import trio
 
 from ..agy import ChildExited, ResultEvent
+from ..translate.mapper import OutcomeKind, TurnMapper
+from ..translate.tool_calls import NO_OBSERVATION, Observation
+from ..workspace.reads import observe
 from .errors import AgyExitedError, SessionError, classify_agy_error
-from .images import observe
-from .mapper import OutcomeKind, TurnMapper
-from .tool_calls import NO_OBSERVATION, Observation
 
 #: How much of a garbage line an error quotes.
 QUOTE_CHARS = 200

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..store import AsyncStore, SessionRecord, StoreError, utc_now
+from ..translate.history import turn_entries
+from ..translate.mapper import TurnMapper
+from ..translate.usage import to_meta as usage_meta
 from .config import LaunchSettings
-from .history import turn_entries
-from .mapper import TurnMapper
-from .usage import to_meta as usage_meta
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 import trio
 
+from ..translate.mapper import TurnMapper
 from .errors import SessionError
-from .mapper import TurnMapper
 from .outlet import ClientSink
 
 

@@ -27,6 +27,11 @@ from ..acp import models
 from ..agy import ChildEvent, ChildEvents, InitEvent, ResultEvent, Usage
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
+from ..translate.mapper import OutcomeKind, TurnMapper
+from ..workspace.mutations import MutationLog
+from ..workspace.private_root import prepare_private_root
+from ..workspace.reads import snapshot_edit_target
+from ..workspace.staging import StagingArea
 from . import actions, output, timers, turns
 from .announcer import Announcer
 from .child_events import on_child_event, on_child_message
@@ -36,16 +41,11 @@ from .conversation import Conversation
 from .deps import SessionDeps
 from .errors import AgyStartError, InternalSessionError, SessionError, internal_error
 from .gating import start_gate
-from .images import snapshot_edit_target
 from .inbox import Inbox, Step
-from .mapper import OutcomeKind, TurnMapper
-from .mutations import MutationLog
 from .outlet import ClientSink, Outlet
 from .persistence import SessionBook
-from .private_root import prepare_private_root
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
 from .spec import SessionSpec
-from .staging import StagingArea
 
 if TYPE_CHECKING:
     from .gate import Gate, TurnWork

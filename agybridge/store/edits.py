@@ -1,6 +1,6 @@
 """Where a session's edit log lives in the ``meta`` table: the store's knowledge of it.
 
-The session layer (``session/mutations.py``, ``session/snapshots.py``) keeps
+The workspace layer (``workspace/mutations.py``, ``workspace/snapshots.py``) keeps
 
 * a session's mutation log under ``MUTATION_LOG_KEY + session_id``: a JSON list
   of entries, each with ``before`` (null when unknown) and ``after`` snapshots,

@@ -21,8 +21,8 @@ from agybridge.agy import StepUpdateEvent
 from agybridge.config import Settings
 from agybridge.server import serve
 from agybridge.session import actions, turns
-from agybridge.session.mapper import TurnMapper
 from agybridge.session.session import Session
+from agybridge.translate.mapper import TurnMapper
 
 from ..acp_wire import bridge_env, new_marker, wait_no_leftovers
 

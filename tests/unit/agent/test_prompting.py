@@ -12,7 +12,7 @@ from agybridge.acp import models
 from agybridge.acp.content import PromptContentError, convert_text_prompt
 from agybridge.agent import prompting
 from agybridge.session.commands import BRIDGE_COMMANDS
-from agybridge.session.skills import Skill
+from agybridge.workspace.skills import Skill
 
 _texts = st.one_of(
     st.text(),

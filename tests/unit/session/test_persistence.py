@@ -5,12 +5,12 @@ from __future__ import annotations
 import attrs
 
 from agybridge.session.config import LaunchSettings
-from agybridge.session.history import turn_entries
-from agybridge.session.mapper import TurnMapper
 from agybridge.session.persistence import SessionBook
 from agybridge.store import AsyncStore, JournalEntry, SessionRecord, Store, canonical_timestamp
+from agybridge.translate.history import turn_entries
+from agybridge.translate.mapper import TurnMapper
 
-from .test_mapper import run_turn, step
+from ..translate.test_mapper import run_turn, step
 
 
 async def test_a_turns_lines_and_row_carry_one_moment() -> None:

@@ -17,9 +17,8 @@ import trio
 
 from agybridge.acp import models
 from agybridge.acp.content import StagedFile, convert_prompt
-from agybridge.session import private_root
-from agybridge.session.errors import AgyStartError
-from agybridge.session.staging import StagingArea, StagingError, sweep_stale
+from agybridge.workspace import private_root
+from agybridge.workspace.staging import StagingArea, StagingError, sweep_stale
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and flock")
 
@@ -358,7 +357,7 @@ async def test_a_private_root_whose_mcp_config_fails_is_removed(
 
     monkeypatch.setattr(private_root, "write_mcp_config", full)
     base = tmp_path / "base"
-    with pytest.raises(AgyStartError, match="No space left on device"):
+    with pytest.raises(private_root.PrivateRootError, match="No space left on device"):
         await private_root.prepare_private_root(str(base), False, MCP)
     assert list(base.iterdir()) == []
 

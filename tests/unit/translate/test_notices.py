@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agybridge.session import notices
+from agybridge.translate import notices
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)
 

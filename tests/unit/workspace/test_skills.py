@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agybridge.session.skills import (
+from agybridge.workspace.skills import (
     Skill,
     find_skills,
     parse_front_matter,

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agybridge.acp import models
-from agybridge.session.tools import (
+from agybridge.translate.tools import (
     CATALOG,
     EDIT_TOOLS,
     HIDDEN_TOOLS,

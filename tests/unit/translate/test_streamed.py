@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agybridge.session import streamed
-from agybridge.session.images import image_candidates
-from agybridge.session.streamed import LineScan, StreamedText
+from agybridge.translate import streamed
+from agybridge.translate.images import image_candidates
+from agybridge.translate.streamed import LineScan, StreamedText
 
 _DELTAS = st.lists(st.text(max_size=12), max_size=40)
 

@@ -20,9 +20,6 @@ from hypothesis import strategies as st
 from agybridge.agent import extensions
 from agybridge.agent.history_pages import page
 from agybridge.jsonrpc import RpcError
-from agybridge.session.diffs import unified
-from agybridge.session.mutations import Mutation, MutationLog, RollbackRefused, _put
-from agybridge.session.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
 from agybridge.store import (
     BLOB_KEY,
     MUTATION_LOG_KEY,
@@ -31,6 +28,9 @@ from agybridge.store import (
     SessionRecord,
     Store,
 )
+from agybridge.translate.diffs import unified
+from agybridge.workspace.mutations import Mutation, MutationLog, RollbackRefused, _put
+from agybridge.workspace.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
 
 
 class Turns:

@@ -9,7 +9,6 @@ from typing import Any
 
 import trio
 
-from .errors import AgyStartError
 from .mcp import write_mcp_config
 from .staging import StagingArea, StagingError
 
@@ -20,7 +19,7 @@ async def prepare_private_root(
     """Create it (None without a staging base, e.g. in tests).
 
     Raises:
-        AgyStartError: it could not be made (session/new fails with it).
+        PrivateRootError: it could not be made (session/new fails with it).
     Cancellation: a directory made already is removed again.
     """
     if base is None:
@@ -44,7 +43,16 @@ async def prepare_private_root(
     return staging
 
 
-def _start_error(exc: Exception, base: str) -> AgyStartError:
-    return AgyStartError(
-        f"could not prepare the session's private directory: {exc}", data={"base": base}
+class PrivateRootError(StagingError):
+    """The session's private directory could not be made under ``base``."""
+
+    def __init__(self, message: str, base: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.base = base
+
+
+def _start_error(exc: Exception, base: str) -> PrivateRootError:
+    return PrivateRootError(
+        f"could not prepare the session's private directory under {base!r}: {exc}", base
     )

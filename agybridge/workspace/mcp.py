@@ -5,7 +5,7 @@ global ``~/.gemini/config/`` and ``.agents/`` of each workspace root, which
 includes every ``--add-dir`` (hooks-and-tools.md §A2; google-antigravity/
 antigravity-cli#60 confirms ``<root>/.agents/mcp_config.json`` loads). The
 bridge writes only into its own private ``--add-dir`` root
-(``session/staging.py``), never the user's ``.agents/`` and never the global
+(``workspace/staging.py``), never the user's ``.agents/`` and never the global
 file. Caveat: agy 1.1.26 started no MCP servers headless, 1.1.18 did
 (contract.md §8.9, hooks-and-tools.md §A11.5): the file is written either way.
 

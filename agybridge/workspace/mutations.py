@@ -5,7 +5,7 @@ Which changes are seen: every agy edit tool step (``write_to_file``,
 the session's roots. The "before" side is read when the permission hook is
 called for the step (before agy writes; hooks-and-tools.md §A) or, failing
 that, from the snapshot taken as the step's ACTIVE line was read
-(``images.snapshot_edit_target``); the "after" side is read when the step is
+(``reads.snapshot_edit_target``); the "after" side is read when the step is
 DONE. A step whose before side was never seen is still recorded (with an
 unknown before: it cannot be rolled back). Files changed by shell commands
 are not seen: agy reports no file list for them.
@@ -33,8 +33,8 @@ import trio
 
 from ..agy.events import STATE_DONE, StepUpdateEvent
 from ..store import MUTATION_LOG_KEY, AsyncStore, StoreError, referenced_blobs, utc_now
+from ..translate.tools import edit_target
 from .snapshots import BlobStore, Snapshot, read_snapshot
-from .tools import edit_target
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from agybridge.acp import models
 from agybridge.agy import events
-from agybridge.session.mapper import MapperError, OutcomeKind, TurnMapper
+from agybridge.translate.mapper import MapperError, OutcomeKind, TurnMapper
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

@@ -1,56 +1,25 @@
-"""Images named in agy's output, inlined when they are safe to show.
+"""Root-checked reads of the session's files (blocking: run in a worker thread).
 
-``image_candidates`` (pure) finds png/jpg/gif/webp paths in text;
-``read_image`` (blocking, run in a worker thread) resolves one and returns it
-only if its real path lies inside the session's roots, it is at most 2 MiB
-and its bytes are really an image of a known type (magic numbers decide, not
-the extension). Paths with ``..`` segments and symlinks leading out of the
-roots are refused.
+``read_image`` resolves a path and returns the image only if its real path lies
+inside the session's roots, it is at most 2 MiB and its bytes are really an
+image of a known type (magic numbers decide, not the extension); symlinks
+leading out of the roots are refused. ``read_text_file`` and
+``snapshot_edit_target`` read the text an edit's diff is made from.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-import re
 import stat
 from collections.abc import Sequence
 
 from ..agy.events import STATE_ACTIVE, StepUpdateEvent
 from ..media import sniff_image_type
-from .tool_calls import ImageData, Observation
-from .tools import edit_target
+from ..translate.tool_calls import ImageData, Observation
+from ..translate.tools import edit_target
 
 MAX_INLINE_IMAGE_BYTES = 2 * 2**20  # 2 MiB
-MAX_CANDIDATES = 8  # per event: output listing hundreds of files is not a gallery
-
-_EXT = r"\.(?:png|jpe?g|gif|webp)"
-#: A quoted path (may hold spaces) or a bare one (no spaces); never a URL.
-_PATH = re.compile(
-    rf"""(?:[`'"](?P<quoted>[^`'"\n]+?{_EXT})[`'"])"""
-    rf"""|(?<![\w:/.])(?P<bare>(?:/|\./|[\w\-~])[^\s`'"<>()\[\]{{}}|,;*?]*?{_EXT})(?![\w/])""",
-    re.IGNORECASE,
-)
-
-
-def image_candidates(text: str, cwd: str) -> list[str]:
-    """Absolute paths of image files named in ``text`` (not yet checked)."""
-    found: list[str] = []
-    for match in _PATH.finditer(text):
-        raw = (match.group("quoted") or match.group("bare") or "").strip()
-        if "://" in raw:
-            continue
-        if raw.startswith("~"):
-            continue
-        if ".." in raw.replace("\\", "/").split("/"):
-            continue  # refused outright, whatever it resolves to
-        path = raw if os.path.isabs(raw) else os.path.join(cwd, raw)
-        path = os.path.normpath(path)
-        if path not in found:
-            found.append(path)
-        if len(found) >= MAX_CANDIDATES:
-            break
-    return found
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:

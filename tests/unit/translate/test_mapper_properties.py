@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from agybridge.acp import codec, models
 from agybridge.agy import events
-from agybridge.session.mapper import TurnMapper
+from agybridge.translate.mapper import TurnMapper
 
 from ...acp_wire import assert_updates_valid
 

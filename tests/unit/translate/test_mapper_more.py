@@ -1,6 +1,6 @@
 """The turn mapper beyond text: usage, notices, errors, plans, images and what to read first.
 
-tests/unit/session/test_mapper.py covers text delivery and outcomes; every update produced
+tests/unit/translate/test_mapper.py covers text delivery and outcomes; every update produced
 here is also checked against the official ACP schema.
 """
 
@@ -17,9 +17,9 @@ import pytest
 from agybridge.acp import models
 from agybridge.agy import events
 from agybridge.agy.stderr import StderrKind, classify_stderr
-from agybridge.session import notices, usage
-from agybridge.session.mapper import OutcomeKind, TurnMapper, TurnOutcome
-from agybridge.session.tool_calls import ImageData, Observation, fenced
+from agybridge.translate import notices, usage
+from agybridge.translate.mapper import OutcomeKind, TurnMapper, TurnOutcome
+from agybridge.translate.tool_calls import ImageData, Observation, fenced
 
 from ...acp_wire import assert_updates_valid
 

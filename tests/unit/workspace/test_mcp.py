@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from agybridge.session.mcp import (
+from agybridge.workspace.mcp import (
     McpServerError,
     SkippedServer,
     build_mcp_config,
     mcp_config_path,
     write_mcp_config,
 )
-from agybridge.session.staging import StagingArea
+from agybridge.workspace.staging import StagingArea
 
 SECRET_ENV = "env-secret-7f3a9c"
 SECRET_HEADER = "Bearer header-secret-91b2e4"
@@ -81,7 +81,7 @@ def test_sse_and_unknown_types_are_skipped_with_a_warning(
 ) -> None:
     """sse (and unknown transports, repeated names) are skipped, not failures."""
     servers = [SSE, STDIO, {"type": "acp", "name": "inline", "id": "x"}, dict(STDIO, command="/b")]
-    with caplog.at_level(logging.WARNING, logger="agybridge.session.mcp"):
+    with caplog.at_level(logging.WARNING, logger="agybridge.workspace.mcp"):
         config, skipped = build_mcp_config(servers)
     assert config == {"mcpServers": {"files": EXPECTED["mcpServers"]["files"]}}
     assert skipped == [

@@ -2,7 +2,7 @@
 
 agy's stdin takes text only, so images and embedded files are written here and
 named by absolute path in the prompt (contract.md §2.1); the session's MCP
-config lives here too (``session/mcp.py``), since agy reads ``.agents/`` in
+config lives here too (``workspace/mcp.py``), since agy reads ``.agents/`` in
 every ``--add-dir`` root (hooks-and-tools.md §A2). Never the user's project.
 
 Layout, under a base directory in the bridge's state area::
@@ -11,7 +11,7 @@ Layout, under a base directory in the bridge's state area::
         .lock                       0600  flock held while the session lives
         attachments/<prompt key>/   0700  one prompt's staged files (0600),
                                           discarded after its turn
-        .agents/mcp_config.json     0600  written by session/mcp.py
+        .agents/mcp_config.json     0600  written by workspace/mcp.py
 
 Every function here blocks: call it through ``trio.to_thread.run_sync``.
 ``keep`` (``AGYBRIDGE_KEEP_STAGING=1``, passed in by the caller) turns

@@ -10,18 +10,17 @@ import pytest
 import trio
 
 from agybridge.agy.events import StepUpdate, StepUpdateEvent, ToolInfo
-from agybridge.session.images import (
-    MAX_CANDIDATES,
+from agybridge.media import sniff_image_type
+from agybridge.translate.images import MAX_CANDIDATES, image_candidates
+from agybridge.translate.tool_calls import ImageData
+from agybridge.workspace.reads import (
     MAX_DIFF_FILE_BYTES,
     MAX_INLINE_IMAGE_BYTES,
-    image_candidates,
     observe,
     read_image,
     read_text_file,
     snapshot_edit_target,
-    sniff_image_type,
 )
-from agybridge.session.tool_calls import ImageData
 
 CWD = "/home/user/project"
 

@@ -9,7 +9,7 @@ import pytest
 
 from agybridge.acp import models
 from agybridge.session.gate import _check_hooks_listing, _chosen_option
-from agybridge.session.proposals import proposed_diff
+from agybridge.translate.proposals import proposed_diff
 
 F = "/w/app.py"
 TEXT = "a = 1\nb = 2\nb = 2\n"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agybridge.acp import models
 from agybridge.agy import StepUpdate, events
-from agybridge.session.tool_calls import (
+from agybridge.translate.tool_calls import (
     MAX_CONTENT_CHARS,
     NO_OBSERVATION,
     ImageData,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from agybridge.agy import Usage
 from agybridge.config import ConfigError, Settings
-from agybridge.session import usage
+from agybridge.translate import usage
 
 # (model as agy names it, expected window)
 WINDOW_CASES = [
