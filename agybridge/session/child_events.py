@@ -24,14 +24,15 @@ from ..agy import (
 from ..translate.mapper import OutcomeKind
 from ..translate.tool_calls import NO_OBSERVATION
 from ..workspace.mutations import observe_step
-from . import output, turns
+from . import output
+from . import turn_events as ev
 
 if TYPE_CHECKING:
     from .prompts import PromptWork
     from .session import Session
 
     #: The unanswered turn running on a child, and its work (`Session.turn_work_on`).
-    OnTurn = tuple[turns.Turn, PromptWork] | None
+    OnTurn = tuple[ev.Turn, PromptWork] | None
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ async def on_child_message(session: Session, message: ChildStderr | ChildExited)
                 on_turn[1].mapper, auth_failed=on_turn[1].auth_failed
             )
         await session.feed(
-            turns.ChildExited(
+            ev.ChildExited(
                 inc,
                 output.exit_error(message),
                 clean=message.returncode == 0,
@@ -64,16 +65,16 @@ async def on_child_message(session: Session, message: ChildStderr | ChildExited)
     on_turn = session.turn_work_on(inc)
     if on_turn is None:
         return
-    turn, work = on_turn
+    work = on_turn[1]
     if line.kind is StderrKind.AUTH:
         logger.warning("session %s: agy reports an auth problem: %s", session.session_id, line.text)
         work.auth_failed = True
     assert work.mapper is not None
     for update in work.mapper.feed_stderr(line):
         await session.outlet.send(update)
-    if turn.state is turns.TurnState.AWAITING_DETAILS and line.kind is StderrKind.AGY_ERROR:
+    if line.kind is StderrKind.AGY_ERROR:
         error = output.result_error(work.mapper, auth_failed=work.auth_failed)
-        await session.feed(turns.ErrorDetails(inc, error))
+        await session.feed(ev.AgyErrorLine(inc, error))
 
 
 async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn) -> OnTurn:
@@ -100,17 +101,16 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
         # line is news (the core need not look the turn up a second time).
         first_heard = heard and on_turn is not None and not on_turn[0].heard
         if session.core.output_is_news(inc, first_heard):
-            await session.feed(turns.ChildOutput(inc, heard=heard))
+            await session.feed(ev.ChildOutput(inc, heard=heard))
             on_turn = session.turn_work_on(inc)
     mapper = on_turn[1].mapper if on_turn is not None else None
     if on_turn is None or mapper is None or mapper.outcome is not None:
-        if isinstance(event, ResultEvent) and event.result.status != "SUCCESS" and on_turn is None:
-            child = session.core.child
-            if child is not None and child.incarnation == inc:
-                await session.feed(
-                    turns.ChildFailedBeforeTurn(inc, output.failure_before_turn(event))
-                )
-                return session.turn_work_on(inc)
+        if isinstance(event, ResultEvent) and on_turn is None:
+            # A result no turn is mapping: agy failed outside a turn (or stale).
+            success = event.result.status == "SUCCESS"
+            error = None if success else output.failure_before_turn(event)
+            await session.feed(ev.ChildResult(inc, success, error=error))
+            return session.turn_work_on(inc)
         logger.debug(
             "session %s: event outside a turn from agy[%s]: %r", session.session_id, inc, event
         )
@@ -129,12 +129,22 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
     if outcome is None:
         return on_turn
     await session.feed(
-        turns.TurnResult(
+        ev.ChildResult(
             inc,
-            needs_details=outcome.kind is OutcomeKind.AGY_ERROR
+            success=outcome.status == "SUCCESS",
+            outcome=_OUTCOMES[outcome.kind],
+            details_pending=outcome.kind is OutcomeKind.AGY_ERROR
             and mapper.agy_error_details is None,
+            denied=any(mapper.denied),
             error=output.result_error(mapper, auth_failed=work.auth_failed),
-            offer_retry=session.offers_retry(mapper),
         )
     )
     return session.turn_work_on(inc)
+
+
+#: The mapper's reading of a result, as the core's fact.
+_OUTCOMES = {
+    OutcomeKind.END_TURN: ev.Outcome.END_TURN,
+    OutcomeKind.AGY_ERROR: ev.Outcome.AGY_ERROR,
+    OutcomeKind.CANCELLED: ev.Outcome.CANCELLED,
+}

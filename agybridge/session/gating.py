@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..acp import models
-from . import turns
+from . import turn_events as ev
 
 if TYPE_CHECKING:
+    from ..translate.mapper import TurnMapper
     from .gate import Gate
     from .session import Session
 
@@ -60,10 +61,8 @@ async def ask_allow_and_retry(session: Session, seq: float) -> None:
     gate = session.gate
     work = session.prompts.get(seq)
     assert gate is not None and work is not None and work.mapper is not None
-    mapper = work.mapper
-    denied = {p for p in mapper.denied if p}
-    call_id = f"{mapper.message_id}-allow"
-    card, params = gate.allow_question(denied, call_id)
+    denied = {p for p in work.mapper.denied if p}
+    card, params = gate.allow_question(denied, _allow_call_id(work.mapper))
     await session.outlet.send(card)
 
     async def ask() -> None:
@@ -71,32 +70,39 @@ async def ask_allow_and_retry(session: Session, seq: float) -> None:
         if allowed and not gate.ready.is_set():
             await gate.verify(session.deps.agy_bin, session.deps.env)
         failure = gate.failure if allowed else None
-
-        async def answered() -> None:
-            turn = session.core.current
-            if turn is None or turn.seq != seq or turn.state is not turns.TurnState.ASKING:
-                return  # cancelled meanwhile: nothing more for that turn
-            status = "completed" if allowed and failure is None else "failed"
-            await session.outlet.send(models.ToolCallUpdate(tool_call_id=call_id, status=status))
-            if failure is not None:
-                await session.outlet.send(
-                    models.AgentMessageChunk(
-                        content=models.TextContent(
-                            text="\n\n⚠️ Could not allow it: the permission gate is not "
-                            f"available ({failure})."
-                        ),
-                        message_id=mapper.message_id,
-                    )
-                )
-            ok = allowed and failure is None
-            if ok:
-                gate.allow_for_session(denied)
-                logger.info(
-                    "session %s: allowed %s for the session; retrying", session.session_id, denied
-                )
-            await session.feed(turns.GateVerified(gate.failure is None))
-            await session.feed(turns.AllowAnswered(seq, ok))
-
-        session.post_step(answered)
+        session.post(ev.GateVerified(gate.failure is None))
+        session.post(ev.AllowAnswered(seq, allowed, failure))
 
     session.start_soon(ask, work.timers)
+
+
+async def show_allow_outcome(session: Session, action: ev.ShowAllowAnswer) -> None:
+    """The user's answer on the question's card; allowed, the permissions are
+    the session's from now on (the core retries the turn behind the gate)."""
+    gate = session.gate
+    work = session.prompts.get(action.seq)
+    assert gate is not None and work is not None and work.mapper is not None
+    mapper = work.mapper
+    ok = action.allowed and action.gate_failure is None
+    status = "completed" if ok else "failed"
+    await session.outlet.send(
+        models.ToolCallUpdate(tool_call_id=_allow_call_id(mapper), status=status)
+    )
+    if action.gate_failure is not None:
+        await session.outlet.send(
+            models.AgentMessageChunk(
+                content=models.TextContent(
+                    text="\n\n⚠️ Could not allow it: the permission gate is not "
+                    f"available ({action.gate_failure})."
+                ),
+                message_id=mapper.message_id,
+            )
+        )
+    if ok:
+        denied = {p for p in mapper.denied if p}
+        gate.allow_for_session(denied)
+        logger.info("session %s: allowed %s for the session; retrying", session.session_id, denied)
+
+
+def _allow_call_id(mapper: TurnMapper) -> str:
+    return f"{mapper.message_id}-allow"

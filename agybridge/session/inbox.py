@@ -13,20 +13,30 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+import attrs
 import trio
 
 from ..agy import ChildEvent, ChildEvents, ChildExited, ChildMessage, ChildStderr
+from .turn_events import Event
 
-Step = Callable[[], Awaitable[None]]
+
+@attrs.frozen
+class Step:
+    """Work another task hands to the loop, run in order with everything else."""
+
+    run: Callable[[], Awaitable[None]]
+
+
+#: What the loop takes: a core event, a step, or one of agy's messages.
+InboxItem = Event | Step | ChildMessage
 #: What `Inbox.send` takes (a posted item is never one of them).
 _SINGLE_MESSAGES = frozenset({ChildEvent, ChildStderr, ChildExited})
 
 
 class Inbox:
     def __init__(self, child_limit: int) -> None:
-        self._items: collections.deque[Any] = collections.deque()
+        self._items: collections.deque[InboxItem] = collections.deque()
         self._child_limit = child_limit
         self._children_queued = 0
         #: The loop, parked in `get` on an empty queue (trio's low-level
@@ -35,7 +45,7 @@ class Inbox:
         #: Set when room is made; only while a sender waits for it.
         self._room: trio.Event | None = None
 
-    def post(self, item: Any) -> None:
+    def post(self, item: Event | Step | ChildMessage) -> None:
         """A core event or a :data:`Step`; never blocks."""
         self._items.append(item)
         getter = self._getter
@@ -43,7 +53,7 @@ class Inbox:
             self._getter = None
             trio.lowlevel.reschedule(getter)
 
-    def post_quietly(self, item: Any) -> None:
+    def post_quietly(self, item: Event | Step) -> None:
         """`post` without waking the loop: it is taken, in order, with whatever
         is posted next (for an item that needs no action of its own)."""
         self._items.append(item)
@@ -70,21 +80,25 @@ class Inbox:
             return
         self.post(message)
 
-    async def get(self) -> Any:
+    async def get(self) -> InboxItem:
         """The next item; waits while there is none (one getter at a time)."""
         while not self._items:
             assert self._getter is None, "one task gets from an inbox"
             self._getter = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_get)
         item = self._items.popleft()
-        kind = type(item)
-        if kind is ChildEvents or kind in _SINGLE_MESSAGES:  # agy's: its room is made
-            self._children_queued -= len(item.events) if kind is ChildEvents else 1
-            room = self._room
-            if room is not None:  # senders wait: each looks again
-                self._room = None
-                room.set()
+        if isinstance(item, ChildEvents):  # agy's: its room is made
+            self._release(len(item.events))
+        elif type(item) in _SINGLE_MESSAGES:
+            self._release(1)
         return item
+
+    def _release(self, weight: int) -> None:
+        self._children_queued -= weight
+        room = self._room
+        if room is not None:  # senders wait: each looks again
+            self._room = None
+            room.set()
 
     def _abort_get(self, _: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
         self._getter = None

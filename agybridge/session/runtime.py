@@ -19,11 +19,10 @@ def runtime(session: Session, *, asking: float | None = None) -> dict[str, Any]:
     ``asking``: the prompt that asks (``/status``), not counted as waiting.
     """
     settings = session.settings
-    core = session.core
+    status = session.core.status()
     child = session.slot.current
     init = session.init_info
     totals = session.book.usage_totals
-    turn = core.current
     return {
         "sessionId": session.session_id,
         "cwd": session.cwd,
@@ -52,14 +51,16 @@ def runtime(session: Session, *, asking: float | None = None) -> dict[str, Any]:
         },
         "tools": list(init.tools) if init else [],
         "mcpServers": [server["name"] for server in mcp_servers(session)],
-        "gate": core.gate.value if core.gate is not None else None,
+        "gate": status.gate.value,
         # Not the running turn (still at the queue's head), nor the asker.
-        "queuedPrompts": sum(
-            1 for seq in core.queue if seq != asking and (turn is None or seq != turn.seq)
-        ),
+        "queuedPrompts": sum(1 for seq in status.queued if seq != asking),
         "runningTurn": None
-        if turn is None
-        else {"turn": session.book.next_turn, "state": turn.state.value, "attempt": turn.attempt},
+        if status.turn_state is None
+        else {
+            "turn": session.book.next_turn,
+            "state": status.turn_state.value,
+            "attempt": status.attempt,
+        },
         "mutations": len(session.mutations.entries),
     }
 

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any, get_args
 import trio
 
 from ..acp import models
-from ..agy import ChildEvent, ChildEvents, InitEvent, ResultEvent, Usage
+from ..agy import ChildEvent, ChildEvents, ChildExited, ChildStderr, InitEvent, ResultEvent, Usage
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
-from ..translate.mapper import OutcomeKind, TurnMapper
 from ..workspace.mutations import MutationLog
-from ..workspace.private_root import prepare_private_root
+from ..workspace.private_root import PrivateRootError, prepare_private_root
 from ..workspace.reads import snapshot_edit_target
 from ..workspace.staging import StagingArea
 from . import actions, output, timers, turns
+from . import turn_events as ev
 from .announcer import Announcer
 from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 CHILD_EVENT_BUFFER = 256
 #: The core's events by exact type, as the core dispatches them (a set
 #: lookup, not an isinstance over the whole union per item).
-_CORE_EVENTS = frozenset(get_args(turns.Event))
+_CORE_EVENTS = frozenset(get_args(ev.Event))
 
 
 class Session:
@@ -117,7 +117,9 @@ class Session:
         #: Callers waiting for the loop (released if it ends first).
         self._waiting: set[trio.Event] = set()
         #: The core's actions not yet performed, while some are being performed.
-        self._performing: deque[turns.Action] | None = None
+        self._performing: deque[ev.Action] | None = None
+        #: The core's verdict that the session cannot start (`start_failed`).
+        self._start_error: SessionError | None = None
 
     def _turn_number(self) -> int:
         # The running turn's journal index (it is journalled when it ends).
@@ -129,30 +131,35 @@ class Session:
         """Serve the session until it is closed; ready once agy is spawned.
 
         Raises:
-            AgyStartError: agy could not be started (before ``started``).
+            AgyStartError: agy (or its private directory) could not be made
+                ready: raised before ``started``, as itself.
         Cancelling this task kills agy with the full escalation first; every
         prompt still waiting is answered (cancelled, or the bridge's error).
         """
         failure: BaseException | None = None
         self._clock = trio.lowlevel.current_clock()
         try:
+            # Made before the nursery, as trio's _run_process opens its process
+            # outside its nursery: a failure reaches session/new as itself.
+            self.staging = await self._prepare_private_root()
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 self.start_soon(self.stall_watch.run)
-                self.staging = await prepare_private_root(
-                    self.deps.staging_base, self.deps.keep_staging, self.spec.mcp_config
-                )
                 self.gate = await start_gate(self, nursery)
                 if self.gate is not None:
-                    failed = self.gate.failure is not None
-                    self.core.gate = (
-                        turns.GateState.FAILED if failed else turns.GateState.UNVERIFIED
+                    await self._perform(
+                        self.core.handle(ev.GateStarted(self.gate.failure is None))
                     )
-                await self._first_spawn()
-                await self.save()
-                task_status.started()
-                await self._loop()
+                await self._perform(self.core.start())
+                if self._start_error is None:
+                    await self.save()
+                    task_status.started()
+                    await self._loop()
                 nursery.cancel_scope.cancel(reason="session closed")
+            if self._start_error is not None:
+                # The core's verdict (the first agy could not be started),
+                # raised once the nursery is gone: session/new fails with it.
+                raise self._start_error
         except BaseException as exc:
             failure = exc
             raise
@@ -173,18 +180,25 @@ class Session:
                 dict(self.unrecognised) or "none",
             )
 
-    async def _first_spawn(self) -> None:
+    async def _prepare_private_root(self) -> StagingArea | None:
         try:
-            await self._perform(self.core.start())
-        except BaseExceptionGroup as group:
-            start_errors, _ = group.split(AgyStartError)
-            if start_errors is None:
-                raise
-            raise _first_leaf(start_errors) from None
+            return await prepare_private_root(
+                self.deps.staging_base, self.deps.keep_staging, self.spec.mcp_config
+            )
+        except PrivateRootError as exc:
+            raise AgyStartError(
+                f"{exc.message}. Make that directory writable, or point "
+                "AGYBRIDGE_STAGING_DIR at one that is (`agybridge doctor` checks it).",
+                data={"path": exc.base},
+            ) from exc
+
+    def start_failed(self, error: SessionError) -> None:
+        """The core's verdict: the session's first agy could not be started."""
+        self._start_error = error
 
     async def close(self) -> None:
         """Cancel every prompt, stop agy (escalating), and end :meth:`run`."""
-        self.post(turns.Close())
+        self.post(ev.Close())
         await self.closed.wait()
 
     def _answer_all_left(self, failure: BaseException | None) -> None:
@@ -201,17 +215,17 @@ class Session:
 
     # --- the loop ------------------------------------------------------------
 
-    def post(self, event: turns.Event) -> None:
+    def post(self, event: ev.Event) -> None:
         self._inbox.post(event)
 
-    def post_step(self, step: Step) -> None:
+    def post_step(self, step: Callable[[], Awaitable[None]]) -> None:
         """Run ``step`` in the loop, in order with everything else."""
-        self._inbox.post(step)
+        self._inbox.post(Step(step))
 
     async def _loop(self) -> None:
         while not self.core.closed:
             item = await self._inbox.get()
-            if type(item) is ChildEvents:
+            if isinstance(item, ChildEvents):
                 # One read of agy's stdout: mapped in one go, written as one.
                 inc = item.incarnation
                 self.heard_from(inc)
@@ -230,15 +244,15 @@ class Session:
                     await self._on_bug(exc)
                 continue
             try:
-                if type(item) in _CORE_EVENTS:
-                    await self.feed(item)
-                elif callable(item):
-                    await item()
+                if isinstance(item, Step):
+                    await item.run()
                 elif isinstance(item, ChildEvent):
                     self.heard_from(item.incarnation)
                     await on_child_event(self, item, self.turn_work_on(item.incarnation))
-                else:
+                elif isinstance(item, ChildStderr | ChildExited):
                     await on_child_message(self, item)
+                else:
+                    await self.feed(item)
             except Exception as exc:
                 await self._on_bug(exc)
 
@@ -246,10 +260,12 @@ class Session:
         # A bug while serving: the running turn fails with it (never
         # "cancelled"), its agy is replaced, the session goes on.
         logger.exception("session %s: internal error", self.session_id)
-        await self.feed(turns.InternalError(internal_error(exc)))
+        await self.feed(ev.InternalError(internal_error(exc)))
 
-    async def feed(self, event: turns.Event) -> None:
+    async def feed(self, event: ev.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
+        # The updates held so far were mapped for the turn running now.
+        held_for = self.core.running_seq(mapped=True)
         actions = self.core.handle(event)
         if not actions:
             return
@@ -260,29 +276,32 @@ class Session:
             return
         # Updates held for the batch go first: an action may answer the prompt.
         async with self.outlet.unheld() as failed:
-            await self._perform(actions, failed)
+            if failed is not None:
+                # Those updates were that turn's: the bug is its to report.
+                logger.error("session %s: internal error", self.session_id, exc_info=failed)
+                bug = ev.InternalError(internal_error(failed), held_for)
+                actions = self.core.handle(bug) + actions
+            await self._perform(actions)
 
-    async def _perform(self, todo: list[turns.Action], failed: Exception | None = None) -> None:
-        """Perform the core's actions, in order; ``failed``: handing over the
-        updates before them failed (a bug), so they are performed as after a
-        failed action."""
+    async def _perform(self, todo: list[ev.Action]) -> None:
+        """Perform the core's actions, in order. One that fails is a fact for
+        the core (h11's ``send_failed``); its reaction is performed before the
+        rest, which the core counts as done (a dropped spawn, retire or answer
+        would leave a prompt waiting forever)."""
         queue = self._performing = deque(todo)
         try:
-            bug = None
-            if failed is not None:
-                bug = await actions.perform_regardless(self, queue, failed, None)
             while queue:
                 action = queue.popleft()
                 try:
                     await actions.PERFORM[type(action)](self, action)
                 except Exception as exc:
-                    bug = await actions.perform_regardless(self, queue, exc, action)
-            if bug is not None:
-                raise bug  # the running turn's: reported as a bug (`_on_bug`)
+                    logger.exception("session %s: internal error", self.session_id)
+                    failed = ev.ActionFailed(action, internal_error(exc))
+                    queue.extendleft(reversed(self.core.handle(failed)))
         finally:
             self._performing = None
 
-    async def _run_in_loop(self, step: Step) -> None:
+    async def _run_in_loop(self, step: Callable[[], Awaitable[None]]) -> None:
         """Post ``step`` and wait until the loop has run it (or has ended)."""
         if self.ended:
             return
@@ -295,7 +314,7 @@ class Session:
             finally:
                 done.set()
 
-        self._inbox.post(run_then_release)
+        self._inbox.post(Step(run_then_release))
         try:
             await done.wait()
         finally:
@@ -316,18 +335,17 @@ class Session:
                     await fn()
             except Exception as exc:
                 logger.exception("session %s: background task failed", self.session_id)
-                self.post(turns.InternalError(internal_error(exc)))
+                self.post(ev.InternalError(internal_error(exc)))
 
         assert self.nursery is not None
         self.nursery.start_soon(guarded)
 
     def heard_from(self, incarnation: int) -> None:
         """agy printed something: the current child's stall deadline moves."""
-        child = self.core.child
-        if child is not None and child.incarnation == incarnation:
+        if self.core.is_current_child(incarnation):
             self.last_output = self._clock.current_time()
 
-    def turn_work_on(self, incarnation: int) -> tuple[turns.Turn, PromptWork] | None:
+    def turn_work_on(self, incarnation: int) -> tuple[ev.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""
         turn = self.core.turn_on(incarnation)
         work = self.prompts.get(turn.seq) if turn is not None else None
@@ -356,17 +374,6 @@ class Session:
             return None
         return output.result_error(work.mapper, auth_failed=work.auth_failed)
 
-    def offers_retry(self, mapper: TurnMapper) -> bool:
-        """Safe mode auto-denied something: ask to allow it and retry."""
-        outcome = mapper.outcome
-        return (
-            self.gate is not None
-            and self.core.settings.mode == "safe"
-            and any(mapper.denied)
-            and outcome is not None
-            and outcome.kind is OutcomeKind.END_TURN
-        )
-
     async def in_turn(self, work: TurnWork) -> bool:
         """Run ``work`` on the running turn's mapper inside the loop (the
         gate's way in); False when no turn is running."""
@@ -374,10 +381,10 @@ class Session:
 
         async def step() -> None:
             nonlocal ran
-            turn = self.core.current
-            on_turn = self.turn_work_on(turn.incarnation) if turn and turn.incarnation else None
-            if on_turn is not None and on_turn[1].mapper is not None:
-                for update in work(on_turn[1].mapper):
+            seq = self.core.running_seq(mapped=True)
+            running = self.prompts.get(seq) if seq is not None else None
+            if running is not None and running.mapper is not None:
+                for update in work(running.mapper):
                     await self.outlet.send(update)
                 ran = True
 
@@ -388,12 +395,12 @@ class Session:
         """Process-level facts from agy's output (conversation, model, usage)."""
         if isinstance(event, InitEvent):
             if self.conversation.learn(event.conversation_id, "init"):
-                self._save_soon()
+                self.save_soon()
             self.model = event.init.model or self.model
             self.init_info = event.init
             return
         if self.conversation.learn(event.result.conversation_id or "", "result"):
-            self._save_soon()
+            self.save_soon()
         self._result_usage[incarnation] = event.result.usage
 
     # --- the client's side -----------------------------------------------------
@@ -402,22 +409,22 @@ class Session:
         """A prompt was read (call in wire order, before its task runs)."""
         self.prompts.arrived(seq)
         # Its place in the queue: no work until its task (or its drop) posts.
-        self._inbox.post_quietly(turns.PromptArrived(seq))
+        self._inbox.post_quietly(ev.PromptArrived(seq))
 
     def steer_arrived(self, seq: float) -> None:
         """A steer was read (wire order): a prompt ahead of those waiting."""
         self.prompts.arrived(seq)
-        self.post(turns.PromptArrived(seq, steer=True))
+        self.post(ev.PromptArrived(seq, steer=True))
 
     def drop_prompt(self, seq: float) -> None:
         """The prompt's request task is done (answered by its turn, or without
         one: an error, a bridge command)."""
         self.prompts.drop(seq)
-        if seq in self.core.answered:
+        if self.core.was_answered(seq):
             # Answered by its turn: the core only forgets it, no need to wake the loop.
-            self._inbox.post_quietly(turns.PromptDropped(seq))
+            self._inbox.post_quietly(ev.PromptDropped(seq))
         else:
-            self.post(turns.PromptDropped(seq))
+            self.post(ev.PromptDropped(seq))
 
     async def prompt(
         self, seq: float, text: str, display_text: str, owner: ClientSink | None = None
@@ -431,30 +438,30 @@ class Session:
         if self.prompts.get(seq) is None:
             # Not told in wire order (`prompt_arrived`: the core would ignore
             # it told twice): its place in the queue is now.
-            self.post(turns.PromptArrived(seq))
+            self.post(ev.PromptArrived(seq))
         work = self.prompts.claim(seq, text, display_text, owner)
-        self._inbox.post(turns.PromptReady(seq))
+        self._inbox.post(ev.PromptReady(seq))
         try:
             return await work.result()
         except trio.Cancelled:
             # The request itself went away ($/cancel_request without a handler,
             # shutdown): do not leave agy working on a turn nobody awaits.
-            self.post(turns.CancelPrompt(seq))
+            self.post(ev.CancelPrompt(seq))
             raise
         finally:
             self.prompts.release(seq, work)
 
     def cancel(self, seq: float) -> None:
         """``session/cancel`` at wire position ``seq``."""
-        self.post(turns.Cancel(seq))
+        self.post(ev.Cancel(seq))
 
     def cancel_prompt(self, seq: float) -> None:
         """``$/cancel_request`` for the prompt at ``seq``: answered cancelled."""
-        self.post(turns.CancelPrompt(seq))
+        self.post(ev.CancelPrompt(seq))
 
     def client_request(self, seq: float) -> None:
         """The client sent a request for this session (wire order)."""
-        self.post(turns.ClientRequest(seq))
+        self.post(ev.ClientRequest(seq))
 
     async def barrier(self) -> None:
         """Wait until the loop has done everything posted before this call
@@ -520,7 +527,7 @@ class Session:
             # Onto the settings requested by now, in the loop: changes sent
             # together each count (computed here and there, the last undid the rest).
             new = with_setting(self.core.requested, option_setting(config_id), value)
-            await self.feed(turns.SettingsRequested(new, announce))
+            await self.feed(ev.SettingsRequested(new, announce))
 
         await self._run_in_loop(request)
 
@@ -547,14 +554,6 @@ class Session:
     async def save(self) -> None:
         await self.book.save(self.record())
 
-    def _save_soon(self) -> None:
+    def save_soon(self) -> None:
         if self.nursery is not None and self.deps.store is not None and not self.core.closing:
             self.start_soon(self.save)
-
-
-def _first_leaf(group: BaseExceptionGroup[AgyStartError]) -> AgyStartError:
-    error: BaseException = group
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    assert isinstance(error, AgyStartError)
-    return error

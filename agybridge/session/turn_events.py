@@ -89,6 +89,13 @@ class ClientRequest:
 
 
 @attrs.frozen
+class GateStarted:
+    """The session's permission gate exists (``ok``) or could not be created."""
+
+    ok: bool
+
+
+@attrs.frozen
 class ChildSpawned:
     incarnation: int
 
@@ -107,34 +114,40 @@ class ChildOutput:
     heard: bool = False
 
 
+class Outcome(enum.Enum):
+    """How the running turn's mapper read agy's ``result``."""
+
+    END_TURN = "end_turn"
+    AGY_ERROR = "agy_error"  # an ERROR result (its text shown as a message)
+    CANCELLED = "cancelled"  # agy's answer to SIGINT
+
+
 @attrs.frozen
-class TurnResult:
-    """The running turn's mapper has its outcome (agy's ``result``)."""
+class ChildResult:
+    """agy printed a ``result``: the end of the turn it was sent, or a failure
+    outside any turn (e.g. an unknown model: no init, one ERROR result)."""
 
     incarnation: int
-    #: An ERROR result whose AGY_ERROR details may still be on their way.
-    needs_details: bool = False
-    #: The result is an error the client must get as one (auth, model).
+    #: agy's status was SUCCESS.
+    success: bool
+    #: How the running turn's mapper read it (None: no turn was mapping it).
+    outcome: Outcome | None = None
+    #: An ERROR result whose AGY_ERROR details have not arrived yet.
+    details_pending: bool = False
+    #: agy's own policy denied an action (safe mode's soft denials).
+    denied: bool = False
+    #: The client-actionable error the result is (auth, model), or the
+    #: failure outside a turn.
     error: SessionError | None = None
-    #: Safe mode auto-denied something: ask whether to allow it and retry.
-    offer_retry: bool = False
 
 
 @attrs.frozen
-class ErrorDetails:
-    """The AGY_ERROR line for the running turn's ERROR result arrived."""
+class AgyErrorLine:
+    """An ``AGY_ERROR`` line on stderr of a child running a turn."""
 
     incarnation: int
-    #: The client-actionable error the result is, if any (auth, model).
+    #: The client-actionable error it makes of the turn's result, if any.
     error: SessionError | None = None
-
-
-@attrs.frozen
-class ChildFailedBeforeTurn:
-    """agy reported a failure outside a turn (e.g. an unknown model)."""
-
-    incarnation: int
-    error: SessionError
 
 
 @attrs.frozen
@@ -166,14 +179,29 @@ class SettingsRequested:
 
 @attrs.frozen
 class AllowAnswered:
+    """The user answered safe mode's "allow for the session and retry"."""
+
     seq: float
     allowed: bool
+    #: Why the gate could not be used for it (the allowance then fails).
+    gate_failure: str | None = None
 
 
 @attrs.frozen
 class InternalError:
-    """The bridge failed while serving the running turn (or outside any)."""
+    """The bridge failed (a bug) while serving prompt ``seq``'s turn (None:
+    whatever turn runs, if any)."""
 
+    error: SessionError
+    seq: float | None = None
+
+
+@attrs.frozen
+class ActionFailed:
+    """Performing ``action`` raised ``error`` (h11's ``send_failed``): the core
+    decides which prompt it fails."""
+
+    action: Action
     error: SessionError
 
 
@@ -209,17 +237,18 @@ Event = (
     | CancelPrompt
     | Close
     | ClientRequest
+    | GateStarted
     | ChildSpawned
     | ChildSpawnFailed
     | ChildOutput
-    | TurnResult
-    | ErrorDetails
-    | ChildFailedBeforeTurn
+    | ChildResult
+    | AgyErrorLine
     | ChildExited
     | GateVerified
     | SettingsRequested
     | AllowAnswered
     | InternalError
+    | ActionFailed
     | DeadlinePassed
     | IdlePassed
 )
@@ -232,6 +261,19 @@ class AnswerPrompt:
     seq: float
     stop: Stop | None = None
     error: SessionError | None = None
+    #: An ``end_turn`` answer: given only once the work before it succeeded
+    #: (else the core amends it with :class:`AmendAnswer`). Any other answer is
+    #: given whatever fails before it.
+    amendable: bool = attrs.field(default=False, eq=False)
+
+
+@attrs.frozen
+class AmendAnswer:
+    """The prompt's ``end_turn`` answer, if it is not given yet, says ``error``
+    instead (a bug hit its turn's last work: journalling, handing over)."""
+
+    seq: float
+    error: SessionError
 
 
 @attrs.frozen
@@ -240,12 +282,17 @@ class StartTurn:
 
     seq: float
     attempt: int
+    #: It cannot be sent yet (agy or the gate is not ready): tell the client
+    #: now, not with agy's first output.
+    waiting: bool = False
 
 
 @attrs.frozen
 class SendUserTurn:
     seq: float
     incarnation: int
+    #: agy runs behind the permission gate (its ungated tools are flagged).
+    gated: bool = False
 
 
 @attrs.frozen
@@ -253,12 +300,19 @@ class SpawnChild:
     incarnation: int
     resume: bool
     gated: bool
+    #: The settings it is launched with.
+    settings: LaunchSettings = attrs.field(factory=LaunchSettings, eq=False)
+    #: The session's first agy: if it cannot be started, neither can the session.
+    first: bool = False
 
 
 @attrs.frozen
 class RetireChild:
     incarnation: int
     reason: str
+    #: The turn it runs, if any, is being cancelled: agy's ERROR result is
+    #: then its answer to SIGINT, not an error.
+    cancelling: float | None = None
 
 
 @attrs.frozen
@@ -296,6 +350,23 @@ class AskAllowRetry:
 
 
 @attrs.frozen
+class ShowAllowAnswer:
+    """Show the answer on the "allow and retry" card (the turn still asks)."""
+
+    seq: float
+    allowed: bool
+    gate_failure: str | None = None
+
+
+@attrs.frozen
+class StartFailed:
+    """The session's first agy could not be started: the session ends, and
+    ``session/new`` fails with ``error``."""
+
+    error: SessionError
+
+
+@attrs.frozen
 class RecordTurn:
     seq: float
 
@@ -323,6 +394,8 @@ class StallNotice:
 @attrs.frozen
 class SendAnnouncements:
     kinds: frozenset[str]
+    #: The settings the client last asked for (what the options show).
+    settings: LaunchSettings = attrs.field(factory=LaunchSettings, eq=False)
 
 
 @attrs.frozen
@@ -332,6 +405,7 @@ class Closed:
 
 Action = (
     AnswerPrompt
+    | AmendAnswer
     | StartTurn
     | SendUserTurn
     | SpawnChild
@@ -342,6 +416,8 @@ Action = (
     | ApplySettings
     | GateFallbackNotice
     | AskAllowRetry
+    | ShowAllowAnswer
+    | StartFailed
     | RecordTurn
     | ArmDeadline
     | ArmIdle
@@ -371,5 +447,19 @@ class Turn:
 class Child:
     incarnation: int
     gated: bool
+    #: The session's first agy (spawned by ``TurnCore.start``).
+    first: bool = False
     live: bool = False
     output_seen: bool = False
+
+
+@attrs.frozen
+class CoreStatus:
+    """What a session's core is doing (``TurnCore.status``), for status views."""
+
+    gate: GateState
+    #: The running turn's state (None: no turn runs) and attempt.
+    turn_state: TurnState | None
+    attempt: int
+    #: Prompts waiting behind the running turn, in the order they will run.
+    queued: tuple[float, ...]

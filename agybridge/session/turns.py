@@ -1,13 +1,20 @@
-"""The rules of one session's life, sans-I/O: events in, actions out.
+"""The rules of one session's life, sans-I/O: facts in, actions out.
 
-Shaped like h11's ``_state.py``: :class:`TurnCore` holds every decision about
-a session's prompts, turns and agy children, and nothing else. No trio, no
-I/O, no clock: the driver (``session.py``) feeds it :data:`Event`\\ s (from
-the client, the child, timers) and performs the :data:`Action`\\ s it
-returns, in order. Because one object decides, the promises can be checked
+Shaped like h11's ``_state.py``: everything that affects a session's prompts,
+turns, agy children and gate is decided by :class:`TurnCore`, and nowhere
+else. No trio, no I/O, no clock: the driver (``session.py``) feeds it *facts*
+(what the client sent, what agy printed, that a deadline passed, that an
+action failed) and performs the actions it returns, in order; it never reads
+the core's state to decide, only asks its queries. One state machine, in
+parts small enough to read: this module (the queue, the table, the entry
+points), ``outcomes.py`` (how a turn ends), ``supervision.py`` (agy children
+and the gate), ``core_state.py`` (the fields) and ``ledgers.py`` (the prompt
+and child records). Because one object decides, the promises can be checked
 by enumerating interleavings (tests/unit/session/test_turn_core.py):
 
-* every prompt that arrived is answered exactly once (:class:`AnswerPrompt`);
+* every prompt that arrived is answered exactly once (:class:`AnswerPrompt`;
+  :class:`AmendAnswer` only turns an ``end_turn`` answer not yet given into an
+  error);
 * nothing of a turn is sent after its answer (the driver maps agy output only
   for :meth:`TurnCore.turn_on`, which is None once the turn is answered);
 * ``cancelled`` only after a cancel, a ``$/cancel_request`` or close;
@@ -15,40 +22,46 @@ by enumerating interleavings (tests/unit/session/test_turn_core.py):
   every retired one has exited;
 * prompts run one at a time in wire order, except that a steer
   (``_agybridge/session/steer``) goes ahead of the prompts waiting when it
-  arrives (steers among themselves in wire order); a configuration change
-  requested during a turn is applied exactly once, when that turn ends.
+  arrives (steers among themselves in wire order): agy reads a stdin line
+  written during a turn only after that turn's ``result`` (contract.md §2.3),
+  so a steer becomes the very next turn;
+* a configuration change requested during a turn is applied exactly once,
+  when that turn ends.
 
-Steer: agy reads a stdin line written during a turn only after that turn's
-``result`` (contract.md §2.3), so nothing can reach the running turn itself.
-A steer therefore becomes the very next turn: agy sees it right after the
-running turn's result, before prompts that were already waiting. Idle, it is
-a prompt.
+The running turn's states (``None``: no turn runs)::
 
-Turn states (``current.state``)::
-
-  QUEUED ─(head, ready)──▶ STARTING ─(gate ok, child live)─▶ RUNNING
-  RUNNING ─(result)──────▶ done            RUNNING ─(error result)─▶ AWAITING_DETAILS
-  AWAITING_DETAILS ─(details | exit | deadline)─▶ done
-  RUNNING ─(safe-mode denials)─▶ ASKING ─(allowed)─▶ STARTING (attempt 2)
-  STARTING | ASKING ─(cancel)─▶ answered cancelled (nothing is running)
-  RUNNING | AWAITING_DETAILS ─(cancel, failure, internal error)─▶ RETIRING
-  RETIRING ─(its child exited)─▶ answered (cancelled, or the failure)
+  STARTING ─(gate ok, child live)─▶ RUNNING ─(result)─▶ done
+  RUNNING ─(error result, details pending)─▶ AWAITING_DETAILS ─(details | exit | deadline)─▶ done
+  RUNNING ─(safe-mode denials)─▶ ASKING ─(allowed)─▶ STARTING (next attempt)
+  STARTING | ASKING ─(cancel, failure)─▶ done (nothing is running)
+  RUNNING | AWAITING_DETAILS ─(cancel, failure)─▶ RETIRING ─(its child exited)─▶ done
   RUNNING ─(child exited unheard, first attempt)─▶ STARTING (sent again)
-  RUNNING ─(child exited otherwise)─▶ answered with the exit as the error
-  STARTING ─(spawn failed | agy failed before the turn)─▶ answered with that error
+  RUNNING ─(child exited otherwise)─▶ done, with the exit as the error
 
 "done" means: pending settings applied, the turn journalled (if it reached
 agy), then the answer — always in that order, always the last actions of a
-turn. Failures are the start-up and stall deadlines and internal errors.
+turn. Events that depend on the state are looked up in ``_TRANSITIONS``; the
+rest are handled the same in every state. An event a state does not expect
+any more (a result of a child already retired, a deadline of an attempt that
+ended) is *stale* and ignored; one no table allows is impossible and raises
+:class:`CoreError`. The table, row by row (tests/unit/session/test_turn_table.py
+checks it against ``_TRANSITIONS``)::
+
+  ChildResult     RUNNING: turn_result  otherwise: result_outside_turn
+  AgyErrorLine    AWAITING_DETAILS: details_arrived  otherwise: stale
+  AllowAnswered   ASKING: allow_answered  otherwise: stale
+  DeadlinePassed  RUNNING: deadline_running  AWAITING_DETAILS: deadline_details  otherwise: stale
+  ChildExited     RUNNING AWAITING_DETAILS RETIRING: exit_during_turn  otherwise: exit_between_turns
 
 Children: SpawnChild → ChildSpawned → (RetireChild →) ChildExited. A child
 retired by the bridge is replaced at once (warm), unless it was retired for a
-failure; one that exited on its own is replaced by the next prompt.
+failure; one that exited on its own is replaced by the next prompt. The
+session's first child is ``SpawnChild.first``: if it cannot be started the
+core says :class:`StartFailed` and the session ends (``session/new`` fails).
 
 After a prompt is answered ``cancelled`` the session is *muted* until the
-client's next request for it (one that reaches the core after the answer):
-announcements (catalog, commands) made meanwhile are coalesced and sent when
-that request arrives (ACP: nothing more for a cancelled turn).
+client's next request for it: announcements made meanwhile are coalesced and
+sent when that request arrives (ACP: nothing more for a cancelled turn).
 """
 
 from __future__ import annotations
@@ -56,151 +69,100 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, get_args
 
-from .config import GATED_MODES, LaunchSettings
+from .config import LaunchSettings
+from .core_state import CoreError
 from .errors import SessionError
+from .outcomes import Outcomes
 from .turn_events import (
-    AcceptPermissions,
     Action,
+    AgyErrorLine,
     AllowAnswered,
     AnswerPrompt,
     ApplySettings,
-    ArmDeadline,
-    ArmIdle,
-    AskAllowRetry,
     Cancel,
     CancelPrompt,
-    Child,
     ChildExited,
-    ChildFailedBeforeTurn,
-    ChildOutput,
-    ChildSpawned,
-    ChildSpawnFailed,
+    ChildResult,
     ClientRequest,
     Close,
     Closed,
-    Deadline,
+    CoreStatus,
     DeadlinePassed,
-    ErrorDetails,
     Event,
-    GateFallbackNotice,
-    GateState,
-    GateVerified,
-    IdlePassed,
-    InternalError,
     PromptArrived,
     PromptDropped,
     PromptReady,
     RecordTurn,
     RefusePermissions,
-    RetireChild,
     SendAnnouncements,
-    SendUserTurn,
     SettingsRequested,
-    SpawnChild,
-    StallNotice,
     StartTurn,
     Stop,
     Turn,
-    TurnResult,
     TurnState,
-    VerifyGate,
 )
 
 
-class TurnCore:
+class TurnCore(Outcomes):
     """One session's rules; see the module docstring."""
-
-    def __init__(
-        self,
-        settings: LaunchSettings,
-        *,
-        gate: GateState = GateState.NONE,
-        resumable: bool = False,
-        muted: bool = False,
-    ) -> None:
-        self.settings = settings
-        #: The latest settings the client asked for (applied between turns).
-        self.requested = settings
-        self.gate = gate
-        #: Safe mode after "allow and retry": agy runs behind the gate.
-        self.session_allows = False
-        self.gate_notice_sent = False
-        self.resumable = resumable
-        self.queue: list[float] = []
-        #: Queued prompts that are steers (``PromptArrived.steer``).
-        self.steered: set[float] = set()
-        self.ready: set[float] = set()
-        self.current: Turn | None = None
-        self.cancelled_before: float = -1
-        self.cancelled_seqs: set[float] = set()
-        self.closing = False
-        self.closed = False
-        self.child: Child | None = None
-        self.retiring: dict[int, bool] = {}  # incarnation -> respawn warm once gone
-        self.incarnations = 0
-        #: A failure agy reported outside a turn, for the next prompt.
-        self.startup_failure: SessionError | None = None
-        #: After a cancelled answer: announcements wait for the client's next
-        #: request (a new instance of the session starts muted if the last one
-        #: ended so).
-        self.muted = muted
-        #: The gate check found agy signed out: the waiting turn's error.
-        self.auth_failure: SessionError | None = None
-        self.coalesced: set[str] = set()
-        #: Answered prompts whose request task may still tell `PromptArrived`
-        #: (to be ignored); forgotten at its `PromptDropped`, which comes last.
-        self.answered: set[float] = set()
-        #: The running turn's prompt, if its request task is done already: its
-        #: answer need not be remembered.
-        self.gone: set[float] = set()
-        #: The latest idle timeout armed (an older one firing is stale).
-        self.idle_token = 0
-        self._out: list[Action] = []
 
     # --- queries -----------------------------------------------------------
 
-    def turn_on(self, incarnation: int) -> Turn | None:
-        """The unanswered turn running on child ``incarnation``, if any: only
-        its output may be mapped and sent."""
-        turn = self.current
-        if turn is None or turn.incarnation != incarnation:
-            return None
-        if turn.state not in (TurnState.RUNNING, TurnState.AWAITING_DETAILS, TurnState.RETIRING):
-            return None
-        return turn
+    def was_answered(self, seq: float) -> bool:
+        """The prompt was answered and its request task is not done yet."""
+        return self._prompts.was_answered(seq)
 
-    def output_is_news(self, incarnation: int, heard: bool) -> bool:
-        """Whether ``ChildOutput(incarnation, heard)`` would change anything
-        (most of agy's lines are deltas of a turn already heard: the loop
-        skips feeding those)."""
-        child = self.child
-        if child is not None and child.incarnation == incarnation and not child.output_seen:
-            return True
-        if not heard:
-            return False
-        turn = self.turn_on(incarnation)
-        return turn is not None and not turn.heard
+    def status(self) -> CoreStatus:
+        """What the session is doing, for status views."""
+        turn = self._current
+        return CoreStatus(
+            gate=self._gate,
+            turn_state=turn.state if turn is not None else None,
+            attempt=turn.attempt if turn is not None else 0,
+            queued=self._prompts.waiting(turn.seq if turn is not None else None),
+        )
 
     @property
     def busy(self) -> bool:
-        return self.current is not None
+        return self._current is not None
 
-    def gate_in_use(self) -> bool:
-        """agy runs behind the gate: a gated mode, or safe mode after the user
-        allowed something for the session; never a gate known to be broken."""
-        if self.gate in (GateState.NONE, GateState.FAILED):
-            return False
-        mode = self.settings.mode
-        return mode in GATED_MODES or (
-            mode == "safe" and self.session_allows and self.gate is GateState.VERIFIED
-        )
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
-    # --- the one entry point -------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def muted(self) -> bool:
+        return self._muted
+
+    @property
+    def settings(self) -> LaunchSettings:
+        """The settings agy runs with."""
+        return self._settings
+
+    @property
+    def requested(self) -> LaunchSettings:
+        """The settings the client last asked for (applied between turns)."""
+        return self._requested
+
+    # --- the entry points ----------------------------------------------------
 
     def handle(self, event: Event) -> list[Action]:
-        """Apply one event; the actions to perform, in order."""
+        """Apply one fact; the actions to perform, in order.
+
+        Raises:
+            CoreError: the event is impossible in the core's state.
+        """
         self._out = []
-        _HANDLERS[type(event)](self, event)
+        state = self._current.state if self._current is not None else None
+        handler = _TRANSITIONS.get((state, type(event)))
+        if handler is None:
+            where = state.value if state is not None else "idle"
+            raise CoreError(f"can't handle event {type(event).__name__} when the turn is {where}")
+        handler(self, event)
         self._advance()
         out, self._out = self._out, []
         return out
@@ -209,234 +171,69 @@ class TurnCore:
         """The session starts: verify the gate if needed, spawn agy warm."""
         self._out = []
         self._maybe_verify_gate()
-        self._spawn_if_idle(force=True)
+        self._spawn(first=True)
         out, self._out = self._out, []
         return out
-
-    # --- client events -------------------------------------------------------
-
-    def _on_PromptArrived(self, event: PromptArrived) -> None:
-        if event.seq in self.answered or event.seq in self.queue:
-            return  # told twice (wire order, then by its task)
-        self._request(event.seq)
-        if event.steer:
-            self.steered.add(event.seq)
-        self.queue.append(event.seq)
-        # Steers first, each kind in wire order (the running turn, wherever
-        # it sorts, is ``current``: only an idle core takes the head).
-        self.queue.sort(key=lambda seq: (seq not in self.steered, seq))
-        if self.closing:
-            self._answer(event.seq, Stop.CANCELLED)
-
-    def _on_PromptReady(self, event: PromptReady) -> None:
-        if event.seq in self.queue:
-            self.ready.add(event.seq)
-
-    def _on_PromptDropped(self, event: PromptDropped) -> None:
-        # Its request task is done: both its PromptArrived came before this.
-        self.answered.discard(event.seq)
-        if self.current is not None and self.current.seq == event.seq:
-            self.gone.add(event.seq)
-        elif event.seq in self.queue:
-            self.queue.remove(event.seq)
-            self.ready.discard(event.seq)
-            self.steered.discard(event.seq)
-
-    def _on_Cancel(self, event: Cancel) -> None:
-        self.cancelled_before = max(self.cancelled_before, event.seq)
-        self._cancel_matching()
-
-    def _on_CancelPrompt(self, event: CancelPrompt) -> None:
-        self.cancelled_seqs.add(event.seq)
-        self._cancel_matching()
-
-    def _on_Close(self, event: Close) -> None:
-        self.closing = True
-        self._cancel_matching()
-        child = self.child
-        if child is not None:
-            self._retire(child, "session closed", warm=False)
-        self._maybe_closed()
-
-    def _on_ClientRequest(self, event: ClientRequest) -> None:
-        self._request(event.seq)
-
-    def _request(self, seq: float) -> None:
-        """The client spoke: the silence after a cancelled answer ends."""
-        if self.muted:
-            self.muted = False
-            if self.coalesced:
-                self._emit(SendAnnouncements(frozenset(self.coalesced)))
-                self.coalesced.clear()
 
     def announce(self, kind: str) -> list[Action]:
         """Something the client should hear outside a turn (``catalog``,
         ``commands``): now, or when the client speaks again after a cancel."""
-        if self.closing:
+        if self._closing:
             return []
-        if self.muted:
-            self.coalesced.add(kind)
+        if self._muted:
+            self._coalesced.add(kind)
             return []
-        return [SendAnnouncements(frozenset({kind}))]
+        return [SendAnnouncements(frozenset({kind}), self._requested)]
+
+    # --- the client ----------------------------------------------------------
+
+    def _on_PromptArrived(self, event: PromptArrived) -> None:
+        if self._prompts.known(event.seq):
+            return  # stale: told twice (wire order, then by its task)
+        self._client_spoke()
+        self._prompts.add(event.seq, steer=event.steer)
+        if self._closing:
+            self._answer(event.seq, Stop.CANCELLED)
+
+    def _on_PromptReady(self, event: PromptReady) -> None:
+        self._prompts.make_ready(event.seq)
+
+    def _on_PromptDropped(self, event: PromptDropped) -> None:
+        running = self._current is not None and self._current.seq == event.seq
+        self._prompts.task_done(event.seq, running=running)
+
+    def _on_Cancel(self, event: Cancel) -> None:
+        self._prompts.cancel_before(event.seq)
+        self._cancel_matching()
+
+    def _on_CancelPrompt(self, event: CancelPrompt) -> None:
+        self._prompts.cancel(event.seq)
+        self._cancel_matching()
+
+    def _on_Close(self, event: Close) -> None:
+        self._closing = True
+        self._cancel_matching()
+        if self._children.current is not None:
+            self._retire(self._children.current, "session closed", warm=False)
+        self._maybe_closed()
+
+    def _on_ClientRequest(self, event: ClientRequest) -> None:
+        self._client_spoke()
+
+    def _client_spoke(self) -> None:
+        """The silence after a cancelled answer ends."""
+        if self._muted:
+            self._muted = False
+            if self._coalesced:
+                self._emit(SendAnnouncements(frozenset(self._coalesced), self._requested))
+                self._coalesced.clear()
 
     def _on_SettingsRequested(self, event: SettingsRequested) -> None:
-        self.requested = event.settings
-        if self.current is None:
+        self._requested = event.settings
+        if self._current is None:
             self._apply_settings(announce=event.announce)
 
-    # --- child events ----------------------------------------------------------
-
-    def _on_ChildSpawned(self, event: ChildSpawned) -> None:
-        if event.incarnation in self.retiring:
-            # Retired while it was being started: stop it now that it exists.
-            self._emit(RetireChild(event.incarnation, "retired while starting"))
-            return
-        child = self.child
-        if child is None or child.incarnation != event.incarnation:
-            return
-        child.live = True
-        if self.closing:
-            self._retire(child, "session closed", warm=False)
-        elif self.current is None:
-            self._arm_idle()
-
-    def _on_ChildSpawnFailed(self, event: ChildSpawnFailed) -> None:
-        if self.child is not None and self.child.incarnation == event.incarnation:
-            self.child = None
-        self.retiring.pop(event.incarnation, None)
-        turn = self.current
-        if turn is not None and turn.state is TurnState.STARTING:
-            self._finish(turn, error=event.error)
-        else:
-            self.startup_failure = self.startup_failure or event.error
-        self._maybe_closed()
-
-    def _on_ChildOutput(self, event: ChildOutput) -> None:
-        child = self.child
-        if child is not None and child.incarnation == event.incarnation:
-            child.output_seen = True
-        turn = self.turn_on(event.incarnation)
-        if turn is not None and event.heard:
-            turn.heard = True
-
-    def _on_TurnResult(self, event: TurnResult) -> None:
-        turn = self.turn_on(event.incarnation)
-        if turn is None or turn.state is not TurnState.RUNNING:
-            return
-        turn.heard = True
-        if event.needs_details:
-            turn.state = TurnState.AWAITING_DETAILS
-            self._emit(ArmDeadline(Deadline.DETAILS, turn.seq, event.incarnation))
-        elif event.error is not None:
-            self._finish(turn, error=event.error)
-        elif event.offer_retry and not self._is_cancelled(turn.seq):
-            turn.state = TurnState.ASKING
-            self._emit(AskAllowRetry(turn.seq))
-        else:
-            self._finish(turn, Stop.END_TURN)
-
-    def _on_ErrorDetails(self, event: ErrorDetails) -> None:
-        turn = self.turn_on(event.incarnation)
-        if turn is not None and turn.state is TurnState.AWAITING_DETAILS:
-            self._finish(turn, Stop.END_TURN, event.error)
-
-    def _on_ChildFailedBeforeTurn(self, event: ChildFailedBeforeTurn) -> None:
-        child = self.child
-        if child is not None and child.incarnation == event.incarnation:
-            self.startup_failure = event.error
-
-    def _on_ChildExited(self, event: ChildExited) -> None:
-        inc = event.incarnation
-        was_current = self.child is not None and self.child.incarnation == inc
-        retired = inc in self.retiring
-        warm = self.retiring.pop(inc, False)
-        if was_current:
-            self.child = None
-        turn = self.current
-        if turn is not None and turn.incarnation == inc:
-            self._turn_child_exited(turn, event, retired)
-        elif was_current and not retired and not event.clean and self.startup_failure is None:
-            self.startup_failure = event.error
-        if warm and not self.closing:
-            self._spawn_if_idle()
-        self._maybe_closed()
-
-    def _turn_child_exited(self, turn: Turn, event: ChildExited, retired: bool) -> None:
-        if turn.state is TurnState.RETIRING:
-            self._finish(turn, turn.pending_stop, turn.pending_error)
-        elif turn.state is TurnState.AWAITING_DETAILS:
-            # Its result came; the exit is agy's reaction to it.
-            self._finish(turn, Stop.END_TURN, event.result_error)
-        elif turn.state is TurnState.RUNNING:
-            if not turn.heard and turn.attempt == 1 and not retired:
-                # agy was already exiting (e.g. exit 3 after a quota error,
-                # contract.md §5) and never read this prompt: send it again
-                # to a fresh agy that resumes the conversation.
-                turn.attempt = 2
-                turn.state = TurnState.STARTING
-                turn.incarnation = None
-            else:
-                self._finish(turn, error=event.error)
-
-    def _on_GateVerified(self, event: GateVerified) -> None:
-        if self.gate is GateState.NONE:
-            return
-        if event.auth_error is not None:
-            # Not the gate's fault: say so first, and check again next turn
-            # (the user may sign in meanwhile).
-            self.auth_failure = event.auth_error
-            self.gate = GateState.UNVERIFIED
-            return
-        self.gate = GateState.VERIFIED if event.ok else GateState.FAILED
-
-    def _on_AllowAnswered(self, event: AllowAnswered) -> None:
-        turn = self.current
-        if turn is None or turn.seq != event.seq or turn.state is not TurnState.ASKING:
-            return
-        if not event.allowed or self._is_cancelled(turn.seq):
-            self._finish(turn, Stop.END_TURN)
-            return
-        # The same prompt again, now behind the gate with the allowance.
-        self.session_allows = True
-        self._emit(RecordTurn(turn.seq))
-        turn.reached_agy = False
-        turn.attempt += 1
-        turn.state = TurnState.STARTING
-        turn.incarnation = None
-        turn.heard = False
-        self._emit(StartTurn(turn.seq, turn.attempt))
-        if self.child is not None:
-            self._retire(self.child, "allowing for the session", warm=True)
-
-    def _on_InternalError(self, event: InternalError) -> None:
-        turn = self.current
-        if turn is None:
-            return
-        self._fail(turn, event.error, "internal error")
-
-    def _on_DeadlinePassed(self, event: DeadlinePassed) -> None:
-        turn = self.current
-        if turn is None or turn.seq != event.seq or turn.incarnation != event.incarnation:
-            return  # stale: that turn or attempt is over
-        if event.kind is Deadline.DETAILS:
-            if turn.state is TurnState.AWAITING_DETAILS:
-                self._finish(turn, Stop.END_TURN, event.error)
-            return
-        if turn.state is not TurnState.RUNNING:
-            return
-        if event.kind is Deadline.STARTUP:
-            child = self.child
-            if child is not None and child.incarnation == event.incarnation and child.output_seen:
-                return
-            assert event.error is not None
-            self._fail(turn, event.error, "agy did not start")
-        elif event.kind is Deadline.STALL_NOTICE:
-            if not turn.stall_noticed:
-                turn.stall_noticed = True
-                self._emit(StallNotice(turn.seq))
-        else:
-            assert event.error is not None
-            self._fail(turn, event.error, "agy stalled")
+    # --- children -------------------------------------------------------------------
 
     # --- the queue -------------------------------------------------------------
 
@@ -444,83 +241,41 @@ class TurnCore:
         """Start the next turn, or move the current one forward, as far as
         the state allows."""
         while True:
-            turn = self.current
+            turn = self._current
             if turn is None:
-                if not self.queue or not self._start_next():
+                if not self._start_next():
                     return
-                continue
-            if turn.state is not TurnState.STARTING or not self._progress(turn):
+            elif turn.state is not TurnState.STARTING or not self._progress(turn):
                 return
 
     def _start_next(self) -> bool:
-        while self.queue and self.current is None:
-            seq = self.queue[0]
+        while (seq := self._prompts.head()) is not None and self._current is None:
             if self._is_cancelled(seq):
                 self._answer(seq, Stop.CANCELLED)
                 continue
-            if seq not in self.ready:
+            if not self._prompts.is_ready(seq):
                 return False
-            self.current = Turn(seq)
+            turn = self._current = Turn(seq)
             # A change requested while no turn ran applies from this turn.
             self._apply_settings(announce=False)
+            at = len(self._out)
             self._emit(StartTurn(seq, 1))
+            while self._current is turn and turn.state is TurnState.STARTING:
+                if not self._progress(turn):
+                    # Waiting for agy or the gate: the client hears of the
+                    # turn now, not with agy's first output.
+                    self._out[at] = StartTurn(seq, 1, waiting=True)
+                    break
             return True
         return False
 
-    def _progress(self, turn: Turn) -> bool:
-        """A STARTING turn: wait for the gate, then a live child, then send.
-        True if the turn's state changed (keep advancing)."""
-        if self._is_cancelled(turn.seq):
-            self._finish(turn, Stop.CANCELLED)
-            return True
-        if self.startup_failure is not None:
-            failure, self.startup_failure = self.startup_failure, None
-            self._finish(turn, error=failure)
-            return True
-        if self.auth_failure is not None:
-            failure, self.auth_failure = self.auth_failure, None
-            self._finish(turn, error=failure)
-            return True
-        if self.settings.mode in GATED_MODES or self.gate_in_use():
-            if self.gate in (GateState.UNVERIFIED, GateState.VERIFYING):
-                self._maybe_verify_gate()
-                return False
-            if self.gate is GateState.FAILED and not self.gate_notice_sent:
-                self.gate_notice_sent = True
-                self._emit(GateFallbackNotice(turn.seq))
-        child = self.child
-        if child is not None and child.gated and not self.gate_in_use():
-            # Spawned warm behind a gate that is not usable: never run a turn on it.
-            self._retire(child, "permission gate not verified", warm=False)
-            child = None
-        if self.retiring:
-            return False  # never two agy processes on one conversation
-        if child is None:
-            self._spawn()
-            return False
-        if not child.live:
-            return False
-        self._emit(AcceptPermissions())
-        turn.state = TurnState.RUNNING
-        turn.incarnation = child.incarnation
-        turn.heard = False
-        turn.reached_agy = True
-        self.resumable = True  # agy records the turn even if it is cancelled later
-        self._emit(SendUserTurn(turn.seq, child.incarnation))
-        if not child.output_seen:
-            self._emit(ArmDeadline(Deadline.STARTUP, turn.seq, child.incarnation))
-        self._emit(ArmDeadline(Deadline.STALL_NOTICE, turn.seq, child.incarnation))
-        return True
-
-    def _is_cancelled(self, seq: float) -> bool:
-        return self.closing or seq < self.cancelled_before or seq in self.cancelled_seqs
-
     def _cancel_matching(self) -> None:
         """Answer every cancelled queued prompt; stop the running turn."""
-        for seq in [s for s in self.queue if self._is_cancelled(s)]:
-            if self.current is None or self.current.seq != seq:
+        turn = self._current
+        running = turn.seq if turn is not None else None
+        for seq in self._prompts.waiting(running) if self._closing else self._prompts.cancelled():
+            if seq != running:
                 self._answer(seq, Stop.CANCELLED)
-        turn = self.current
         if turn is None or not self._is_cancelled(turn.seq):
             return
         if turn.state in (TurnState.STARTING, TurnState.ASKING):
@@ -529,38 +284,10 @@ class TurnCore:
             self._emit(RefusePermissions())
             self._retire_turn(turn, Stop.CANCELLED, None, "session/cancel")
 
-    def _fail(self, turn: Turn, error: SessionError, reason: str) -> None:
-        if turn.state in (TurnState.RUNNING, TurnState.AWAITING_DETAILS):
-            self._emit(RefusePermissions())
-            self._retire_turn(turn, None, error, reason, warm=False)
-        elif turn.state is not TurnState.RETIRING:
-            self._finish(turn, error=error)
-
-    def _retire_turn(
-        self,
-        turn: Turn,
-        stop: Stop | None,
-        error: SessionError | None,
-        reason: str,
-        *,
-        warm: bool = True,
-    ) -> None:
-        """Stop the turn's child; the turn is answered once it is gone, so
-        the answer means nothing of the turn is still running."""
-        turn.pending_stop, turn.pending_error = stop, error
-        turn.state = TurnState.RETIRING
-        child = self.child
-        if child is not None and child.incarnation == turn.incarnation:
-            self._retire(child, reason, warm=warm)
-        elif turn.incarnation not in self.retiring:
-            self._finish(turn, stop, error)  # already gone
-
     def _finish(
         self, turn: Turn, stop: Stop | None = None, error: SessionError | None = None
     ) -> None:
-        self.current = None
-        self.queue.remove(turn.seq)
-        self.ready.discard(turn.seq)
+        self._current = None
         self._apply_settings(announce=True)
         if turn.reached_agy:
             self._emit(RecordTurn(turn.seq))
@@ -570,138 +297,82 @@ class TurnCore:
             self._answer(turn.seq, stop or Stop.END_TURN)
         self._arm_idle()
 
-    def _arm_idle(self) -> None:
-        self.idle_token += 1
-        self._emit(ArmIdle(self.idle_token))
-
-    def _on_IdlePassed(self, event: IdlePassed) -> None:
-        """Idle that long: stop agy (the session stays; the next prompt starts
-        one that resumes the conversation)."""
-        child = self.child
-        idle = self.current is None and not self.queue and not self.closing
-        if event.token == self.idle_token and idle and child is not None and child.live:
-            self._retire(child, "idle timeout", warm=False)
-
     def _answer(
         self, seq: float, stop: Stop | None = None, error: SessionError | None = None
     ) -> None:
-        if seq in self.queue:
-            self.queue.remove(seq)
-        self.ready.discard(seq)
-        self.steered.discard(seq)
-        if seq in self.gone:
-            self.gone.discard(seq)
-        else:
-            self.answered.add(seq)
-        self._emit(AnswerPrompt(seq, stop, error))
+        self._prompts.answered(seq)
+        amendable = error is None and stop is Stop.END_TURN
+        if amendable:
+            self._last_end_turn = seq
+        self._emit(AnswerPrompt(seq, stop, error, amendable))
         if stop is Stop.CANCELLED:
-            self.muted = True
+            self._muted = True
         self._maybe_closed()
 
-    # --- children and settings ---------------------------------------------------
-
-    def _spawn(self) -> None:
-        if self.child is not None or self.retiring or self.closing:
-            return
-        self.incarnations += 1
-        self.child = Child(self.incarnations, gated=self.gate_in_use())
-        self._emit(SpawnChild(self.incarnations, resume=self.resumable, gated=self.child.gated))
-
-    def _spawn_if_idle(self, *, force: bool = False) -> None:
-        """Warm agy for the next prompt (not while a failed child would loop)."""
-        if force or self.startup_failure is None:
-            self._spawn()
-
-    def _retire(self, child: Child, reason: str, *, warm: bool) -> None:
-        if self.child is child:
-            self.child = None
-        self.retiring[child.incarnation] = warm and not self.closing
-        self._emit(RetireChild(child.incarnation, reason))
-
     def _apply_settings(self, *, announce: bool) -> None:
-        new = self.requested
-        if new is self.settings or new == self.settings:  # mostly the same object
+        new = self._requested
+        if new is self._settings or new == self._settings:  # mostly the same object
             return
-        old, self.settings = self.settings, new
+        old, self._settings = self._settings, new
         self._emit(ApplySettings(old, new, announce))
         self._maybe_verify_gate()
-        child = self.child
-        if child is not None:
+        if self._children.current is not None:
             # Launch flags cannot change inside a process: respawn it warm,
             # resuming the conversation.
-            self._retire(child, "configuration changed", warm=True)
-
-    def _maybe_verify_gate(self) -> None:
-        if self.gate is GateState.UNVERIFIED and self.settings.mode in GATED_MODES:
-            self.gate = GateState.VERIFYING
-            self._emit(VerifyGate())
+            self._retire(self._children.current, "configuration changed", warm=True)
 
     def _maybe_closed(self) -> None:
-        if (
-            self.closing
-            and not self.closed
-            and self.current is None
-            and self.child is None
-            and not self.retiring
-        ):
-            self.closed = True
+        idle = self._current is None and self._children.current is None
+        if self._closing and not self._closed and idle and not self._children.retiring:
+            self._closed = True
             self._emit(Closed())
 
-    def _emit(self, action: Action) -> None:
-        self._out.append(action)
+
+_Handler = Callable[[TurnCore, Any], None]
+#: The states a turn can be in (None: no turn runs).
+STATES: tuple[TurnState | None, ...] = (None, *TurnState)
 
 
-#: ``_on_<event class>`` of each event (looked up once, not per event).
-_HANDLERS: dict[type[Any], Callable[[TurnCore, Any], None]] = {
-    kind: getattr(TurnCore, "_on_" + kind.__name__) for kind in get_args(Event)
+def _rows(
+    event: type, by_state: dict[TurnState, _Handler], otherwise: _Handler
+) -> dict[tuple[TurnState | None, type], _Handler]:
+    """``event`` in every state: ``by_state``'s handler, else ``otherwise``."""
+    return {
+        (state, event): by_state[state] if state is not None and state in by_state else otherwise
+        for state in STATES
+    }
+
+
+#: Events whose handling depends on the running turn's state (the docstring's
+#: table); every other event is handled the same in every state.
+STATE_DEPENDENT: dict[tuple[TurnState | None, type], _Handler] = {
+    **_rows(ChildResult, {TurnState.RUNNING: TurnCore._turn_result}, TurnCore._result_outside_turn),
+    **_rows(AgyErrorLine, {TurnState.AWAITING_DETAILS: TurnCore._details_arrived}, TurnCore._stale),
+    **_rows(AllowAnswered, {TurnState.ASKING: TurnCore._allow_answered}, TurnCore._stale),
+    **_rows(
+        DeadlinePassed,
+        {
+            TurnState.RUNNING: TurnCore._deadline_running,
+            TurnState.AWAITING_DETAILS: TurnCore._deadline_details,
+        },
+        TurnCore._stale,
+    ),
+    **_rows(
+        ChildExited,
+        dict.fromkeys(
+            (TurnState.RUNNING, TurnState.AWAITING_DETAILS, TurnState.RETIRING),
+            TurnCore._exit_during_turn,
+        ),
+        TurnCore._exit_between_turns,
+    ),
 }
-
-
-__all__ = [
-    "AcceptPermissions",
-    "Action",
-    "AllowAnswered",
-    "AnswerPrompt",
-    "ApplySettings",
-    "ArmDeadline",
-    "ArmIdle",
-    "AskAllowRetry",
-    "Cancel",
-    "CancelPrompt",
-    "Child",
-    "ChildExited",
-    "ChildFailedBeforeTurn",
-    "ChildOutput",
-    "ChildSpawnFailed",
-    "ChildSpawned",
-    "ClientRequest",
-    "Close",
-    "Closed",
-    "Deadline",
-    "DeadlinePassed",
-    "ErrorDetails",
-    "Event",
-    "GateFallbackNotice",
-    "GateState",
-    "GateVerified",
-    "IdlePassed",
-    "InternalError",
-    "PromptArrived",
-    "PromptDropped",
-    "PromptReady",
-    "RecordTurn",
-    "RefusePermissions",
-    "RetireChild",
-    "SendAnnouncements",
-    "SendUserTurn",
-    "SettingsRequested",
-    "SpawnChild",
-    "StallNotice",
-    "StartTurn",
-    "Stop",
-    "Turn",
-    "TurnCore",
-    "TurnResult",
-    "TurnState",
-    "VerifyGate",
-]
+#: ``(state, event type) -> handler`` for every event the core accepts.
+_TRANSITIONS: dict[tuple[TurnState | None, type], _Handler] = {
+    **{
+        (state, kind): getattr(TurnCore, "_on_" + kind.__name__)
+        for kind in get_args(Event)
+        if (None, kind) not in STATE_DEPENDENT
+        for state in STATES
+    },
+    **STATE_DEPENDENT,
+}

@@ -20,7 +20,8 @@ import trio.testing
 from agybridge.agy import StepUpdateEvent
 from agybridge.config import Settings
 from agybridge.server import serve
-from agybridge.session import actions, turns
+from agybridge.session import actions
+from agybridge.session import turn_events as ev
 from agybridge.session.session import Session
 from agybridge.translate.mapper import TurnMapper
 
@@ -131,7 +132,7 @@ async def test_a_bug_in_an_action_before_the_answer_still_answers_the_prompt(
     write before it, the idle timer after it): the prompt is still answered
     (with the bug, if it came first), never left waiting; the session goes on."""
     settings, marker = echo_bridge(tmp_path, monkeypatch)
-    kind = getattr(turns, broken)
+    kind = getattr(ev, broken)
     original = actions.PERFORM[kind]
     armed = [True]
 

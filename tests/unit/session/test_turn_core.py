@@ -24,35 +24,65 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from agybridge.session import turn_events as ev
 from agybridge.session import turns
 from agybridge.session.config import LaunchSettings
 from agybridge.session.errors import SessionError
+from agybridge.session.ledgers import ChildLedger, PromptQueue
 
 ERROR = SessionError("boom")
 
 
 def _state(core: turns.TurnCore) -> str:
     # Sets sorted: a set's repr depends on its history (a copy's may differ).
-    return repr(
-        {
-            name: sorted(value) if isinstance(value, set) else value
-            for name, value in vars(core).items()
-            if name != "_out"
-        }
-    )
+    def plain(value: Any) -> Any:
+        if isinstance(value, set):
+            return sorted(value)
+        if isinstance(value, PromptQueue | ChildLedger):
+            return {k: plain(v) for k, v in vars(value).items()}
+        return value
+
+    return repr({name: plain(value) for name, value in vars(core).items() if name != "_out"})
+
+
+# White-box reads of the core's own records, for the invariants only (the
+# driver asks the core's queries; the test checks the records behind them).
+def _current(core: turns.TurnCore) -> ev.Turn | None:
+    return core._current
+
+
+def _queue(core: turns.TurnCore) -> list[float]:
+    return list(core._prompts._queue)
+
+
+def _ready(core: turns.TurnCore) -> set[float]:
+    return set(core._prompts._ready)
+
+
+def _answered(core: turns.TurnCore) -> set[float]:
+    return set(core._prompts._answered)
+
+
+def _gone(core: turns.TurnCore) -> set[float]:
+    return set(core._prompts._gone)
 
 
 class TurnCoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.gated = False
-        self.core = turns.TurnCore(LaunchSettings(mode="safe"), gate=turns.GateState.UNVERIFIED)
+        self.core = turns.TurnCore(LaunchSettings(mode="safe"))
+        #: Answers given (prompt -> its answer), as the driver gives them: an
+        #: amendment replaces an end_turn answer not yet given.
+        self.amended: set[float] = set()
+        assert self.core.handle(ev.GateStarted(True)) == []
         self.seq = 0
+        self.performed: list[ev.Action] = []
         self.arrived: list[float] = []
         #: Prompts whose request task has ended (PromptDropped): never told again.
         self.tasks_done: set[float] = set()
         self.steers: set[float] = set()
-        self.answers: dict[float, list[turns.AnswerPrompt]] = {}
+        self.answers: dict[float, list[ev.AnswerPrompt]] = {}
         self.cancel_marks: list[float] = []  # wire positions of session/cancel
         self.cancelled_prompts: set[float] = set()
         self.closing = False
@@ -61,7 +91,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.alive: set[int] = set()  # spawned, not exited
         self.started: list[float] = []
         self.applied: list[LaunchSettings] = []
-        self.armed: list[turns.ArmDeadline] = []
+        self.armed: list[ev.ArmDeadline] = []
         self.asking: set[float] = set()
         self.idle_tokens: list[int] = []
         #: A cancelled answer went out and the client has not spoken since:
@@ -75,15 +105,21 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.seq += 1
         return self.seq
 
-    def feed(self, event: turns.Event) -> None:
+    def feed(self, event: ev.Event) -> None:
         self.do(self.core.handle(event))
 
-    def do(self, actions: list[turns.Action]) -> None:
+    def do(self, actions: list[ev.Action]) -> None:
+        self.performed.extend(actions)
         for action in actions:
-            if isinstance(action, turns.AnswerPrompt):
+            if isinstance(action, ev.AmendAnswer):
+                [answer] = self.answers[action.seq]
+                assert answer.stop is ev.Stop.END_TURN and answer.error is None, action
+                assert action.seq not in self.amended, "amended twice"
+                self.amended.add(action.seq)
+            elif isinstance(action, ev.AnswerPrompt):
                 self.answers.setdefault(action.seq, []).append(action)
                 assert len(self.answers[action.seq]) == 1, f"answered twice: {action}"
-                if action.stop is turns.Stop.CANCELLED:
+                if action.stop is ev.Stop.CANCELLED:
                     covered = (
                         self.closing
                         or action.seq in self.cancelled_prompts
@@ -92,26 +128,30 @@ class TurnCoreMachine(RuleBasedStateMachine):
                     assert covered, f"cancelled without a cancel: {action}"
                     self.silent = True
                 self.asking.discard(action.seq)
-            elif isinstance(action, turns.SpawnChild):
+            elif isinstance(action, ev.SpawnChild):
                 assert not self.spawning and not self.alive, (
                     f"second child while {self.spawning | self.alive} exist"
                 )
                 self.spawning.add(action.incarnation)
-            elif isinstance(action, turns.StartTurn) and action.attempt == 1:
+            elif isinstance(action, ev.StartTurn) and action.attempt == 1:
                 self.check_order(action.seq)
                 self.started.append(action.seq)
-            elif isinstance(action, turns.ApplySettings):
+            elif isinstance(action, ev.ApplySettings):
                 assert action.new != action.old
                 self.applied.append(action.new)
-            elif isinstance(action, turns.ArmDeadline):
+            elif isinstance(action, ev.ArmDeadline):
                 self.armed.append(action)
-            elif isinstance(action, turns.ArmIdle):
+            elif isinstance(action, ev.ArmIdle):
                 self.idle_tokens.append(action.token)
-            elif isinstance(action, turns.AskAllowRetry):
+            elif isinstance(action, ev.AskAllowRetry):
                 self.asking.add(action.seq)
-            elif isinstance(action, turns.Closed):
+            elif isinstance(action, ev.StartFailed):
+                # The first agy could not be started: the session is over, as
+                # after a close (session/new fails; nothing more arrives).
+                self.closing = True
+            elif isinstance(action, ev.Closed):
                 self.closed_count += 1
-            elif isinstance(action, turns.SendAnnouncements):
+            elif isinstance(action, ev.SendAnnouncements):
                 assert not self.silent, "announced after a cancelled answer"
 
     def check_order(self, seq: float) -> None:
@@ -126,8 +166,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
         else:
             assert not waiting_steers, f"prompt {seq} started before steers {waiting_steers}"
 
-    def running(self) -> turns.Turn | None:
-        turn = self.core.current
+    def running(self) -> ev.Turn | None:
+        turn = _current(self.core)
         if turn is None or turn.incarnation is None:
             return None
         return self.core.turn_on(turn.incarnation)
@@ -139,9 +179,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         seq = self.next_seq()
         self.arrived.append(seq)
         self.spoke()
-        self.feed(turns.PromptArrived(seq))
+        self.feed(ev.PromptArrived(seq))
         if ready_now:
-            self.feed(turns.PromptReady(seq))
+            self.feed(ev.PromptReady(seq))
 
     @rule(ready_now=st.booleans())
     def steer(self, ready_now: bool) -> None:
@@ -149,26 +189,26 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.arrived.append(seq)
         self.steers.add(seq)
         self.spoke()
-        self.feed(turns.PromptArrived(seq, steer=True))
+        self.feed(ev.PromptArrived(seq, steer=True))
         if ready_now:
-            self.feed(turns.PromptReady(seq))
+            self.feed(ev.PromptReady(seq))
 
     @rule(data=st.data())
     def make_ready(self, data: st.DataObject) -> None:
-        waiting = [s for s in self.core.queue if s not in self.core.ready]
+        waiting = [s for s in _queue(self.core) if s not in _ready(self.core)]
         if waiting:
-            self.feed(turns.PromptReady(data.draw(st.sampled_from(waiting))))
+            self.feed(ev.PromptReady(data.draw(st.sampled_from(waiting))))
 
     @rule(data=st.data())
     def drop(self, data: st.DataObject) -> None:
         # Only a prompt that never became ready can be dropped (bad params).
-        waiting = [s for s in self.core.queue if s not in self.core.ready]
+        waiting = [s for s in _queue(self.core) if s not in _ready(self.core)]
         if waiting:
             seq = data.draw(st.sampled_from(waiting))
             # Answered by the handler (an error) before the core hears of it.
-            self.answers.setdefault(seq, []).append(turns.AnswerPrompt(seq, error=ERROR))
+            self.answers.setdefault(seq, []).append(ev.AnswerPrompt(seq, error=ERROR))
             self.tasks_done.add(seq)
-            self.feed(turns.PromptDropped(seq))
+            self.feed(ev.PromptDropped(seq))
 
     @rule(data=st.data())
     def told_again(self, data: st.DataObject) -> None:
@@ -177,9 +217,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         told = [s for s in self.arrived if s not in self.tasks_done]
         if told:
             seq = data.draw(st.sampled_from(told))
-            if seq in self.core.queue or seq in self.core.answered:
+            if seq in _queue(self.core) or seq in _answered(self.core):
                 trial = copy.deepcopy(self.core)
-                assert trial.handle(turns.PromptArrived(seq, steer=seq in self.steers)) == []
+                assert trial.handle(ev.PromptArrived(seq, steer=seq in self.steers)) == []
                 assert _state(trial) == _state(self.core)
 
     @rule(data=st.data())
@@ -187,32 +227,32 @@ class TurnCoreMachine(RuleBasedStateMachine):
         """A request task ends (Session.drop_prompt) after its prompt was
         answered, or while its turn still runs (the request went away): the
         core sends nothing, and nothing of it is told again."""
-        current = self.core.current
-        done = sorted(self.core.answered) + ([current.seq] if current is not None else [])
+        current = _current(self.core)
+        done = sorted(_answered(self.core)) + ([current.seq] if current is not None else [])
         done = [s for s in done if s not in self.tasks_done]
         if done:
             seq = data.draw(st.sampled_from(done))
             self.tasks_done.add(seq)
-            assert self.core.handle(turns.PromptDropped(seq)) == []
+            assert self.core.handle(ev.PromptDropped(seq)) == []
 
     @rule()
     def cancel(self) -> None:
         seq = self.next_seq()
         self.cancel_marks.append(seq)
-        self.feed(turns.Cancel(seq))
+        self.feed(ev.Cancel(seq))
 
     @rule(data=st.data())
     def cancel_one(self, data: st.DataObject) -> None:
         if self.arrived:
             seq = data.draw(st.sampled_from(self.arrived))
             self.cancelled_prompts.add(seq)
-            self.feed(turns.CancelPrompt(seq))
+            self.feed(ev.CancelPrompt(seq))
 
     @rule()
     def client_request(self) -> None:
         seq = self.next_seq()
         self.spoke()
-        self.feed(turns.ClientRequest(seq))
+        self.feed(ev.ClientRequest(seq))
 
     def spoke(self) -> None:
         self.silent = False
@@ -223,13 +263,13 @@ class TurnCoreMachine(RuleBasedStateMachine):
 
     @rule(mode=st.sampled_from(["safe", "ask", "autonomous"]), model=st.sampled_from([None, "m2"]))
     def configure(self, mode: str, model: str | None) -> None:
-        self.feed(turns.SettingsRequested(LaunchSettings(mode=mode, model=model)))
+        self.feed(ev.SettingsRequested(LaunchSettings(mode=mode, model=model)))
 
     @precondition(lambda self: not self.closing)
     @rule()
     def close(self) -> None:
         self.closing = True
-        self.feed(turns.Close())
+        self.feed(ev.Close())
 
     # --- agy and the world ------------------------------------------------------
 
@@ -240,9 +280,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         inc = self.spawning.pop()
         if ok:
             self.alive.add(inc)
-            self.feed(turns.ChildSpawned(inc))
+            self.feed(ev.ChildSpawned(inc))
         else:
-            self.feed(turns.ChildSpawnFailed(inc, ERROR))
+            self.feed(ev.ChildSpawnFailed(inc, ERROR))
 
     @rule(data=st.data(), heard=st.booleans())
     def output(self, data: st.DataObject, heard: bool) -> None:
@@ -251,9 +291,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
             if not self.core.output_is_news(inc, heard):
                 # The driver skips this event: it must change nothing at all.
                 trial = copy.deepcopy(self.core)
-                assert trial.handle(turns.ChildOutput(inc, heard=heard)) == []
+                assert trial.handle(ev.ChildOutput(inc, heard=heard)) == []
                 assert _state(trial) == _state(self.core)
-            self.feed(turns.ChildOutput(inc, heard=heard))
+            self.feed(ev.ChildOutput(inc, heard=heard))
 
     @rule(kind=st.sampled_from(["plain", "details", "error", "retry"]))
     def result(self, kind: str) -> None:
@@ -261,11 +301,15 @@ class TurnCoreMachine(RuleBasedStateMachine):
         if turn is None or turn.incarnation not in self.alive:
             return
         self.feed(
-            turns.TurnResult(
+            ev.ChildResult(
                 turn.incarnation,
-                needs_details=kind == "details",
+                success=kind in ("plain", "retry"),
+                outcome=ev.Outcome.AGY_ERROR
+                if kind in ("details", "error")
+                else ev.Outcome.END_TURN,
+                details_pending=kind == "details",
+                denied=kind == "retry",
                 error=ERROR if kind == "error" else None,
-                offer_retry=kind == "retry",
             )
         )
 
@@ -273,33 +317,33 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def details(self, with_error: bool) -> None:
         turn = self.running()
         if turn is not None and turn.incarnation is not None:
-            self.feed(turns.ErrorDetails(turn.incarnation, ERROR if with_error else None))
+            self.feed(ev.AgyErrorLine(turn.incarnation, ERROR if with_error else None))
 
     @rule(data=st.data())
     def fails_before_turn(self, data: st.DataObject) -> None:
         if self.alive:
             inc = data.draw(st.sampled_from(sorted(self.alive)))
-            self.feed(turns.ChildFailedBeforeTurn(inc, ERROR))
+            self.feed(ev.ChildResult(inc, success=False, error=ERROR))
 
     @rule(data=st.data(), clean=st.booleans())
     def exits(self, data: st.DataObject, clean: bool) -> None:
         if self.alive:
             inc = data.draw(st.sampled_from(sorted(self.alive)))
             self.alive.discard(inc)
-            self.feed(turns.ChildExited(inc, ERROR, clean=clean))
+            self.feed(ev.ChildExited(inc, ERROR, clean=clean))
 
     @rule(ok=st.booleans())
     def gate(self, ok: bool) -> None:
-        if self.core.gate is turns.GateState.VERIFYING:
-            self.feed(turns.GateVerified(ok))
+        if self.core.status().gate is ev.GateState.VERIFYING:
+            self.feed(ev.GateVerified(ok))
 
     @rule(allowed=st.booleans())
     def allow(self, allowed: bool) -> None:
         if self.asking:
             seq = min(self.asking)
             self.asking.discard(seq)
-            self.feed(turns.GateVerified(True))
-            self.feed(turns.AllowAnswered(seq, allowed))
+            self.feed(ev.GateVerified(True))
+            self.feed(ev.AllowAnswered(seq, allowed, gate_failure=None if allowed else "broken"))
 
     @rule(data=st.data())
     def idle_passed(self, data: st.DataObject) -> None:
@@ -307,25 +351,34 @@ class TurnCoreMachine(RuleBasedStateMachine):
         while nothing runs or waits, and is started again by the next prompt."""
         if self.idle_tokens:
             token = data.draw(st.sampled_from(self.idle_tokens))
-            busy = self.core.current is not None or bool(self.core.queue)
-            out = self.core.handle(turns.IdlePassed(token))
-            retired = [a for a in out if isinstance(a, turns.RetireChild)]
+            busy = _current(self.core) is not None or bool(_queue(self.core))
+            out = self.core.handle(ev.IdlePassed(token))
+            retired = [a for a in out if isinstance(a, ev.RetireChild)]
             assert not (retired and busy), "stopped agy while a prompt was waiting"
             assert not retired or token == self.idle_tokens[-1], "a stale idle timer fired"
             self.do(out)
 
-    @rule()
-    def internal_error(self) -> None:
-        self.feed(turns.InternalError(ERROR))
+    @rule(data=st.data())
+    def internal_error(self, data: st.DataObject) -> None:
+        """A bug in the driver: while serving the running turn, or a given prompt's."""
+        seq = data.draw(st.none() | st.sampled_from(self.arrived)) if self.arrived else None
+        self.feed(ev.InternalError(ERROR, seq))
+
+    @rule(data=st.data())
+    def action_failed(self, data: st.DataObject) -> None:
+        """Performing one of the actions decided so far raised (a bug)."""
+        if self.performed:
+            action = data.draw(st.sampled_from(self.performed[-8:]))
+            self.feed(ev.ActionFailed(action, ERROR))
 
     @rule(data=st.data())
     def deadline(self, data: st.DataObject) -> None:
         if self.armed:
             armed = data.draw(st.sampled_from(self.armed))
             kind = armed.kind
-            if kind is turns.Deadline.STALL_NOTICE and data.draw(st.booleans()):
-                kind = turns.Deadline.STALL_TIMEOUT
-            self.feed(turns.DeadlinePassed(kind, armed.seq, armed.incarnation, ERROR))
+            if kind is ev.Deadline.STALL_NOTICE and data.draw(st.booleans()):
+                kind = ev.Deadline.STALL_TIMEOUT
+            self.feed(ev.DeadlinePassed(kind, armed.seq, armed.incarnation, ERROR))
 
     # --- invariants -------------------------------------------------------------
 
@@ -335,7 +388,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def nothing_mapped_for_an_answered_turn(self) -> None:
-        turn = self.core.current
+        turn = _current(self.core)
         if turn is not None:
             assert turn.seq not in self.answers
 
@@ -343,34 +396,34 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def only_prompts_that_may_be_told_again_are_remembered(self) -> None:
         """The core's memory of answered prompts is bounded by the requests
         still running (it grew by one per prompt for the session's life)."""
-        assert not self.core.answered & self.tasks_done
-        assert self.core.answered <= set(self.answers)
-        assert len(self.core.gone) <= 1
+        assert not _answered(self.core) & self.tasks_done
+        assert _answered(self.core) <= set(self.answers)
+        assert len(_gone(self.core)) <= 1
 
     @invariant()
     def settings_only_change_between_turns(self) -> None:
-        if self.core.current is None and not self.closing:
+        if _current(self.core) is None and not self.closing:
             assert self.core.settings == self.core.requested
 
     def teardown(self) -> None:
         """Close, let every child go: every prompt is answered exactly once."""
         if not self.closing:
             self.closing = True
-            self.feed(turns.Close())
+            self.feed(ev.Close())
         for _ in range(10):
             for inc in sorted(self.spawning):
                 self.spawning.discard(inc)
                 self.alive.add(inc)
-                self.feed(turns.ChildSpawned(inc))
+                self.feed(ev.ChildSpawned(inc))
             for inc in sorted(self.alive):
                 self.alive.discard(inc)
-                self.feed(turns.ChildExited(inc, ERROR))
+                self.feed(ev.ChildExited(inc, ERROR))
             if not self.spawning and not self.alive:
                 break
         assert self.closed_count == 1, "the session never finished closing"
         unanswered = [seq for seq in self.arrived if len(self.answers.get(seq, [])) != 1]
         assert not unanswered, f"prompts not answered exactly once: {unanswered}"
-        assert self.core.current is None and not self.core.queue
+        assert _current(self.core) is None and not _queue(self.core)
 
 
 TurnCoreMachine.TestCase.settings = settings(
@@ -381,7 +434,7 @@ TurnCoreMachine.TestCase.settings = settings(
 test_turn_core = TurnCoreMachine.TestCase
 
 
-def run(events: list[Any]) -> list[turns.Action]:
+def run(events: list[Any]) -> list[ev.Action]:
     core = turns.TurnCore(LaunchSettings())
     out = core.start()
     for event in events:
@@ -392,10 +445,10 @@ def run(events: list[Any]) -> list[turns.Action]:
 def test_a_prompt_runs_on_the_warm_child_and_ends_on_its_result() -> None:
     actions = run(
         [
-            turns.ChildSpawned(1),
-            turns.PromptArrived(1),
-            turns.PromptReady(1),
-            turns.TurnResult(1),
+            ev.ChildSpawned(1),
+            ev.PromptArrived(1),
+            ev.PromptReady(1),
+            ev.ChildResult(1, success=True, outcome=ev.Outcome.END_TURN),
         ]
     )
     kinds = [type(a).__name__ for a in actions]
@@ -411,84 +464,85 @@ def test_a_prompt_runs_on_the_warm_child_and_ends_on_its_result() -> None:
         "AnswerPrompt",
         "ArmIdle",
     ]
-    assert actions[-2] == turns.AnswerPrompt(1, turns.Stop.END_TURN)
+    assert actions[-2] == ev.AnswerPrompt(1, ev.Stop.END_TURN)
 
 
 def test_close_while_the_gate_is_verified_answers_the_prompt() -> None:
     """Issue 9 item 1: a first ask-mode turn waiting for the gate check."""
-    core = turns.TurnCore(LaunchSettings(mode="ask"), gate=turns.GateState.UNVERIFIED)
+    core = turns.TurnCore(LaunchSettings(mode="ask"))
+    core.handle(ev.GateStarted(True))
     out = core.start()
-    assert turns.VerifyGate() in out
-    out = core.handle(turns.PromptArrived(1)) + core.handle(turns.PromptReady(1))
-    assert not any(isinstance(a, turns.SendUserTurn) for a in out)
-    out = core.handle(turns.Close())
-    assert turns.AnswerPrompt(1, turns.Stop.CANCELLED) in out
+    assert ev.VerifyGate() in out
+    out = core.handle(ev.PromptArrived(1)) + core.handle(ev.PromptReady(1))
+    assert not any(isinstance(a, ev.SendUserTurn) for a in out)
+    out = core.handle(ev.Close())
+    assert ev.AnswerPrompt(1, ev.Stop.CANCELLED) in out
 
 
 def test_after_a_cancelled_answer_announcements_wait_for_the_client() -> None:
     core = turns.TurnCore(LaunchSettings())
     core.start()
-    core.handle(turns.ChildSpawned(1))
-    core.handle(turns.PromptArrived(1))
-    core.handle(turns.PromptReady(1))
-    core.handle(turns.Cancel(2))
-    out = core.handle(turns.ChildExited(1, ERROR))
-    assert turns.AnswerPrompt(1, turns.Stop.CANCELLED) in out
+    core.handle(ev.ChildSpawned(1))
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
+    core.handle(ev.Cancel(2))
+    out = core.handle(ev.ChildExited(1, ERROR))
+    assert ev.AnswerPrompt(1, ev.Stop.CANCELLED) in out
     assert core.announce("catalog") == []
     assert core.announce("commands") == []
-    out = core.handle(turns.ClientRequest(3))
-    assert out == [turns.SendAnnouncements(frozenset({"catalog", "commands"}))]
-    assert core.announce("catalog") == [turns.SendAnnouncements(frozenset({"catalog"}))]
+    out = core.handle(ev.ClientRequest(3))
+    assert out == [ev.SendAnnouncements(frozenset({"catalog", "commands"}))]
+    assert core.announce("catalog") == [ev.SendAnnouncements(frozenset({"catalog"}))]
 
 
 def test_a_silent_agy_fails_the_turn_once_it_is_gone_and_the_session_goes_on() -> None:
     core = turns.TurnCore(LaunchSettings())
     core.start()
-    core.handle(turns.ChildSpawned(1))
-    core.handle(turns.PromptArrived(1))
-    out = core.handle(turns.PromptReady(1))
-    assert turns.ArmDeadline(turns.Deadline.STARTUP, 1, 1) in out
-    out = core.handle(turns.DeadlinePassed(turns.Deadline.STARTUP, 1, 1, ERROR))
-    assert out == [turns.RefusePermissions(), turns.RetireChild(1, "agy did not start")]
-    out = core.handle(turns.ChildExited(1, ERROR))
-    assert turns.AnswerPrompt(1, error=ERROR) in out
+    core.handle(ev.ChildSpawned(1))
+    core.handle(ev.PromptArrived(1))
+    out = core.handle(ev.PromptReady(1))
+    assert ev.ArmDeadline(ev.Deadline.STARTUP, 1, 1) in out
+    out = core.handle(ev.DeadlinePassed(ev.Deadline.STARTUP, 1, 1, ERROR))
+    assert out == [ev.RefusePermissions(), ev.RetireChild(1, "agy did not start")]
+    out = core.handle(ev.ChildExited(1, ERROR))
+    assert ev.AnswerPrompt(1, error=ERROR) in out
     # Retired for a failure: not respawned warm; the next prompt spawns.
-    assert not any(isinstance(a, turns.SpawnChild) for a in out)
-    out = core.handle(turns.PromptArrived(2)) + core.handle(turns.PromptReady(2))
-    assert turns.SpawnChild(2, resume=True, gated=False) in out
+    assert not any(isinstance(a, ev.SpawnChild) for a in out)
+    out = core.handle(ev.PromptArrived(2)) + core.handle(ev.PromptReady(2))
+    assert ev.SpawnChild(2, resume=True, gated=False) in out
 
 
 def test_an_idle_agy_is_stopped_and_the_next_prompt_starts_one() -> None:
     core = turns.TurnCore(LaunchSettings())
     core.start()
-    out = core.handle(turns.ChildSpawned(1))
-    assert out == [turns.ArmIdle(1)]
-    core.handle(turns.PromptArrived(1))
-    core.handle(turns.PromptReady(1))
-    out = core.handle(turns.TurnResult(1))
-    assert out[-1] == turns.ArmIdle(2)
-    assert core.handle(turns.IdlePassed(1)) == []  # stale: a turn ran since
-    out = core.handle(turns.IdlePassed(2))
-    assert out == [turns.RetireChild(1, "idle timeout")]
-    out = core.handle(turns.ChildExited(1, ERROR))
-    assert not any(isinstance(a, turns.SpawnChild) for a in out)
-    out = core.handle(turns.PromptArrived(2)) + core.handle(turns.PromptReady(2))
-    assert turns.SpawnChild(2, resume=True, gated=False) in out
+    out = core.handle(ev.ChildSpawned(1))
+    assert out == [ev.ArmIdle(1)]
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
+    out = core.handle(ev.ChildResult(1, success=True, outcome=ev.Outcome.END_TURN))
+    assert out[-1] == ev.ArmIdle(2)
+    assert core.handle(ev.IdlePassed(1)) == []  # stale: a turn ran since
+    out = core.handle(ev.IdlePassed(2))
+    assert out == [ev.RetireChild(1, "idle timeout")]
+    out = core.handle(ev.ChildExited(1, ERROR))
+    assert not any(isinstance(a, ev.SpawnChild) for a in out)
+    out = core.handle(ev.PromptArrived(2)) + core.handle(ev.PromptReady(2))
+    assert ev.SpawnChild(2, resume=True, gated=False) in out
 
 
 def test_a_change_during_a_turn_applies_once_when_it_ends() -> None:
     core = turns.TurnCore(LaunchSettings())
     core.start()
-    core.handle(turns.ChildSpawned(1))
-    core.handle(turns.PromptArrived(1))
-    core.handle(turns.PromptReady(1))
+    core.handle(ev.ChildSpawned(1))
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
     new = attrs.evolve(LaunchSettings(), model="m2")
-    assert core.handle(turns.SettingsRequested(new)) == []
-    out = core.handle(turns.TurnResult(1))
-    applied = [a for a in out if isinstance(a, turns.ApplySettings)]
-    assert applied == [turns.ApplySettings(LaunchSettings(), new, announce=True)]
-    assert turns.RetireChild(1, "configuration changed") in out
-    assert out.index(applied[0]) < out.index(turns.AnswerPrompt(1, turns.Stop.END_TURN))
+    assert core.handle(ev.SettingsRequested(new)) == []
+    out = core.handle(ev.ChildResult(1, success=True, outcome=ev.Outcome.END_TURN))
+    applied = [a for a in out if isinstance(a, ev.ApplySettings)]
+    assert applied == [ev.ApplySettings(LaunchSettings(), new, announce=True)]
+    assert ev.RetireChild(1, "configuration changed") in out
+    assert out.index(applied[0]) < out.index(ev.AnswerPrompt(1, ev.Stop.END_TURN))
 
 
 def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None:
@@ -496,32 +550,32 @@ def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None
     order), then 2 and 3. With nothing running a steer starts at once."""
     core = turns.TurnCore(LaunchSettings(mode="safe"))
     out = core.start()
-    out += core.handle(turns.ChildSpawned(1))
+    out += core.handle(ev.ChildSpawned(1))
     for seq, steer in ((1, False), (2, False), (3, False), (4, True), (5, True)):
-        out += core.handle(turns.PromptArrived(seq, steer=steer))
-        out += core.handle(turns.PromptReady(seq))
-    started = [a.seq for a in out if isinstance(a, turns.StartTurn)]
+        out += core.handle(ev.PromptArrived(seq, steer=steer))
+        out += core.handle(ev.PromptReady(seq))
+    started = [a.seq for a in out if isinstance(a, ev.StartTurn)]
     assert started == [1]
     for _ in range(4):
-        out += core.handle(turns.TurnResult(1))
-    started = [a.seq for a in out if isinstance(a, turns.StartTurn)]
+        out += core.handle(ev.ChildResult(1, success=True, outcome=ev.Outcome.END_TURN))
+    started = [a.seq for a in out if isinstance(a, ev.StartTurn)]
     assert started == [1, 4, 5, 2, 3]
-    idle = core.handle(turns.TurnResult(1))
-    assert core.current is None
-    idle += core.handle(turns.PromptArrived(6, steer=True))
-    idle += core.handle(turns.PromptReady(6))
-    assert [a.seq for a in idle if isinstance(a, turns.StartTurn)] == [6]
+    idle = core.handle(ev.ChildResult(1, success=True, outcome=ev.Outcome.END_TURN))
+    assert not core.busy
+    idle += core.handle(ev.PromptArrived(6, steer=True))
+    idle += core.handle(ev.PromptReady(6))
+    assert [a.seq for a in idle if isinstance(a, ev.StartTurn)] == [6]
 
 
 def test_output_is_news_until_the_child_spoke_and_the_turn_was_heard() -> None:
     core = turns.TurnCore(LaunchSettings())
     core.start()
-    for event in (turns.ChildSpawned(1), turns.PromptArrived(1), turns.PromptReady(1)):
+    for event in (ev.ChildSpawned(1), ev.PromptArrived(1), ev.PromptReady(1)):
         core.handle(event)
     assert core.output_is_news(1, heard=False)  # the child's first line
-    core.handle(turns.ChildOutput(1, heard=False))  # e.g. its init
+    core.handle(ev.ChildOutput(1, heard=False))  # e.g. its init
     assert not core.output_is_news(1, heard=False)
     assert core.output_is_news(1, heard=True)  # the turn's first step
-    core.handle(turns.ChildOutput(1, heard=True))
+    core.handle(ev.ChildOutput(1, heard=True))
     assert not core.output_is_news(1, heard=True)
     assert not core.output_is_news(2, heard=True)  # no such child
