@@ -341,8 +341,11 @@ def session_deps(
     many_clients: bool = False,
 ) -> SessionDeps:
     """What every session of this bridge (or daemon: ``many_clients``) shares."""
+    from .agy.binary import AgyRuns  # noqa: PLC0415 - with the first session, not at start-up
+
     return SessionDeps(
         agy_bin=settings.resolve_agy_bin() or settings.agy_bin,
+        agy_runs=AgyRuns(settings.agy_bin, from_env=settings.agy_bin_set),
         policy=EscalationPolicy(settings.sigint_grace_s, settings.sigterm_grace_s),
         max_line_bytes=settings.max_line_bytes,
         context_window_override=settings.context_window,
@@ -387,9 +390,11 @@ def start_housekeeping(
             session.announce("catalog")
 
     async def discover() -> None:
+        runs = manager.deps.agy_runs
         await catalog.run(
             settings.resolve_agy_bin() or settings.agy_bin,
             catalog_changed,
+            version=runs.version if runs is not None else None,
             timeout_s=settings.timeouts.startup_s,
             cache_get=store.cache_get,
             cache_put=lambda key, value: store.cache_put(key, value, DISCOVERY_CACHE_TTL_S),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 
 import attrs
 
@@ -83,9 +84,18 @@ async def run_subcommand(agy_bin: str, subcommand: str) -> str:
         raise DiscoveryError(f"could not run {agy_bin!r} {subcommand}: {exc}") from exc
     stderr = done.stderr.decode("utf-8", "replace").strip()
     if done.returncode != 0:
-        last = stderr.splitlines()[-1] if stderr else f"exit code {done.returncode}"
-        raise DiscoveryError(f"agy {subcommand} failed: {last}")
+        code = done.returncode
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        last = f": {stderr.splitlines()[-1]}" if stderr else ""
+        raise DiscoveryError(f"agy {subcommand} {how}{last}")
     return done.stdout.decode("utf-8", "replace")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 async def discover_models(agy_bin: str) -> list[ModelInfo]:

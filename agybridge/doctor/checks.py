@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import os
 import re
-import shutil
 import stat
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 import attrs
 
 from ..agy import ProbeResult, SignIn
+from ..agy.binary import locate
 from ..config import Settings
 
 #: The PreToolUse hook gate needs agy >= 1.1.18 (hooks-and-tools.md §A2).
@@ -50,45 +50,11 @@ def failures(checks: Sequence[Check]) -> int:
 
 def agy_binary(settings: Settings) -> tuple[Check, str | None]:
     """Where agy is, telling unset / missing / a directory / not executable apart."""
-    name = settings.agy_bin
-    if not settings.agy_bin_set or os.sep not in name:
-        found = shutil.which(name)
-        if found is not None:
-            return Check("agy", Status.OK, f"{found} (found on PATH)"), found
-        if not settings.agy_bin_set:
-            return Check(
-                "agy",
-                Status.FAIL,
-                "agy is not on PATH and AGY_BIN is not set",
-                "install agy (https://antigravity.google/docs/cli) or set AGY_BIN=/path/to/agy",
-            ), None
-        return Check(
-            "agy",
-            Status.FAIL,
-            f"AGY_BIN={name!r} is not a program on PATH",
-            "set AGY_BIN to the absolute path of the agy binary",
-        ), None
-    path = Path(name).expanduser()
-    shown = f"AGY_BIN={name}"
-    if not path.exists():
-        return Check(
-            "agy",
-            Status.FAIL,
-            f"{shown} does not exist",
-            "correct AGY_BIN (`command -v agy` in a terminal shows where agy is)",
-        ), None
-    if path.is_dir():
-        inside = path / "agy"
-        fix = (
-            f"set AGY_BIN={inside}"
-            if inside.is_file()
-            else "set AGY_BIN to the agy program itself, not its folder"
-        )
-        return Check("agy", Status.FAIL, f"{shown} is a directory, not the agy program", fix), None
-    if not os.access(path, os.X_OK):
-        return Check("agy", Status.FAIL, f"{shown} is not executable", f"chmod +x {path}"), None
-    resolved = str(path.resolve())
-    return Check("agy", Status.OK, f"{resolved} (AGY_BIN)"), resolved
+    binary = locate(settings.agy_bin, from_env=settings.agy_bin_set)
+    if binary.path is None:
+        return Check("agy", Status.FAIL, binary.problem or "agy not found", binary.fix), None
+    where = "AGY_BIN" if settings.agy_bin_set and os.sep in settings.agy_bin else "found on PATH"
+    return Check("agy", Status.OK, f"{binary.path} ({where})"), binary.path
 
 
 def skipped(name: str, reason: str) -> Check:

@@ -224,7 +224,10 @@ async def spawn_child(session: Session, action: ev.SpawnChild) -> None:
     try:
         await session.slot.ensure(session.nursery, action.incarnation, argv, launch.cwd, env)
     except AgySpawnError as exc:
-        error = AgyStartError(str(exc), data={"argv": argv})
+        located = session.deps.agy_runs.located() if session.deps.agy_runs else None
+        # The program itself is the problem (it went away, say): say so and how to fix it.
+        text = located.message() if located is not None and located.path is None else str(exc)
+        error = AgyStartError(text, data={"argv": argv})
         await session.feed(ev.ChildSpawnFailed(action.incarnation, error))
         return
     except Exception as exc:

@@ -47,11 +47,14 @@ class CatalogService:
         agy_bin: str,
         on_change: Callable[[], Awaitable[None]],
         *,
+        version: Callable[[], Awaitable[str]] | None = None,
         cache_get: CacheGet | None = None,
         cache_put: CachePut | None = None,
         timeout_s: float = DISCOVERY_TIMEOUT_S,
     ) -> None:
         """Load the cache, then discover; ``on_change`` after each change.
+        ``version``: asks agy's version (shared with the sessions' check that
+        agy runs), else ``agy --version`` is run here.
 
         Never raises for agy failures (logged, and kept in :attr:`error`).
         """
@@ -76,7 +79,10 @@ class CatalogService:
             self.loaded.set()
         try:
             with trio.fail_after(timeout_s):
-                version = (await run_subcommand(agy_bin, "--version")).strip() or None
+                said = await version() if version is not None else None
+                if said is None:
+                    said = (await run_subcommand(agy_bin, "--version")).strip()
+                agy_version = said or None
                 models = await discover_models(agy_bin)
                 agents = await discover_agents(agy_bin)
         except (DiscoveryError, trio.TooSlowError) as exc:
@@ -88,7 +94,7 @@ class CatalogService:
             logger.warning("could not list agy's models/agents: %s", self.error)
             self.refreshed.set()
             return
-        catalog = Catalog(models=tuple(models), agents=tuple(agents), agy_version=version)
+        catalog = Catalog(models=tuple(models), agents=tuple(agents), agy_version=agy_version)
         self.error = None
         changed = catalog != self.catalog
         self._set(catalog)

@@ -12,6 +12,7 @@ from .config import Catalog
 
 if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy start-up)
     from ..agy import EscalationPolicy
+    from ..agy.binary import AgyRuns
     from ..store import AsyncStore
 
 #: Asks the client something (``session/request_permission``): (method, params).
@@ -54,3 +55,6 @@ class SessionDeps:
     #: Clients come and go and may take a session from each other (the daemon);
     #: a stdio bridge has one client for its whole life.
     many_clients: bool = False
+    #: Whether agy runs at all, checked before the first session's agy
+    #: (None: not checked, e.g. in tests that use their own stand-in).
+    agy_runs: AgyRuns | None = None

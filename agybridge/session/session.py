@@ -139,8 +139,9 @@ class Session:
         failure: BaseException | None = None
         self._clock = trio.lowlevel.current_clock()
         try:
-            # Made before the nursery, as trio's _run_process opens its process
-            # outside its nursery: a failure reaches session/new as itself.
+            # Checked and made before the nursery, as trio's _run_process opens
+            # its process outside its nursery: a failure reaches session/new as itself.
+            await self._check_agy_runs()
             self.staging = await self._prepare_private_root()
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -180,6 +181,12 @@ class Session:
                 dict(self.unrecognised) or "none",
             )
 
+    async def _check_agy_runs(self) -> None:
+        runs = self.deps.agy_runs
+        failure = await runs.failure() if runs is not None else None
+        if failure is not None:
+            raise AgyStartError(failure, data={"agyBin": self.deps.agy_bin})
+
     async def _prepare_private_root(self) -> StagingArea | None:
         try:
             return await prepare_private_root(
@@ -187,8 +194,8 @@ class Session:
             )
         except PrivateRootError as exc:
             raise AgyStartError(
-                f"{exc.message}. Make that directory writable, or point "
-                "AGYBRIDGE_STAGING_DIR at one that is (`agybridge doctor` checks it).",
+                f"{exc.message}: make it a writable directory, or set "
+                "AGYBRIDGE_STAGING_DIR to one (`agybridge doctor` checks it)",
                 data={"path": exc.base},
             ) from exc
 

@@ -4,6 +4,7 @@ editor's MCP servers (never the user's project or agy's global config)."""
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,13 @@ class PrivateRootError(StagingError):
 
 
 def _start_error(exc: Exception, base: str) -> PrivateRootError:
+    cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+    if os.path.exists(base) and not os.path.isdir(base):
+        reason = "it is not a directory"
+    elif isinstance(cause, OSError) and cause.strerror:
+        reason = cause.strerror
+    else:
+        reason = str(cause)
     return PrivateRootError(
-        f"could not prepare the session's private directory under {base!r}: {exc}", base
+        f"the session's private directory could not be made under {base!r} ({reason})", base
     )
