@@ -10,10 +10,10 @@ from ..jsonrpc import RpcError
 from ..session import Session
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError
-from ..session.runtime import runtime, status_text
 from ..translate.tool_calls import fenced
 from ..workspace.mutations import FORCE_HINT
 from .extensions import diff_of, rollback
+from .runtime import runtime, status_text
 
 
 async def run_command(

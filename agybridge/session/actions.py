@@ -6,29 +6,82 @@ effects (agy children, the gate, settings, deadlines, announcements)."""
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 from ..acp import codec, models
-from ..agy import AgySpawnError, build_argv
+from ..agy import AgySpawnError, InitEvent, ResultEvent, build_argv
 from ..translate.history import storable
 from ..translate.mapper import TurnMapper
 from ..translate.usage import context_window
-from . import output, timers
+from . import errors
 from . import turn_events as ev
-from .errors import AgyStartError, auth_required, internal_error
-from .gating import ask_allow_and_retry, show_allow_outcome
+from .errors import AgyStartError, SessionError, internal_error
 from .outlet import turn_outcome
 from .prompts import AttemptScopes, PromptWork, make_title
 
 if TYPE_CHECKING:
-    from .session import Session
+    from collections import Counter
+
+    from ..store import SessionRecord
+    from ..workspace.mutations import MutationLog
+    from ..workspace.staging import StagingArea
+    from .child_slot import ChildSlot
+    from .commands import Announcer
+    from .deps import SessionDeps
+    from .gating import GatePort
+    from .outlet import Outlet
+    from .persistence import Conversation, SessionBook
+    from .prompts import PromptBook
+    from .spec import SessionSpec
+    from .timers import Deadlines
+    from .turns import TurnCore
+
+
+class SessionHost(Protocol):
+    """What the performers of the core's actions (and the loop's readers of
+    agy's messages, ``child_events.py``) use of the session: its parts, its
+    ports, and the loop's ways in. ``Session`` is the one implementation."""
+
+    session_id: str
+    cwd: str
+    additional_dirs: tuple[str, ...]
+    spec: SessionSpec
+    deps: SessionDeps
+    core: TurnCore
+    outlet: Outlet
+    prompts: PromptBook
+    book: SessionBook
+    announcer: Announcer
+    conversation: Conversation
+    mutations: MutationLog
+    slot: ChildSlot
+    gates: GatePort
+    deadlines: Deadlines
+    staging: StagingArea | None
+    nursery: trio.Nursery | None
+    title: str | None
+    model: str | None
+    plan: tuple[Mapping[str, Any], ...]
+    unrecognised: Counter[str]
+
+    async def feed(self, event: ev.Event) -> None: ...
+    async def save(self) -> None: ...
+    def save_soon(self) -> None: ...
+    def record(self, updated_at: str | None = None) -> SessionRecord: ...
+    def start_failed(self, error: SessionError) -> None: ...
+    def roots(self) -> list[str]: ...
+    def learned(self, event: InitEvent | ResultEvent, incarnation: int) -> None: ...
+    def heard_from(self, incarnation: int) -> None: ...
+    def turn_work_on(self, incarnation: int) -> tuple[ev.Turn, PromptWork] | None: ...
+
+
+Session = SessionHost
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +119,12 @@ async def send_user_turn(session: Session, action: ev.SendUserTurn) -> None:
     child = session.slot.get(action.incarnation)
     assert work is not None and work.mapper is not None and child is not None
     mapper = work.mapper
-    usage = session.result_usage(action.incarnation)
+    usage = session.slot.result_usage(action.incarnation)
     if usage is not None:
         mapper.previous_result_usage = usage
     # Only the first turn of a new conversation has nothing before it in the
     # cumulative sum (a result without usage leaves no figure to subtract).
-    mapper.fresh_process = "--conversation" not in child.argv and not session.had_result(
+    mapper.fresh_process = "--conversation" not in child.argv and not session.slot.had_result(
         action.incarnation
     )
     mapper.gate_active = action.gated
@@ -84,7 +137,7 @@ async def send_user_turn(session: Session, action: ev.SendUserTurn) -> None:
         # this prompt, which waited for it): agy reads what it undid first. Kept
         # in the text for a resend of this turn.
         work.text = note + work.text
-    session.last_output = trio.current_time()
+    session.deadlines.heard(trio.current_time())
     try:
         await child.send_user(work.text)
     except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -142,9 +195,7 @@ def _answered(session: Session, seq: float) -> None:
         session.book.count_usage(work.mapper)
 
 
-def _give(
-    work: PromptWork, action: ev.AnswerPrompt | ev.AmendAnswer
-) -> models.SessionInfoUpdate:
+def _give(work: PromptWork, action: ev.AnswerPrompt | ev.AmendAnswer) -> models.SessionInfoUpdate:
     """Answer the prompt's request; the turn-outcome notification that goes with it."""
     if action.error is not None:
         work.answer(error=action.error)
@@ -177,11 +228,11 @@ async def record_turn(session: Session, action: ev.RecordTurn) -> None:
 
 async def gate_notice(session: Session, action: ev.GateFallbackNotice) -> None:
     work = session.prompts.get(action.seq)
-    assert session.gate is not None and work is not None and work.mapper is not None
+    assert work is not None and work.mapper is not None
     await say(
         session,
         work.mapper,
-        f"⚠️ The permission gate is not available ({session.gate.failure}), so this session "
+        f"⚠️ The permission gate is not available ({session.gates.failure}), so this session "
         "runs in safe mode: agy's own checks apply, and actions that need approval are "
         "auto-denied.\n\n",
         "gate",
@@ -191,7 +242,7 @@ async def gate_notice(session: Session, action: ev.GateFallbackNotice) -> None:
 async def stall_notice(session: Session, action: ev.StallNotice) -> None:
     work = session.prompts.get(action.seq)
     assert work is not None and work.mapper is not None
-    text = output.stall_notice_text(session.deps.timeouts.stall_notice_s)
+    text = errors.stall_notice_text(session.deps.timeouts.stall_notice_s)
     await session.outlet.send(
         models.AgentThoughtChunk(
             content=models.TextContent(text=text), message_id=f"{work.mapper.message_id}-stall"
@@ -213,14 +264,10 @@ async def spawn_child(session: Session, action: ev.SpawnChild) -> None:
     roots = session.additional_dirs
     if session.staging is not None:
         roots = (*roots, session.staging.root)
-    gate = session.gate if action.gated else None
+    hook_dir, env = session.gates.agy_env(action.gated)
     resume = session.conversation.resume_id(action.resume)
-    launch = action.settings.launch_spec(
-        session.cwd, roots, resume, gate_dir=gate.hook_dir if gate is not None else None
-    )
+    launch = action.settings.launch_spec(session.cwd, roots, resume, gate_dir=hook_dir)
     argv = build_argv(session.deps.agy_bin, launch)
-    env = gate.agy_env(session.deps.env) if gate is not None else session.deps.env
-    session.notes[action.incarnation] = output.ChildNotes()
     try:
         await session.slot.ensure(session.nursery, action.incarnation, argv, launch.cwd, env)
     except AgySpawnError as exc:
@@ -249,52 +296,40 @@ async def retire_child(session: Session, action: ev.RetireChild) -> None:
 
 
 async def verify_gate(session: Session, action: ev.VerifyGate) -> None:
-    gate = session.gate
-    assert gate is not None and session.nursery is not None
-
-    async def verify() -> None:
-        await gate.verify(session.deps.agy_bin, session.deps.env)
-        signed_out = auth_required(gate.failure or "") if gate.signed_out else None
-        session.post(ev.GateVerified(gate.failure is None, signed_out))
-
-    session.start_soon(verify)
+    session.gates.verify()
 
 
 async def permissions(
     session: Session, action: ev.RefusePermissions | ev.AcceptPermissions
 ) -> None:
-    if session.gate is not None and isinstance(action, ev.RefusePermissions):
-        session.gate.refuse_pending()
-    elif session.gate is not None:
-        session.gate.accept_requests()
+    session.gates.permissions(action)
 
 
 async def apply_settings(session: Session, action: ev.ApplySettings) -> None:
     session.model = action.new.model
     session.save_soon()
-    if session.gate is not None:
-        session.gate.set_mode(action.new.mode)
+    session.gates.set_mode(action.new.mode)
     logger.info("session %s: settings changed: %s", session.session_id, action.new)
     if action.announce:
         await session.announcer.settings_applied(action.old, action.new)
 
 
 async def ask_allow(session: Session, action: ev.AskAllowRetry) -> None:
-    await ask_allow_and_retry(session, action.seq)
+    work = session.prompts.get(action.seq)
+    assert work is not None and work.mapper is not None
+    await session.gates.ask_allow(action.seq, work.mapper, work.timers)
 
 
 async def show_allow_answer(session: Session, action: ev.ShowAllowAnswer) -> None:
-    await show_allow_outcome(session, action)
+    work = session.prompts.get(action.seq)
+    assert work is not None and work.mapper is not None
+    await session.gates.show_allow_answer(action, work.mapper)
 
 
 async def arm_deadline(session: Session, action: ev.ArmDeadline) -> None:
     work = session.prompts.get(action.seq)
     assert work is not None
-    if action.kind in timers.STALL_KINDS:
-        session.stall_watch.arm(action)
-        work.timers.on_cancel(functools.partial(session.stall_watch.disarm, action))
-        return
-    session.start_soon(functools.partial(timers.arm, session, action), work.timers)
+    session.deadlines.arm(action, work.timers)
 
 
 async def announcements(session: Session, action: ev.SendAnnouncements) -> None:
@@ -313,17 +348,7 @@ async def start_failed(session: Session, action: ev.StartFailed) -> None:
 
 
 async def arm_idle(session: Session, action: ev.ArmIdle) -> None:
-    idle_s = session.deps.timeouts.idle_s
-    if idle_s <= 0:
-        return
-    session.idle_timer.cancel()  # a newer idle period replaces the older one
-    session.idle_timer = AttemptScopes()
-
-    async def wait_idle() -> None:
-        await trio.sleep(idle_s)
-        session.post(ev.IdlePassed(action.token))
-
-    session.start_soon(wait_idle, session.idle_timer)
+    session.deadlines.arm_idle(action)
 
 
 #: What performs each of the core's actions (the session loop looks it up).

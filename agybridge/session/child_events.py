@@ -24,12 +24,13 @@ from ..agy import (
 from ..translate.mapper import OutcomeKind
 from ..translate.tool_calls import NO_OBSERVATION
 from ..workspace.mutations import observe_step
-from . import output
+from ..workspace.reads import observe_for
+from . import errors
 from . import turn_events as ev
 
 if TYPE_CHECKING:
+    from .actions import SessionHost as Session
     from .prompts import PromptWork
-    from .session import Session
 
     #: The unanswered turn running on a child, and its work (`Session.turn_work_on`).
     OnTurn = tuple[ev.Turn, PromptWork] | None
@@ -41,17 +42,17 @@ async def on_child_message(session: Session, message: ChildStderr | ChildExited)
     """A message other than stdout events (those come batched: :func:`on_child_event`)."""
     inc = message.incarnation
     if isinstance(message, ChildExited):
-        session.forget_child(inc)
+        session.slot.forget(inc)
         on_turn = session.turn_work_on(inc)
         details_error = None
         if on_turn is not None and on_turn[1].mapper is not None:
-            details_error = output.result_error(
+            details_error = errors.result_error(
                 on_turn[1].mapper, auth_failed=on_turn[1].auth_failed
             )
         await session.feed(
             ev.ChildExited(
                 inc,
-                output.exit_error(message),
+                errors.exit_error(message),
                 clean=message.returncode == 0,
                 result_error=details_error,
             )
@@ -59,9 +60,9 @@ async def on_child_message(session: Session, message: ChildStderr | ChildExited)
         return
     session.heard_from(inc)
     line = message.line
-    notes = session.notes.get(inc)
+    notes = session.slot.notes(inc)
     if notes is not None:
-        notes.stderr.append(output.quote(line.text))
+        notes.stderr.append(errors.quote(line.text))
     on_turn = session.turn_work_on(inc)
     if on_turn is None:
         return
@@ -73,7 +74,7 @@ async def on_child_message(session: Session, message: ChildStderr | ChildExited)
     for update in work.mapper.feed_stderr(line):
         await session.outlet.send(update)
     if line.kind is StderrKind.AGY_ERROR:
-        error = output.result_error(work.mapper, auth_failed=work.auth_failed)
+        error = errors.result_error(work.mapper, auth_failed=work.auth_failed)
         await session.feed(ev.AgyErrorLine(inc, error))
 
 
@@ -90,9 +91,9 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
     kind = type(event)
     step = kind is StepUpdateEvent  # the hot path: no other kind to test for
     if not step and isinstance(event, MalformedLine):
-        notes = session.notes.get(inc)
+        notes = session.slot.notes(inc)
         if notes is not None and notes.garbage is None and event.line:
-            notes.garbage = output.quote(event.line)
+            notes.garbage = errors.quote(event.line)
     else:
         if not step and isinstance(event, InitEvent | ResultEvent):
             session.learned(event, inc)
@@ -108,7 +109,7 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
         if isinstance(event, ResultEvent) and on_turn is None:
             # A result no turn is mapping: agy failed outside a turn (or stale).
             success = event.result.status == "SUCCESS"
-            error = None if success else output.failure_before_turn(event)
+            error = None if success else errors.failure_before_turn(event)
             await session.feed(ev.ChildResult(inc, success, error=error))
             return session.turn_work_on(inc)
         logger.debug(
@@ -119,7 +120,7 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
     files, images = mapper.paths_to_read(event)
     seen = NO_OBSERVATION
     if files or images or message.attachment:  # not a text delta: something to read
-        seen = await output.observe_for(files, images, message.attachment, session.roots)
+        seen = await observe_for(files, images, message.attachment, session.roots)
     updates = mapper.feed(event, seen)
     if updates:
         await session.outlet.send_all(updates)
@@ -136,7 +137,7 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
             details_pending=outcome.kind is OutcomeKind.AGY_ERROR
             and mapper.agy_error_details is None,
             denied=any(mapper.denied),
-            error=output.result_error(mapper, auth_failed=work.auth_failed),
+            error=errors.result_error(mapper, auth_failed=work.auth_failed),
         )
     )
     return session.turn_work_on(inc)

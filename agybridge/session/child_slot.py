@@ -1,5 +1,7 @@
-"""The one owner of a session's agy children: the current one and those
-being retired. Nothing else holds an :class:`~agybridge.agy.AgyChild`.
+"""The one owner of a session's agy children (a port of the session loop):
+the current one and those being retired, with what each printed that the
+session needs later (its notes for error messages, its last ``result.usage``).
+Nothing else holds an :class:`~agybridge.agy.AgyChild`.
 
 The turn core decides when a child is spawned or retired (and never spawns
 while one is still retiring); this slot performs it: :meth:`ensure` starts
@@ -15,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
-from ..agy import AgyChild, AgyEvent, AgySpawnError, EscalationPolicy, MessageSink
+from ..agy import AgyChild, AgyEvent, AgySpawnError, EscalationPolicy, MessageSink, Usage
+from .errors import ChildNotes
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +38,9 @@ class ChildSlot:
         self._annotate = annotate
         self._children: dict[int, AgyChild] = {}
         self._retired: set[int] = set()
+        self._notes: dict[int, ChildNotes] = {}
+        #: The last ``result.usage`` of each process (None: its last result had none).
+        self._usage: dict[int, Usage | None] = {}
 
     async def ensure(
         self,
@@ -52,6 +58,7 @@ class ChildSlot:
         child = self._children.get(incarnation)
         if child is not None:
             return child
+        self._notes[incarnation] = ChildNotes()
         child = AgyChild(
             argv=argv,
             cwd=cwd,
@@ -86,6 +93,24 @@ class ChildSlot:
         """Its exit was reported: the slot no longer holds it."""
         self._children.pop(incarnation, None)
         self._retired.discard(incarnation)
+        self._notes.pop(incarnation, None)
+        self._usage.pop(incarnation, None)
+
+    def notes(self, incarnation: int) -> ChildNotes | None:
+        """What that process printed that is not an event (for error messages)."""
+        return self._notes.get(incarnation)
+
+    def finished_turn(self, incarnation: int, usage: Usage | None) -> None:
+        """That process printed a ``result`` (with this cumulative usage)."""
+        self._usage[incarnation] = usage
+
+    def result_usage(self, incarnation: int) -> Usage | None:
+        """The last ``result.usage`` of that process (cumulative)."""
+        return self._usage.get(incarnation)
+
+    def had_result(self, incarnation: int) -> bool:
+        """That process has finished a turn (with or without usage)."""
+        return incarnation in self._usage
 
 
 __all__ = ["AgySpawnError", "ChildSlot"]

@@ -1,23 +1,34 @@
-"""Slash commands: the bridge's own, and the user's agy skills (pure).
+"""Slash commands and what a session tells its client outside a turn.
 
-ACP clients send a command as a prompt starting with ``/name``
-(slash-commands.mdx). The bridge answers its own commands itself (``/model``,
-``/mode``, ``/effort``, ``/status``, ``/doctor``) without an agy turn. A
-``/skill`` prompt for a workspace skill is rewritten into plain instructions
-naming the skill's file, so it works with agy's slash expansion disabled
-(the default: agy would otherwise expand any prompt that happens to start
-with ``/``). Everything else goes to agy unchanged.
+The bridge's own commands and the user's agy skills (pure): ACP clients send a
+command as a prompt starting with ``/name`` (slash-commands.mdx). The bridge
+answers its own commands itself (``/model``, ``/mode``, ``/effort``,
+``/status``, ``/doctor``) without an agy turn. A ``/skill`` prompt for a
+workspace skill is rewritten into plain instructions naming the skill's file,
+so it works with agy's slash expansion disabled (the default: agy would
+otherwise expand any prompt that happens to start with ``/``). Everything else
+goes to agy unchanged.
+
+:class:`Announcer` sends the session's configuration options, modes and
+commands (the bridge's and the workspace's skills). Changes are sent only once
+the client has seen the session (Zed drops updates for a session whose
+response it has not seen), and a catalog change only when the options really
+changed.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
+import trio
 
 from ..acp import models
-from ..workspace.skills import Skill
+from ..workspace.skills import Skill, find_skills
+from .config import Catalog, LaunchSettings, config_options, mode_state
+from .outlet import Outlet
 
 #: The bridge's commands: name -> (description, input hint or None).
 BRIDGE_COMMANDS: dict[str, tuple[str, str | None]] = {
@@ -90,3 +101,52 @@ def available_commands(skills: Sequence[Skill]) -> list[models.AvailableCommand]
         if skill.name not in BRIDGE_COMMANDS
     ]
     return commands
+
+
+class Announcer:
+    def __init__(
+        self, outlet: Outlet, catalog: Callable[[], Catalog], roots: tuple[str, ...]
+    ) -> None:
+        self._outlet = outlet
+        self._catalog = catalog
+        self._roots = roots
+        #: Workspace skills offered as slash commands (found when announced).
+        self.skills: list[Skill] = []
+        self._seen: list[models.SessionConfigOption] | None = None
+
+    @property
+    def client_knows(self) -> bool:
+        """The client has the session (a new/load/resume response was sent)."""
+        return self._seen is not None
+
+    def config_options(self, requested: LaunchSettings) -> list[models.SessionConfigOption]:
+        """The complete option list, with the values the client last chose."""
+        return config_options(requested, self._catalog())
+
+    def modes(self, requested: LaunchSettings) -> models.SessionModeState:
+        return mode_state(requested)
+
+    def options_seen(self, requested: LaunchSettings) -> None:
+        """The client got the option list (in a response)."""
+        self._seen = self.config_options(requested)
+
+    async def send_commands(self) -> None:
+        self.skills = await trio.to_thread.run_sync(
+            functools.partial(find_skills, list(self._roots), reserved=BRIDGE_COMMANDS.keys())
+        )
+        await self._outlet.send(
+            models.AvailableCommandsUpdate(available_commands=available_commands(self.skills))
+        )
+
+    async def send_options(self, requested: LaunchSettings, *, only_if_changed: bool) -> None:
+        options = self.config_options(requested)
+        if only_if_changed and options == self._seen:
+            return
+        self._seen = options
+        await self._outlet.send(models.ConfigOptionUpdate(config_options=options))
+
+    async def settings_applied(self, old: LaunchSettings, new: LaunchSettings) -> None:
+        """A change requested during a turn took effect as it ended: say so."""
+        await self.send_options(new, only_if_changed=False)
+        if old.mode != new.mode:
+            await self._outlet.send(models.CurrentModeUpdate(current_mode_id=new.mode))

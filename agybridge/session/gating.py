@@ -1,107 +1,171 @@
-"""The session's side of the permission gate (see ``gate.py`` for the gate):
-creating it, and safe mode's "allow for this session and retry".
+"""The session's permission gate as a port of the session loop (see
+``gate.py`` for the gate itself): it creates the gate, verifies it, lets
+permission questions through or refuses them, and runs safe mode's "allow
+for this session and retry" question.
 
-The turn core decides when the gate is verified, when agy runs behind it and
-when the fallback notice is due; these helpers do the I/O.
+The turn core decides when the gate is verified, when agy runs behind it, and
+what the user's answer to "allow and retry" means; this port does the I/O and
+posts what happened back to the loop as facts.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..acp import models
 from . import turn_events as ev
+from .deps import SessionDeps
+from .errors import auth_required
+from .prompts import AttemptScopes
 
 if TYPE_CHECKING:
     from ..translate.mapper import TurnMapper
-    from .gate import Gate
-    from .session import Session
+    from .gate import Gate, InTurn, NoteWrite, SendUpdate
 
 logger = logging.getLogger(__name__)
 
-
-async def start_gate(session: Session, nursery: trio.Nursery) -> Gate | None:
-    """The session's gate with its broker running (None without a client to
-    ask). A gate that cannot be created is returned with its ``failure``."""
-    ask_client = session.deps.ask_client
-    if ask_client is None:
-        return None
-    # Imported on the first session, not at start-up: initialize needs none of it.
-    from ..permissions import HookRootError  # noqa: PLC0415
-    from .gate import Gate  # noqa: PLC0415
-
-    roots = (session.cwd, *session.additional_dirs)
-    if session.staging is not None:
-        roots = (*roots, session.staging.root)
-    gate = Gate(
-        session_id=session.session_id,
-        roots=roots,
-        mode=session.settings.mode,
-        ask_client=ask_client,
-        send_update=session.outlet.send,
-        in_turn=session.in_turn,
-        note_write=session.mutations.note_before,
-        verify_timeout_s=session.deps.timeouts.startup_s,
-    )
-    try:
-        await gate.start(nursery)
-    except (HookRootError, OSError) as exc:
-        gate.failure = f"could not create the permission gate: {exc}"
-        gate.ready.set()
-        logger.warning("session %s: %s", session.session_id, gate.failure)
-    return gate
+Post = Callable[[ev.Event], None]
+StartSoon = Callable[[Callable[[], Awaitable[None]], AttemptScopes | None], None]
 
 
-async def ask_allow_and_retry(session: Session, seq: float) -> None:
-    """Safe mode, agy auto-denied something: show the question's card (from
-    the loop), ask in the background, and feed the answer back to the loop."""
-    gate = session.gate
-    work = session.prompts.get(seq)
-    assert gate is not None and work is not None and work.mapper is not None
-    denied = {p for p in work.mapper.denied if p}
-    card, params = gate.allow_question(denied, _allow_call_id(work.mapper))
-    await session.outlet.send(card)
+class GatePort:
+    """One session's gate; see the module docstring."""
 
-    async def ask() -> None:
-        allowed = await gate.ask_allowed(params)
-        if allowed and not gate.ready.is_set():
-            await gate.verify(session.deps.agy_bin, session.deps.env)
-        failure = gate.failure if allowed else None
-        session.post(ev.GateVerified(gate.failure is None))
-        session.post(ev.AllowAnswered(seq, allowed, failure))
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        deps: SessionDeps,
+        send: SendUpdate,
+        in_turn: InTurn,
+        note_write: NoteWrite,
+        post: Post,
+        start_soon: StartSoon,
+    ) -> None:
+        self._session_id = session_id
+        self._deps = deps
+        self._send = send
+        self._in_turn = in_turn
+        self._note_write = note_write
+        self._post = post
+        self._start_soon = start_soon
+        #: None: no client to ask, so no gate (or not started yet).
+        self.gate: Gate | None = None
 
-    session.start_soon(ask, work.timers)
+    async def start(self, nursery: trio.Nursery, roots: tuple[str, ...], mode: str) -> bool | None:
+        """Create the gate with its broker running: whether it works (None:
+        no client to ask, so no gate). One that cannot be created is kept
+        with its ``failure``."""
+        ask_client = self._deps.ask_client
+        if ask_client is None:
+            return None
+        # Imported on the first session, not at start-up: initialize needs none of it.
+        from ..permissions import HookRootError  # noqa: PLC0415
+        from .gate import Gate  # noqa: PLC0415
 
-
-async def show_allow_outcome(session: Session, action: ev.ShowAllowAnswer) -> None:
-    """The user's answer on the question's card; allowed, the permissions are
-    the session's from now on (the core retries the turn behind the gate)."""
-    gate = session.gate
-    work = session.prompts.get(action.seq)
-    assert gate is not None and work is not None and work.mapper is not None
-    mapper = work.mapper
-    ok = action.allowed and action.gate_failure is None
-    status = "completed" if ok else "failed"
-    await session.outlet.send(
-        models.ToolCallUpdate(tool_call_id=_allow_call_id(mapper), status=status)
-    )
-    if action.gate_failure is not None:
-        await session.outlet.send(
-            models.AgentMessageChunk(
-                content=models.TextContent(
-                    text="\n\n⚠️ Could not allow it: the permission gate is not "
-                    f"available ({action.gate_failure})."
-                ),
-                message_id=mapper.message_id,
-            )
+        gate = self.gate = Gate(
+            session_id=self._session_id,
+            roots=roots,
+            mode=mode,
+            ask_client=ask_client,
+            send_update=self._send,
+            in_turn=self._in_turn,
+            note_write=self._note_write,
+            verify_timeout_s=self._deps.timeouts.startup_s,
         )
-    if ok:
+        try:
+            await gate.start(nursery)
+        except (HookRootError, OSError) as exc:
+            gate.failure = f"could not create the permission gate: {exc}"
+            gate.ready.set()
+            logger.warning("session %s: %s", self._session_id, gate.failure)
+        return gate.failure is None
+
+    def close(self) -> None:
+        if self.gate is not None:
+            self.gate.close()
+
+    def agy_env(self, gated: bool) -> tuple[str | None, Mapping[str, str] | None]:
+        """The hook directory and environment agy is launched with (gated or not)."""
+        env = self._deps.env
+        if not gated or self.gate is None:
+            return None, env
+        return self.gate.hook_dir, self.gate.agy_env(env)
+
+    @property
+    def failure(self) -> str | None:
+        return self.gate.failure if self.gate is not None else None
+
+    def verify(self) -> None:
+        """Check that agy loads the gate (in the background); the loop hears
+        how it went, and whether agy is signed out."""
+        gate = self.gate
+        assert gate is not None
+
+        async def verify() -> None:
+            await gate.verify(self._deps.agy_bin, self._deps.env)
+            signed_out = auth_required(gate.failure or "") if gate.signed_out else None
+            self._post(ev.GateVerified(gate.failure is None, signed_out))
+
+        self._start_soon(verify, None)
+
+    def permissions(self, action: ev.RefusePermissions | ev.AcceptPermissions) -> None:
+        if self.gate is not None and isinstance(action, ev.RefusePermissions):
+            self.gate.refuse_pending()
+        elif self.gate is not None:
+            self.gate.accept_requests()
+
+    def set_mode(self, mode: str) -> None:
+        if self.gate is not None:
+            self.gate.set_mode(mode)
+
+    async def ask_allow(self, seq: float, mapper: TurnMapper, attempt: AttemptScopes) -> None:
+        """Safe mode, agy auto-denied something: show the question's card,
+        ask in the background, and post the answer to the loop."""
+        gate = self.gate
+        assert gate is not None
         denied = {p for p in mapper.denied if p}
-        gate.allow_for_session(denied)
-        logger.info("session %s: allowed %s for the session; retrying", session.session_id, denied)
+        card, params = gate.allow_question(denied, _allow_call_id(mapper))
+        await self._send(card)
+
+        async def ask() -> None:
+            allowed = await gate.ask_allowed(params)
+            if allowed and not gate.ready.is_set():
+                await gate.verify(self._deps.agy_bin, self._deps.env)
+            failure = gate.failure if allowed else None
+            self._post(ev.GateVerified(gate.failure is None))
+            self._post(ev.AllowAnswered(seq, allowed, failure))
+
+        self._start_soon(ask, attempt)
+
+    async def show_allow_answer(self, action: ev.ShowAllowAnswer, mapper: TurnMapper) -> None:
+        """The user's answer on the question's card; allowed, the permissions
+        are the session's from now on (the core retries the turn behind the gate)."""
+        gate = self.gate
+        assert gate is not None
+        ok = action.allowed and action.gate_failure is None
+        status = "completed" if ok else "failed"
+        await self._send(models.ToolCallUpdate(tool_call_id=_allow_call_id(mapper), status=status))
+        if action.gate_failure is not None:
+            await self._send(
+                models.AgentMessageChunk(
+                    content=models.TextContent(
+                        text="\n\n⚠️ Could not allow it: the permission gate is not "
+                        f"available ({action.gate_failure})."
+                    ),
+                    message_id=mapper.message_id,
+                )
+            )
+        if ok:
+            denied = {p for p in mapper.denied if p}
+            gate.allow_for_session(denied)
+            logger.info(
+                "session %s: allowed %s for the session; retrying", self._session_id, denied
+            )
 
 
 def _allow_call_id(mapper: TurnMapper) -> str:

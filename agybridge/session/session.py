@@ -24,26 +24,25 @@ from typing import TYPE_CHECKING, Any, get_args
 import trio
 
 from ..acp import models
-from ..agy import ChildEvent, ChildEvents, ChildExited, ChildStderr, InitEvent, ResultEvent, Usage
+from ..agy import ChildEvent, ChildEvents, ChildExited, ChildStderr, InitEvent, ResultEvent
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from ..workspace.mutations import MutationLog
 from ..workspace.private_root import PrivateRootError, prepare_private_root
 from ..workspace.reads import snapshot_edit_target
 from ..workspace.staging import StagingArea
-from . import actions, output, timers, turns
+from . import actions, errors, timers, turns
 from . import turn_events as ev
-from .announcer import Announcer
 from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
+from .commands import Announcer
 from .config import LaunchSettings, apply_option, option_setting, with_setting
-from .conversation import Conversation
 from .deps import SessionDeps
 from .errors import AgyStartError, InternalSessionError, SessionError, internal_error
-from .gating import start_gate
+from .gating import GatePort
 from .inbox import Inbox, Step
 from .outlet import ClientSink, Outlet
-from .persistence import SessionBook
+from .persistence import Conversation, SessionBook
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
 from .spec import SessionSpec
 
@@ -84,17 +83,11 @@ class Session:
         self.core = turns.TurnCore(
             spec.settings, resumable=spec.conversation_id is not None, muted=spec.muted
         )
-        self.gate: Gate | None = None
         self.staging: StagingArea | None = None
         self.unrecognised: Counter[str] = Counter()
         #: ``keep`` or ``cancel`` its turn when its client goes away (None:
         #: the supervisor's default); the client may change it on load/resume.
         self.on_disconnect = spec.on_disconnect
-        #: The idle timeout's wait (AGYBRIDGE_IDLE_TIMEOUT_S), replaced when re-armed.
-        self.idle_timer = AttemptScopes()
-        self.stall_watch = timers.StallWatch(self)
-        #: When agy last printed (the stall deadline moves with it).
-        self.last_output = 0.0
         #: trio's clock (set by `run`): read once per read of agy's stdout, so
         #: without `trio.current_time`'s two lookups in between.
         self._clock: trio.abc.Clock
@@ -110,10 +103,25 @@ class Session:
             annotate=snapshot_edit_target,
         )
         self.prompts = PromptBook()
-        self.notes: dict[int, output.ChildNotes] = {}
-        #: The last ``result.usage`` of each process (None: its last result had none).
-        self._result_usage: dict[int, Usage | None] = {}
         self.nursery: trio.Nursery | None = None
+        # The ports that perform the core's actions with state of their own
+        # (the child slot above is the third).
+        self.deadlines = timers.Deadlines(
+            timeouts=deps.timeouts,
+            post=self.post,
+            start_soon=self.start_soon,
+            notes=self.slot.notes,
+            result_error=self.result_error,
+        )
+        self.gates = GatePort(
+            session_id=spec.session_id,
+            deps=deps,
+            send=outlet.send,
+            in_turn=self.in_turn,
+            note_write=self.mutations.note_before,
+            post=self.post,
+            start_soon=self.start_soon,
+        )
         #: Callers waiting for the loop (released if it ends first).
         self._waiting: set[trio.Event] = set()
         #: The core's actions not yet performed, while some are being performed.
@@ -145,12 +153,13 @@ class Session:
             self.staging = await self._prepare_private_root()
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                self.start_soon(self.stall_watch.run)
-                self.gate = await start_gate(self, nursery)
-                if self.gate is not None:
-                    await self._perform(
-                        self.core.handle(ev.GateStarted(self.gate.failure is None))
-                    )
+                self.start_soon(self.deadlines.stall_watch.run)
+                roots = (self.cwd, *self.additional_dirs)
+                if self.staging is not None:
+                    roots = (*roots, self.staging.root)
+                gate_ok = await self.gates.start(nursery, roots, self.settings.mode)
+                if gate_ok is not None:
+                    await self._perform(self.core.handle(ev.GateStarted(gate_ok)))
                 await self._perform(self.core.start())
                 if self._start_error is None:
                     await self.save()
@@ -172,8 +181,7 @@ class Session:
             if self.staging is not None:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(self.staging.remove)
-            if self.gate is not None:
-                self.gate.close()
+            self.gates.close()
             self.closed.set()
             logger.info(
                 "session %s ended; unrecognised agy output: %s",
@@ -350,26 +358,13 @@ class Session:
     def heard_from(self, incarnation: int) -> None:
         """agy printed something: the current child's stall deadline moves."""
         if self.core.is_current_child(incarnation):
-            self.last_output = self._clock.current_time()
+            self.deadlines.heard(self._clock.current_time())
 
     def turn_work_on(self, incarnation: int) -> tuple[ev.Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""
         turn = self.core.turn_on(incarnation)
         work = self.prompts.get(turn.seq) if turn is not None else None
         return None if turn is None or work is None else (turn, work)
-
-    def forget_child(self, incarnation: int) -> None:
-        self.slot.forget(incarnation)
-        self.notes.pop(incarnation, None)
-        self._result_usage.pop(incarnation, None)
-
-    def result_usage(self, incarnation: int) -> Usage | None:
-        """The last ``result.usage`` of that process (cumulative)."""
-        return self._result_usage.get(incarnation)
-
-    def had_result(self, incarnation: int) -> bool:
-        """That process has finished a turn (with or without usage)."""
-        return incarnation in self._result_usage
 
     def roots(self) -> list[str]:
         staging = [self.staging.root] if self.staging is not None else []
@@ -379,7 +374,7 @@ class Session:
         work = self.prompts.get(seq)
         if work is None or work.mapper is None:
             return None
-        return output.result_error(work.mapper, auth_failed=work.auth_failed)
+        return errors.result_error(work.mapper, auth_failed=work.auth_failed)
 
     async def in_turn(self, work: TurnWork) -> bool:
         """Run ``work`` on the running turn's mapper inside the loop (the
@@ -408,7 +403,7 @@ class Session:
             return
         if self.conversation.learn(event.result.conversation_id or "", "result"):
             self.save_soon()
-        self._result_usage[incarnation] = event.result.usage
+        self.slot.finished_turn(incarnation, event.result.usage)
 
     # --- the client's side -----------------------------------------------------
 
@@ -499,6 +494,11 @@ class Session:
     @property
     def settings(self) -> LaunchSettings:
         return self.core.settings
+
+    @property
+    def gate(self) -> Gate | None:
+        """The session's permission gate (None: no client to ask)."""
+        return self.gates.gate
 
     @property
     def skills(self) -> list[Any]:

@@ -8,8 +8,8 @@ action failed) and performs the actions it returns, in order; it never reads
 the core's state to decide, only asks its queries. One state machine, in
 parts small enough to read: this module (the queue, the table, the entry
 points), ``outcomes.py`` (how a turn ends), ``supervision.py`` (agy children
-and the gate), ``core_state.py`` (the fields) and ``ledgers.py`` (the prompt
-and child records). Because one object decides, the promises can be checked
+and the gate), ``core_state.py`` (the fields, the prompt queue and the child
+ledger). Because one object decides, the promises can be checked
 by enumerating interleavings (tests/unit/session/test_turn_core.py):
 
 * every prompt that arrived is answered exactly once (:class:`AnswerPrompt`;

@@ -12,11 +12,14 @@ from __future__ import annotations
 import base64
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
 
 from ..agy.events import STATE_ACTIVE, StepUpdateEvent
 from ..media import sniff_image_type
-from ..translate.tool_calls import ImageData, Observation
+from ..translate.tool_calls import NO_OBSERVATION, ImageData, Observation
 from ..translate.tools import edit_target
 
 MAX_INLINE_IMAGE_BYTES = 2 * 2**20  # 2 MiB
@@ -124,3 +127,22 @@ def snapshot_edit_target(event: object) -> dict[str, str | None] | None:
         return {target: read_text_file(target)}
     except ValueError:
         return None
+
+
+async def observe_for(
+    files: list[str],
+    images: list[str],
+    attachment: object,
+    roots: Callable[[], Sequence[str]],
+) -> Observation:
+    """Read the ``files`` and ``images`` an event names (``paths_to_read``
+    of its mapper; in a worker thread); edit targets snapshotted as the line
+    was read come as its ``attachment``."""
+    early = attachment if isinstance(attachment, dict) else {}
+    files = [path for path in files if path not in early]
+    seen = NO_OBSERVATION
+    if files or images:
+        seen = await trio.to_thread.run_sync(observe, files, images, list(roots()))
+    if early:
+        seen = attrs.evolve(seen, files={**seen.files, **early})
+    return seen

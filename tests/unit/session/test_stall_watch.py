@@ -5,60 +5,65 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import trio
 import trio.testing
 
 from agybridge.session import turn_events as ev
 from agybridge.session.deps import Timeouts
-from agybridge.session.timers import StallWatch
+from agybridge.session.prompts import AttemptScopes
+from agybridge.session.timers import Deadlines, StallWatch
 
 NOTICE, TIMEOUT = ev.Deadline.STALL_NOTICE, ev.Deadline.STALL_TIMEOUT
 
 
-@attrs.define
-class _Deps:
-    timeouts: Timeouts
-
-
-@attrs.define
 class _Session:
-    """What the watch reads and posts to."""
+    """The session's deadlines with a loop that reacts to a notice as the core
+    does (it arms the stall timeout next); what was posted, with its time."""
 
-    deps: _Deps
-    last_output: float = 0.0
-    notes: dict[int, Any] = attrs.Factory(dict)
-    posted: list[tuple[float, ev.Deadline, float]] = attrs.Factory(list)
-    watch: StallWatch | None = None
-    #: Every deadline armed, as the attempt's scopes keep them (all disarmed
-    #: when it ends: ``actions.arm_deadline``).
-    armed: list[ev.ArmDeadline] = attrs.Factory(list)
+    def __init__(self, notice_s: float, timeout_s: float) -> None:
+        self.posted: list[tuple[float, ev.Deadline, float]] = []
+        self.deadlines = Deadlines(
+            timeouts=Timeouts(stall_notice_s=notice_s, stall_timeout_s=timeout_s),
+            post=self.post,
+            start_soon=self.start_soon,
+            notes=lambda incarnation: None,
+            result_error=lambda seq: None,
+        )
+        #: Each attempt's scopes (the deadlines it armed end with it).
+        self.attempts: dict[float, AttemptScopes] = {}
+
+    def start_soon(self, fn: Any, scopes: AttemptScopes | None) -> None:
+        raise AssertionError("the stall deadlines need no task of their own")
+
+    def arm(self, kind: ev.Deadline, seq: float) -> ev.ArmDeadline:
+        action = ev.ArmDeadline(kind, seq, 1)
+        self.deadlines.arm(action, self.attempts.setdefault(seq, AttemptScopes()))
+        return action
 
     def end_attempt(self, seq: float) -> None:
-        assert self.watch is not None
-        for action in self.armed:
-            if action.seq == seq:
-                self.watch.disarm(action)
+        self.attempts.pop(seq).cancel()
 
-    def post(self, event: ev.DeadlinePassed) -> None:
+    def post(self, event: ev.Event) -> None:
+        assert isinstance(event, ev.DeadlinePassed)
         self.posted.append((trio.current_time(), event.kind, event.seq))
-        if event.kind is NOTICE and self.watch is not None:
-            # As the core does: after the notice, the watch keeps the timeout.
-            timeout = ev.ArmDeadline(TIMEOUT, event.seq, event.incarnation)
-            self.armed.append(timeout)
-            self.watch.arm(timeout)
+        if event.kind is NOTICE:
+            self.arm(TIMEOUT, event.seq)  # as the core does
+
+    @property
+    def watch(self) -> StallWatch:
+        return self.deadlines.stall_watch
+
+    def heard(self) -> None:
+        self.deadlines.heard(trio.current_time())
 
 
 def _session(notice_s: float, timeout_s: float = 0.0) -> _Session:
-    return _Session(_Deps(Timeouts(stall_notice_s=notice_s, stall_timeout_s=timeout_s)))
+    return _Session(notice_s, timeout_s)
 
 
 def _arm(session: _Session, watch: StallWatch, seq: float) -> ev.ArmDeadline:
-    session.last_output = trio.current_time()  # the prompt was just sent
-    action = ev.ArmDeadline(NOTICE, seq, 1)
-    session.armed.append(action)
-    watch.arm(action)
-    return action
+    session.heard()  # the prompt was just sent
+    return session.arm(NOTICE, seq)
 
 
 def test_notice_once_after_silence_and_the_deadline_moves_with_output() -> None:
@@ -66,12 +71,12 @@ def test_notice_once_after_silence_and_the_deadline_moves_with_output() -> None:
     session = _session(notice_s=10.0)
 
     async def main() -> None:
-        watch = session.watch = StallWatch(session)  # type: ignore[arg-type]
+        watch = session.watch
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             _arm(session, watch, seq=1)
             await trio.sleep(6)
-            session.last_output = trio.current_time()  # agy printed at t=6
+            session.heard()  # agy printed at t=6
             await trio.sleep(100)
             nursery.cancel_scope.cancel()
 
@@ -84,7 +89,7 @@ def test_a_disarmed_attempt_posts_nothing_and_a_new_one_is_watched_afresh() -> N
     session = _session(notice_s=10.0, timeout_s=30.0)
 
     async def main() -> None:
-        watch = session.watch = StallWatch(session)  # type: ignore[arg-type]
+        watch = session.watch
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             _arm(session, watch, seq=1)
@@ -104,7 +109,7 @@ def test_disarming_another_attempt_leaves_the_current_one_armed() -> None:
     session = _session(notice_s=0.0, timeout_s=5.0)  # no notice: only the timeout
 
     async def main() -> None:
-        watch = session.watch = StallWatch(session)  # type: ignore[arg-type]
+        watch = session.watch
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             old = _arm(session, watch, seq=1)
@@ -123,7 +128,7 @@ def test_an_attempt_armed_before_the_last_ones_deadline_is_noticed_on_time() -> 
     session = _session(notice_s=10.0, timeout_s=30.0)
 
     async def main() -> None:
-        watch = session.watch = StallWatch(session)  # type: ignore[arg-type]
+        watch = session.watch
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             watch.disarm(_arm(session, watch, seq=1))  # its deadline (t=10) stays set

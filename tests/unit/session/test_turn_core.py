@@ -27,8 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from agybridge.session import turn_events as ev
 from agybridge.session import turns
 from agybridge.session.config import LaunchSettings
+from agybridge.session.core_state import ChildLedger, PromptQueue
 from agybridge.session.errors import SessionError
-from agybridge.session.ledgers import ChildLedger, PromptQueue
 
 ERROR = SessionError("boom")
 

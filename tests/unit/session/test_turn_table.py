@@ -26,7 +26,6 @@ CORE = {
     "outcomes.py",
     "supervision.py",
     "core_state.py",
-    "ledgers.py",
     "turn_events.py",
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ..session import Session
 
 
 def runtime(session: Session, *, asking: float | None = None) -> dict[str, Any]:
