@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..workspace.staging import StagingArea
     from .child_slot import ChildSlot
     from .commands import Announcer
+    from .core_state import Turn
     from .deps import SessionDeps
     from .gating import GatePort
     from .outlet import Outlet
@@ -78,7 +79,7 @@ class SessionHost(Protocol):
     def roots(self) -> list[str]: ...
     def learned(self, event: InitEvent | ResultEvent, incarnation: int) -> None: ...
     def heard_from(self, incarnation: int) -> None: ...
-    def turn_work_on(self, incarnation: int) -> tuple[ev.Turn, PromptWork] | None: ...
+    def turn_work_on(self, incarnation: int) -> tuple[Turn, PromptWork] | None: ...
 
 
 Session = SessionHost

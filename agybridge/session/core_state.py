@@ -10,12 +10,40 @@ outside the core reads or writes it: the driver asks
 
 from __future__ import annotations
 
+import attrs
+
 from .config import LaunchSettings
 from .errors import SessionError
-from .turn_events import Action, Child, Event, GateState, Stop, Turn, TurnState
+from .turn_events import Action, Event, GateState, Stop, TurnState
 
 #: A turn in these states has no child of its own.
 _NOT_ON_A_CHILD = frozenset({TurnState.STARTING, TurnState.ASKING})
+
+
+@attrs.define
+class Turn:
+    seq: float
+    state: TurnState = TurnState.STARTING
+    attempt: int = 1
+    incarnation: int | None = None
+    #: agy said something about this attempt (it read the prompt).
+    heard: bool = False
+    #: The prompt reached agy in some attempt: the turn goes in the journal.
+    reached_agy: bool = False
+    stall_noticed: bool = False
+    #: How the turn ends once its retiring child is gone.
+    pending_stop: Stop | None = None
+    pending_error: SessionError | None = None
+
+
+@attrs.define
+class Child:
+    incarnation: int
+    gated: bool
+    #: The session's first agy (spawned by ``TurnCore.start``).
+    first: bool = False
+    live: bool = False
+    output_seen: bool = False
 
 
 class CoreError(Exception):

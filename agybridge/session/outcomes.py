@@ -5,6 +5,7 @@ retry", the turn's child exiting, deadlines, and bugs in the bridge.
 
 from __future__ import annotations
 
+from .core_state import Turn
 from .errors import SessionError
 from .supervision import Supervision
 from .turn_events import (
@@ -27,7 +28,6 @@ from .turn_events import (
     StallNotice,
     StartTurn,
     Stop,
-    Turn,
     TurnState,
 )
 

@@ -9,8 +9,9 @@ from typing import Any
 import attrs
 import trio
 
+from ..acp.models import STOP_CANCELLED
 from ..translate.mapper import TurnMapper
-from .errors import SessionError
+from .errors import InternalSessionError, SessionError
 from .outlet import ClientSink
 
 
@@ -165,6 +166,18 @@ class PromptBook:
         if work is not None and work.claimed:
             del self._work[seq]
         return work
+
+    def close_after(self, failure: BaseException | None) -> None:
+        """The session is over: no prompt may be left waiting. Cut short by
+        shutdown it is cancelled; by a failure of the bridge, that error."""
+        if isinstance(failure, BaseExceptionGroup):
+            failure = failure.split(trio.Cancelled)[1]
+        if failure is None or isinstance(failure, trio.Cancelled | KeyboardInterrupt):
+            self.close(stop=STOP_CANCELLED)
+        elif isinstance(failure, SessionError):  # e.g. agy could not be started
+            self.close(error=failure)
+        else:
+            self.close(error=InternalSessionError(f"the session failed: {failure!r}"))
 
     def close(self, *, stop: str | None = None, error: SessionError | None = None) -> None:
         """The session is over: every prompt waiting, and any arriving from

@@ -1,52 +1,48 @@
-"""One ACP session: the trio driver of its :class:`~.turns.TurnCore`.
+"""One ACP session: what the agent and the supervisor hold, and the trio
+driver of its :class:`~.turns.TurnCore`.
 
 ``run()`` is the session's nursery and visibly starts every task it owns:
 the permission broker, each agy incarnation (through the child slot, whose
-readers post straight into the loop's bounded inbox) and the loop. The loop
-is the only task that feeds the core, maps agy output and sends the
-session's updates: it takes one work item at a time (a core event, a read's
-worth of agy events, another child message, or a step posted by another
-task) and performs the actions the core returns, in order. A read's events
-are mapped in one step and their updates handed to the client as one batch.
-A prompt's answer is one of those actions, so every update of a turn is
-written before its answer and nothing of it after. Decisions live in the
-core; this module and its helpers (``actions``, ``child_events``,
-``gating``, ``timers``) perform them.
+readers post straight into the loop's bounded inbox) and the loop
+(``loop.py``), the only task that feeds the core and performs what it
+returns. Decisions live in the core; the loop and the ports (the child slot,
+``gating``, ``timers``, and ``actions`` for the rest) perform them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..acp import models
-from ..agy import ChildEvent, ChildEvents, ChildExited, ChildStderr, InitEvent, ResultEvent
+from ..agy import InitEvent, ResultEvent
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from ..workspace.mutations import MutationLog
 from ..workspace.private_root import PrivateRootError, prepare_private_root
 from ..workspace.reads import snapshot_edit_target
 from ..workspace.staging import StagingArea
-from . import actions, errors, timers, turns
+from . import errors, timers, turns
 from . import turn_events as ev
-from .child_events import on_child_event, on_child_message
 from .child_slot import ChildSlot
 from .commands import Announcer
 from .config import LaunchSettings, apply_option, option_setting, with_setting
 from .deps import SessionDeps
-from .errors import AgyStartError, InternalSessionError, SessionError, internal_error
+from .errors import AgyStartError, SessionError, internal_error
 from .gating import GatePort
-from .inbox import Inbox, Step
+from .inbox import Step
+from .loop import SessionLoop
 from .outlet import ClientSink, Outlet
 from .persistence import Conversation, SessionBook
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
 from .spec import SessionSpec
 
 if TYPE_CHECKING:
+    from .core_state import Turn
     from .gate import Gate, TurnWork
 
 logger = logging.getLogger(__name__)
@@ -54,9 +50,6 @@ logger = logging.getLogger(__name__)
 #: agy events waiting for the loop; small, so a slow client pushes back on
 #: agy instead of buffering without bound (a read's batch counts per event).
 CHILD_EVENT_BUFFER = 256
-#: The core's events by exact type, as the core dispatches them (a set
-#: lookup, not an isinstance over the whole union per item).
-_CORE_EVENTS = frozenset(get_args(ev.Event))
 
 
 class Session:
@@ -92,14 +85,12 @@ class Session:
         #: without `trio.current_time`'s two lookups in between.
         self._clock: trio.abc.Clock
         self.closed = trio.Event()
-        #: The loop is over: nothing posted from now on would ever be done.
-        self.ended = False
-        self._inbox = Inbox(CHILD_EVENT_BUFFER)
+        self._loop = SessionLoop(self, CHILD_EVENT_BUFFER)
         self.slot = ChildSlot(
             policy=deps.policy,
             max_line_bytes=deps.max_line_bytes,
             # agy's readers post straight into the loop's inbox, which bounds them.
-            messages=self._inbox,
+            messages=self._loop.inbox,
             annotate=snapshot_edit_target,
         )
         self.prompts = PromptBook()
@@ -122,10 +113,6 @@ class Session:
             post=self.post,
             start_soon=self.start_soon,
         )
-        #: Callers waiting for the loop (released if it ends first).
-        self._waiting: set[trio.Event] = set()
-        #: The core's actions not yet performed, while some are being performed.
-        self._performing: deque[ev.Action] | None = None
         #: The core's verdict that the session cannot start (`start_failed`).
         self._start_error: SessionError | None = None
 
@@ -159,12 +146,12 @@ class Session:
                     roots = (*roots, self.staging.root)
                 gate_ok = await self.gates.start(nursery, roots, self.settings.mode)
                 if gate_ok is not None:
-                    await self._perform(self.core.handle(ev.GateStarted(gate_ok)))
-                await self._perform(self.core.start())
+                    await self._loop.perform(self.core.handle(ev.GateStarted(gate_ok)))
+                await self._loop.perform(self.core.start())
                 if self._start_error is None:
                     await self.save()
                     task_status.started()
-                    await self._loop()
+                    await self._loop.run()
                 nursery.cancel_scope.cancel(reason="session closed")
             if self._start_error is not None:
                 # The core's verdict (the first agy could not be started),
@@ -174,10 +161,8 @@ class Session:
             failure = exc
             raise
         finally:
-            self.ended = True  # before any await: nothing may wait on the loop now
-            self._answer_all_left(failure)
-            for waiter in self._waiting:
-                waiter.set()
+            self._loop.end()  # before any await: nothing may wait on the loop now
+            self.prompts.close_after(failure)
             if self.staging is not None:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(self.staging.remove)
@@ -216,126 +201,20 @@ class Session:
         self.post(ev.Close())
         await self.closed.wait()
 
-    def _answer_all_left(self, failure: BaseException | None) -> None:
-        """The session is over: no prompt may be left waiting. Cut short by
-        shutdown it is cancelled; by a failure of the bridge, that error."""
-        if isinstance(failure, BaseExceptionGroup):
-            failure = failure.split(trio.Cancelled)[1]
-        if failure is None or isinstance(failure, trio.Cancelled | KeyboardInterrupt):
-            self.prompts.close(stop=models.STOP_CANCELLED)
-        elif isinstance(failure, SessionError):  # e.g. agy could not be started
-            self.prompts.close(error=failure)
-        else:
-            self.prompts.close(error=InternalSessionError(f"the session failed: {failure!r}"))
-
     # --- the loop ------------------------------------------------------------
 
     def post(self, event: ev.Event) -> None:
-        self._inbox.post(event)
+        self._loop.post(event)
 
     def post_step(self, step: Callable[[], Awaitable[None]]) -> None:
         """Run ``step`` in the loop, in order with everything else."""
-        self._inbox.post(Step(step))
-
-    async def _loop(self) -> None:
-        while not self.core.closed:
-            item = await self._inbox.get()
-            if isinstance(item, ChildEvents):
-                # One read of agy's stdout: mapped in one go, written as one.
-                inc = item.incarnation
-                self.heard_from(inc)
-                try:
-                    async with self.outlet.holding():
-                        on_turn = self.turn_work_on(inc)
-                        for message in item.events:
-                            try:
-                                on_turn = await on_child_event(self, message, on_turn)
-                            except Exception as exc:
-                                await self._on_bug(exc)
-                                on_turn = self.turn_work_on(inc)
-                            if self.core.closed:
-                                break
-                except Exception as exc:  # handing the batch over failed
-                    await self._on_bug(exc)
-                continue
-            try:
-                if isinstance(item, Step):
-                    await item.run()
-                elif isinstance(item, ChildEvent):
-                    self.heard_from(item.incarnation)
-                    await on_child_event(self, item, self.turn_work_on(item.incarnation))
-                elif isinstance(item, ChildStderr | ChildExited):
-                    await on_child_message(self, item)
-                else:
-                    await self.feed(item)
-            except Exception as exc:
-                await self._on_bug(exc)
-
-    async def _on_bug(self, exc: Exception) -> None:
-        # A bug while serving: the running turn fails with it (never
-        # "cancelled"), its agy is replaced, the session goes on.
-        logger.exception("session %s: internal error", self.session_id)
-        await self.feed(ev.InternalError(internal_error(exc)))
+        self._loop.post(Step(step))
 
     async def feed(self, event: ev.Event) -> None:
         """Apply a core event and perform its actions (in the loop only)."""
-        # The updates held so far were mapped for the turn running now.
-        held_for = self.core.running_seq(mapped=True)
-        actions = self.core.handle(event)
-        if not actions:
-            return
-        if self._performing is not None:
-            # Fed by an action (a child spawned): the core decided these after
-            # the actions still being performed, so they are performed after them.
-            self._performing.extend(actions)
-            return
-        # Updates held for the batch go first: an action may answer the prompt.
-        async with self.outlet.unheld() as failed:
-            if failed is not None:
-                # Those updates were that turn's: the bug is its to report.
-                logger.error("session %s: internal error", self.session_id, exc_info=failed)
-                bug = ev.InternalError(internal_error(failed), held_for)
-                actions = self.core.handle(bug) + actions
-            await self._perform(actions)
+        await self._loop.feed(event)
 
-    async def _perform(self, todo: list[ev.Action]) -> None:
-        """Perform the core's actions, in order. One that fails is a fact for
-        the core (h11's ``send_failed``); its reaction is performed before the
-        rest, which the core counts as done (a dropped spawn, retire or answer
-        would leave a prompt waiting forever)."""
-        queue = self._performing = deque(todo)
-        try:
-            while queue:
-                action = queue.popleft()
-                try:
-                    await actions.PERFORM[type(action)](self, action)
-                except Exception as exc:
-                    logger.exception("session %s: internal error", self.session_id)
-                    failed = ev.ActionFailed(action, internal_error(exc))
-                    queue.extendleft(reversed(self.core.handle(failed)))
-        finally:
-            self._performing = None
-
-    async def _run_in_loop(self, step: Callable[[], Awaitable[None]]) -> None:
-        """Post ``step`` and wait until the loop has run it (or has ended)."""
-        if self.ended:
-            return
-        done = trio.Event()
-        self._waiting.add(done)
-
-        async def run_then_release() -> None:
-            try:
-                await step()
-            finally:
-                done.set()
-
-        self._inbox.post(Step(run_then_release))
-        try:
-            await done.wait()
-        finally:
-            self._waiting.discard(done)
-
-    # --- for the loop's helpers ----------------------------------------------------
+    # --- for the loop and the ports ---------------------------------------------------
 
     def start_soon(
         self, fn: Callable[[], Awaitable[None]], scopes: AttemptScopes | None = None
@@ -360,7 +239,7 @@ class Session:
         if self.core.is_current_child(incarnation):
             self.deadlines.heard(self._clock.current_time())
 
-    def turn_work_on(self, incarnation: int) -> tuple[ev.Turn, PromptWork] | None:
+    def turn_work_on(self, incarnation: int) -> tuple[Turn, PromptWork] | None:
         """The unanswered turn running on that child, and its work."""
         turn = self.core.turn_on(incarnation)
         work = self.prompts.get(turn.seq) if turn is not None else None
@@ -390,7 +269,7 @@ class Session:
                     await self.outlet.send(update)
                 ran = True
 
-        await self._run_in_loop(step)
+        await self._loop.run_in_loop(step)
         return ran
 
     def learned(self, event: InitEvent | ResultEvent, incarnation: int) -> None:
@@ -411,7 +290,7 @@ class Session:
         """A prompt was read (call in wire order, before its task runs)."""
         self.prompts.arrived(seq)
         # Its place in the queue: no work until its task (or its drop) posts.
-        self._inbox.post_quietly(ev.PromptArrived(seq))
+        self._loop.post_quietly(ev.PromptArrived(seq))
 
     def steer_arrived(self, seq: float) -> None:
         """A steer was read (wire order): a prompt ahead of those waiting."""
@@ -424,7 +303,7 @@ class Session:
         self.prompts.drop(seq)
         if self.core.was_answered(seq):
             # Answered by its turn: the core only forgets it, no need to wake the loop.
-            self._inbox.post_quietly(ev.PromptDropped(seq))
+            self._loop.post_quietly(ev.PromptDropped(seq))
         else:
             self.post(ev.PromptDropped(seq))
 
@@ -442,7 +321,7 @@ class Session:
             # it told twice): its place in the queue is now.
             self.post(ev.PromptArrived(seq))
         work = self.prompts.claim(seq, text, display_text, owner)
-        self._inbox.post(ev.PromptReady(seq))
+        self._loop.post(ev.PromptReady(seq))
         try:
             return await work.result()
         except trio.Cancelled:
@@ -468,14 +347,14 @@ class Session:
     async def barrier(self) -> None:
         """Wait until the loop has done everything posted before this call
         (e.g. announcements held back after a cancel, before an answer)."""
-        await self._run_in_loop(trio.lowlevel.checkpoint)
+        await self._loop.run_in_loop(trio.lowlevel.checkpoint)
 
     def announce(self, kind: str) -> None:
         """``commands`` or ``catalog`` changed: tell the client (once it has
         the session; held back while muted after a cancel)."""
         if self.announcer.client_knows:
             # Decided in the loop, in order: a cancelled answer may come first.
-            self.post_step(lambda: self._perform(self.core.announce(kind)))
+            self.post_step(lambda: self._loop.perform(self.core.announce(kind)))
 
     async def announce_now(self) -> None:
         """Everything a load/resume sends, before its response."""
@@ -483,9 +362,14 @@ class Session:
         self.options_seen()
 
     @property
+    def ended(self) -> bool:
+        """The loop is over: nothing posted from now on would ever be done."""
+        return self._loop.ended
+
+    @property
     def closing(self) -> bool:
         """Closed, or on its way: a new open must wait for it to end."""
-        return self.ended or self.core.closing
+        return self._loop.ended or self.core.closing
 
     @property
     def busy(self) -> bool:
@@ -536,7 +420,7 @@ class Session:
             new = with_setting(self.core.requested, option_setting(config_id), value)
             await self.feed(ev.SettingsRequested(new, announce))
 
-        await self._run_in_loop(request)
+        await self._loop.run_in_loop(request)
 
     async def set_mode(self, mode_id: str) -> None:
         """Legacy ``session/set_mode`` (same effect as the mode option)."""

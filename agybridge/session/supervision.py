@@ -6,12 +6,11 @@ the gate is verified and used, and when a STARTING turn can be sent.
 from __future__ import annotations
 
 from .config import GATED_MODES
-from .core_state import CoreState
+from .core_state import Child, CoreState, Turn
 from .turn_events import (
     AcceptPermissions,
     ArmDeadline,
     ArmIdle,
-    Child,
     ChildExited,
     ChildOutput,
     ChildResult,
@@ -29,7 +28,6 @@ from .turn_events import (
     SpawnChild,
     StartFailed,
     Stop,
-    Turn,
     TurnState,
     VerifyGate,
 )

@@ -1,5 +1,6 @@
 """The vocabulary of the turn core (``turns.py``): its states, the events it
-is fed and the actions it returns. Plain data, no behaviour."""
+is fed, the actions it returns and what its queries answer. Plain data, no
+behaviour (the core's own records are in ``core_state.py``)."""
 
 from __future__ import annotations
 
@@ -425,32 +426,6 @@ Action = (
     | SendAnnouncements
     | Closed
 )
-
-
-@attrs.define
-class Turn:
-    seq: float
-    state: TurnState = TurnState.STARTING
-    attempt: int = 1
-    incarnation: int | None = None
-    #: agy said something about this attempt (it read the prompt).
-    heard: bool = False
-    #: The prompt reached agy in some attempt: the turn goes in the journal.
-    reached_agy: bool = False
-    stall_noticed: bool = False
-    #: How the turn ends once its retiring child is gone.
-    pending_stop: Stop | None = None
-    pending_error: SessionError | None = None
-
-
-@attrs.define
-class Child:
-    incarnation: int
-    gated: bool
-    #: The session's first agy (spawned by ``TurnCore.start``).
-    first: bool = False
-    live: bool = False
-    output_seen: bool = False
 
 
 @attrs.frozen

@@ -70,7 +70,7 @@ from collections.abc import Callable
 from typing import Any, get_args
 
 from .config import LaunchSettings
-from .core_state import CoreError
+from .core_state import CoreError, Turn
 from .errors import SessionError
 from .outcomes import Outcomes
 from .turn_events import (
@@ -98,7 +98,6 @@ from .turn_events import (
     SettingsRequested,
     StartTurn,
     Stop,
-    Turn,
     TurnState,
 )
 

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from agybridge.session import turn_events as ev
 from agybridge.session import turns
 from agybridge.session.config import LaunchSettings
-from agybridge.session.core_state import ChildLedger, PromptQueue
+from agybridge.session.core_state import ChildLedger, PromptQueue, Turn
 from agybridge.session.errors import SessionError
 
 ERROR = SessionError("boom")
@@ -47,7 +47,7 @@ def _state(core: turns.TurnCore) -> str:
 
 # White-box reads of the core's own records, for the invariants only (the
 # driver asks the core's queries; the test checks the records behind them).
-def _current(core: turns.TurnCore) -> ev.Turn | None:
+def _current(core: turns.TurnCore) -> Turn | None:
     return core._current
 
 
@@ -166,7 +166,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
         else:
             assert not waiting_steers, f"prompt {seq} started before steers {waiting_steers}"
 
-    def running(self) -> ev.Turn | None:
+    def running(self) -> Turn | None:
         turn = _current(self.core)
         if turn is None or turn.incarnation is None:
             return None
