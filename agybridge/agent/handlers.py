@@ -196,13 +196,14 @@ class AcpAgent:
                     raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
                 if method != "initialize" and (request.too_early or not self._initialized):
                     await self._wait_initialized(method, too_early=request.too_early)
-                if request.problem is not None:
-                    raise request.problem
                 try:
+                    if request.problem is not None:
+                        raise request.problem
                     return await route.serve(self)(route.params(params), request)
                 finally:
                     if method == "initialize":
-                        # Answered (success or error): the requests sent after it may go on.
+                        # Answered (success or error, also for unusable text):
+                        # the requests sent after it wait no longer.
                         self._initialize_done.set()
         except RpcError as exc:
             if exc.code == ErrorCode.AUTH_REQUIRED and method != "authenticate":
