@@ -2,10 +2,9 @@
 ``_agybridge/*`` extension methods and their versions.
 
 ACP reserves names starting with ``_`` for extensions (extensibility.mdx). The
-table lives apart from the methods (extensions.py) so that ``initialize`` is
-answered without loading the session machinery (issue 15); the agent routes
-exactly these names, and a test checks that `Extensions` serves each of them
-(but STEER, which the agent runs like ``session/prompt``).
+list is the route table's rows that carry a version (routes.py): what is
+advertised is what is routed, and the table loads no session machinery
+(issue 15).
 """
 
 from __future__ import annotations
@@ -13,25 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from .routes import ROUTES
 
 #: Version of the extension surface as a whole (bumped on incompatible change).
 EXTENSIONS_VERSION = 1
 
-#: Served by the agent itself (it runs a turn like ``session/prompt``).
-STEER = "_agybridge/session/steer"
-#: Prompts sent after it wait for it (its note reaches agy first).
-ROLLBACK = "_agybridge/session/rollback"
-
 #: method -> version, in the order ``initialize`` lists them.
 EXTENSION_METHODS: dict[str, int] = {
-    "_agybridge/session/runtime": 1,
-    "_agybridge/session/history": 1,
-    "_agybridge/session/mutations": 1,
-    "_agybridge/session/diff": 1,
-    ROLLBACK: 1,
-    "_agybridge/mcp/list": 1,
-    "_agybridge/skills/list": 1,
-    STEER: 1,
+    r.method: r.version for r in ROUTES.values() if r.version is not None
 }
 
 

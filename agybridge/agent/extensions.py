@@ -1,15 +1,13 @@
 """agybridge's ACP extension methods (``_agybridge/...``).
 
-Every method here is listed in ``initialize`` →
-``agentCapabilities._meta.agybridge.extensions`` with its version, and only
-those: advertised.py holds that list, this module serves it. The payloads are
+Each method here is a row of the route table (routes.py) with its version,
+which ``initialize`` lists in ``agentCapabilities._meta.agybridge.extensions``. The payloads are
 documented in docs/extensions.md and described by docs/extensions.schema.json.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -20,62 +18,9 @@ from ..translate.diffs import unified
 from ..workspace.mutations import Mutation, Restore, RollbackRefused
 from . import history_pages as history
 from .history_pages import mutation_wire
-from .params import unknown_session
+from .params import bool_param, int_param, str_param, unknown_session
+from .request import Request
 from .runtime import mcp_servers, runtime
-
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-
-
-def _object(params: Any) -> dict[str, Any]:
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise RpcError(ErrorCode.INVALID_PARAMS, "Invalid params: params must be an object")
-    return params
-
-
-def int_param(params: dict[str, Any], name: str, *, required: bool = False) -> int | None:
-    """A non-negative integer parameter (-32602 naming it otherwise)."""
-    value = params.get(name)
-    if value is None:
-        if required:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"Invalid params: {name} is required",
-                {"path": f"$.{name}"},
-            )
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS,
-            f"Invalid params: {name} must be an integer >= 0, not {value!r}",
-            {"path": f"$.{name}"},
-        )
-    return value
-
-
-def bool_param(params: dict[str, Any], name: str) -> bool:
-    value = params.get(name, False)
-    if not isinstance(value, bool):
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS,
-            f"Invalid params: {name} must be true or false, not {value!r}",
-            {"path": f"$.{name}"},
-        )
-    return value
-
-
-def str_param(params: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    value = params.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value:
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS,
-            f"Invalid params: {name} must be a non-empty string",
-            {"path": f"$.{name}"},
-        )
-    return value
 
 
 class Extensions:
@@ -83,22 +28,6 @@ class Extensions:
 
     def __init__(self, manager: SessionManager) -> None:
         self._manager = manager
-        #: method -> handler: advertised.EXTENSION_METHODS but STEER (a test checks).
-        self.methods: dict[str, Handler] = {
-            "_agybridge/session/runtime": self._runtime,
-            "_agybridge/session/history": self._history,
-            "_agybridge/session/mutations": self._mutations,
-            "_agybridge/session/diff": self._diff,
-            "_agybridge/session/rollback": self._rollback,
-            "_agybridge/mcp/list": self._mcp_list,
-            "_agybridge/skills/list": self._skills_list,
-        }
-
-    async def handle(self, method: str, params: Any) -> Any:
-        handler = self.methods.get(method)
-        if handler is None:
-            raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
-        return await handler(_object(params))
 
     def _session(self, params: dict[str, Any]) -> Session:
         session_id = str_param(params, "sessionId", required=True)
@@ -110,13 +39,13 @@ class Extensions:
 
     # --- methods -------------------------------------------------------------
 
-    async def _runtime(self, params: dict[str, Any]) -> Any:
+    async def runtime(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)
         await session.mutations.load()  # a loaded session's log is in the store
         await session.barrier()  # the prompts sent before this request are queued
         return runtime(session)
 
-    async def _history(self, params: dict[str, Any]) -> Any:
+    async def history(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)
         limit = int_param(params, "limit")
         cursor = params.get("cursor")
@@ -131,7 +60,7 @@ class Extensions:
         mutations = await session.mutations.with_provenance()
         return history.page(journal, mutations, cursor, limit)
 
-    async def _mutations(self, params: dict[str, Any]) -> Any:
+    async def mutations(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)
         since = int_param(params, "sinceTurn") or 0
         listed = await session.mutations.with_provenance(since)
@@ -140,7 +69,7 @@ class Extensions:
             turns.setdefault(mutation.turn, []).append(mutation_wire(mutation, changed))
         return {"turns": [{"turn": t, "files": files} for t, files in sorted(turns.items())]}
 
-    async def _diff(self, params: dict[str, Any]) -> Any:
+    async def diff(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)
         turn = int_param(params, "turn")
         since = int_param(params, "sinceTurn")
@@ -155,7 +84,7 @@ class Extensions:
             path = posixpath.normpath(posixpath.join(session.cwd, path))
         return await diff_of(session, turn=turn, since=since, path=path)
 
-    async def _rollback(self, params: dict[str, Any]) -> Any:
+    async def rollback(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)
         to_turn = int_param(params, "toTurn", required=True)
         assert to_turn is not None
@@ -166,10 +95,10 @@ class Extensions:
             force=bool_param(params, "force"),
         )
 
-    async def _mcp_list(self, params: dict[str, Any]) -> Any:
+    async def mcp_list(self, params: dict[str, Any], request: Request) -> Any:
         return {"servers": mcp_servers(self._session(params))}
 
-    async def _skills_list(self, params: dict[str, Any]) -> Any:
+    async def skills_list(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)
         await session.barrier()  # the scan session/new started may not be done yet
         return {

@@ -1,11 +1,14 @@
 """The ACP agent: JSON-RPC methods -> sessions, and errors -> JSON-RPC codes.
 
-This is the top of the session stack: the JSON-RPC handler. Every request's
-params are checked once, in wire order (``request_received``): unusable text
-anywhere is ``-32602`` naming the field, and a session's requests are made
+This is the top of the session stack: the JSON-RPC handler. Each request is
+routed by the route table (routes.py: method → params model → handler) and
+followed by one `Request` (request.py), made in wire order
+(``request_received``): its params' text is checked there (unusable text
+anywhere is ``-32602`` naming the field), and a session's requests are made
 known to it in the order sent (prompts queue FIFO; a request after a cancel
-ends the silence that follows a ``cancelled`` answer). Session errors are
-translated once, here (style.md §7).
+ends the silence that follows a ``cancelled`` answer). Its task picks the
+`Request` up once (``handle_request``) and checks the params against their
+model once. Session errors are translated once, here (style.md §7).
 """
 
 from __future__ import annotations
@@ -24,16 +27,17 @@ from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session.config import LaunchSettings
 from . import compat
-from .advertised import EXTENSION_METHODS, ROLLBACK, STEER, extension_capabilities
+from .advertised import extension_capabilities
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
-from .params import check_text, initialize_request, parse, translate_session_errors
+from .params import check_text, translate_session_errors
+from .request import Kind, Request
+from .routes import ROUTES
 from .wirelog import log_initialize
 
 if TYPE_CHECKING:
     from ..session import Session, SessionManager
     from ..session.outlet import ClientSink
-    from ..workspace.mutations import MutationLog
     from .session_methods import SessionMethods
 
 logger = logging.getLogger(__name__)
@@ -41,20 +45,6 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION = 1
 #: The context of a request that waits for no lifecycle request (stateless: one for all).
 _UNORDERED = contextlib.nullcontext()
-#: Requests that open or end a session: applied in wire order per session.
-LIFECYCLE_METHODS = frozenset({"session/load", "session/resume", "session/close", "session/delete"})
-#: Served by `SessionMethods` (session_methods.py), with the extensions.
-SESSION_METHODS = (
-    "session/new",
-    "session/prompt",
-    "session/close",
-    "session/set_config_option",
-    "session/set_mode",
-    "session/list",
-    "session/load",
-    "session/resume",
-    "session/delete",
-)
 
 
 class AcpAgent:
@@ -89,65 +79,50 @@ class AcpAgent:
         self._default_settings = default_settings or LaunchSettings()
         #: An initialize request has arrived (wire order), and has succeeded.
         self._initialize_seen = False
-        #: Requests sent before any initialize (wire order): -32600.
-        self._too_early: set[int] = set()
         self._initialize_done = trio.Event()
         self._initialized = False
-        #: Requests whose params failed the check made once in wire order: the error.
-        self._checked: dict[int, RpcError] = {}
-        #: Requests for a session not live yet, sent behind its load or resume:
-        #: whether ``$/cancel_request`` came for them while they waited.
-        self._behind: dict[int, bool] = {}
-        #: Those of them that are prompts (or steers) -> their session id: a
-        #: ``session/cancel`` sent after them cancels them too.
-        self._behind_prompts: dict[int, str] = {}
+        #: Requests read (wire order) whose task has not picked them up yet.
+        self._arrived: dict[int, Request] = {}
         self._lifecycle = LifecycleOrder()
-        #: Rollback requests in flight -> their session's mutation log, which
-        #: holds back the prompts sent after them (``MutationLog.settled``).
-        self._rollbacks: dict[int, MutationLog] = {}
         self.client_capabilities = models.ClientCapabilities()
-        self._methods: dict[str, Callable[[Any, RequestContext], Any]] = {
-            "initialize": self._initialize,
-            "authenticate": self._authenticate,
-        }
-        for name in (*SESSION_METHODS, *EXTENSION_METHODS):
-            self._methods[name] = functools.partial(self._served, name)
         #: Built by the first request that needs sessions (issue 15: initialize
         #: is answered without importing the session machinery).
-        self._session_methods: SessionMethods | None = None
+        self._sessions: SessionMethods | None = None
 
     # --- the Handler protocol ------------------------------------------------
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
         """In wire order, before the request's task starts."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        request = Request(
+            ctx, ROUTES.get(method), params, session_id if isinstance(session_id, str) else None
+        )
+        self._arrived[ctx.seq] = request
         if method == "initialize":
             self._initialize_seen = True
         elif not self._initialize_seen:
             # Refused even if its task runs once a later initialize is done.
-            self._too_early.add(ctx.seq)
+            request.too_early = True
         if not ctx.no_escapes:  # else nothing to find (every prompt of a plain chat)
             try:
                 check_text(params)
             except RpcError as exc:
-                self._checked[ctx.seq] = exc
+                request.problem = exc
                 return
-        if not self._initialize_seen or method not in self._methods:
-            return
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        if not isinstance(session_id, str):
+        if not self._initialize_seen or request.kind is None or request.session_id is None:
             return  # no session to make it known to
-        if method in LIFECYCLE_METHODS:
-            self._lifecycle.ticket(session_id, ctx.seq)
+        session_id = request.session_id
+        if request.kind is Kind.LIFECYCLE:
+            self._lifecycle.ticket(session_id, request)
         elif self._lifecycle.pending(session_id):
             # Sent right behind a load, resume, close or delete of the session (a
             # client that does not wait for its answer): it arrives once that is
             # done, also when the session is live now (after a close: -32002).
-            self._lifecycle.ticket(session_id, ctx.seq)
-            self._behind[ctx.seq] = False
-            if method in ("session/prompt", STEER):
+            self._lifecycle.ticket(session_id, request)
+            request.behind = True
+            if request.kind.is_turn:
                 # Answered cancelled, as any prompt (else: -32800).
-                ctx.on_cancel = functools.partial(self._cancel_behind, ctx.seq)
-                self._behind_prompts[ctx.seq] = session_id
+                ctx.on_cancel = request.cancel_behind
             if self._manager.get(session_id) is None:
                 self._manager.client_spoke(session_id)
             return
@@ -155,93 +130,90 @@ class AcpAgent:
         if session is None:
             self._manager.client_spoke(session_id)
             return
-        self._arrive(session, method, ctx)
+        self._arrive(session, request)
 
-    def _arrive(self, session: Session, method: str, ctx: RequestContext) -> None:
+    def _arrive(self, session: Session, request: Request) -> None:
         """Make a request known to its session, in wire order."""
-        if method in ("session/prompt", STEER):
-            if method == STEER:
-                session.steer_arrived(ctx.seq)  # ahead of the prompts waiting
-            else:
-                session.prompt_arrived(ctx.seq)  # its place in the FIFO queue
-            # $/cancel_request for a prompt cancels its turn and is answered with
-            # the cancelled result, also before the prompt's task has started.
-            ctx.on_cancel = functools.partial(session.cancel_prompt, ctx.seq)
+        seq = request.seq
+        if request.kind is Kind.STEER:
+            session.steer_arrived(seq)  # ahead of the prompts waiting
+        elif request.kind is Kind.PROMPT:
+            session.prompt_arrived(seq)  # its place in the FIFO queue
         else:
-            session.client_request(ctx.seq)
-            if method == ROLLBACK:
+            session.client_request(seq)
+            if request.kind is Kind.ROLLBACK:
                 session.mutations.rollback_arrived()
-                self._rollbacks[ctx.seq] = session.mutations
+                request.rollback = session.mutations
+            return
+        # $/cancel_request for a prompt cancels its turn and is answered with
+        # the cancelled result, also before the prompt's task has started.
+        request.ctx.on_cancel = functools.partial(session.cancel_prompt, seq)
 
-    def _cancel_behind(self, seq: int) -> None:
-        if seq in self._behind:
-            self._behind[seq] = True
-
-    async def _arrive_behind(self, method: str, session_id: str, ctx: RequestContext) -> bool:
+    async def _arrive_behind(self, request: Request, session_id: str) -> bool:
         """Wait for the lifecycle requests sent before this one, then make it
         known to the session (if it is live now); whether it was cancelled meanwhile."""
         try:
-            async with self._lifecycle.turn(session_id, ctx.seq):
+            async with self._lifecycle.turn(session_id, request):
                 pass  # its place is only for waiting: later requests need not wait for it
         finally:
-            cancelled = self._behind.pop(ctx.seq)
-            self._behind_prompts.pop(ctx.seq, None)
+            request.behind = False
         session = self._manager.get(session_id)
         if session is None:
-            return cancelled  # not loaded (its load said why): the request's own error
-        self._arrive(session, method, ctx)
-        if cancelled:
-            session.cancel_prompt(ctx.seq)  # answered cancelled, by its session
+            return request.cancelled  # not loaded (its load said why): the request's own error
+        self._arrive(session, request)
+        if request.cancelled:
+            session.cancel_prompt(request.seq)  # answered cancelled, by its session
         return False
 
     @contextlib.asynccontextmanager
-    async def _lifecycle_turn(self, session_id: str, seq: int) -> AsyncIterator[None]:
+    async def _lifecycle_turn(self, request: Request, session_id: str) -> AsyncIterator[None]:
         """A load, resume, close or delete runs after this client's earlier
         ones (wire order), then as a whole against other clients' (the shared
         manager's lock: the daemon serves many clients)."""
-        async with self._lifecycle.turn(session_id, seq), self._manager.lifecycle(session_id):
+        async with self._lifecycle.turn(session_id, request), self._manager.lifecycle(session_id):
             yield
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        handler = self._methods.get(method)
-        problem = self._checked.pop(ctx.seq, None)
-        too_early = ctx.seq in self._too_early
-        if too_early:
-            self._too_early.discard(ctx.seq)
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        if not isinstance(session_id, str):
-            session_id = None
+        # Made by request_received, which the peer calls for every request first.
+        request = self._arrived.pop(ctx.seq)
+        route = request.route
+        session_id = request.session_id
         try:
             async with (
-                self._lifecycle_turn(session_id, ctx.seq)
-                if session_id is not None and method in LIFECYCLE_METHODS
+                self._lifecycle_turn(request, session_id)
+                if session_id is not None and request.kind is Kind.LIFECYCLE
                 else _UNORDERED
             ):
                 # First, so that its place is given up whatever happens next.
                 if (
                     session_id is not None
-                    and ctx.seq in self._behind
-                    and await self._arrive_behind(method, session_id, ctx)
+                    and request.behind
+                    and await self._arrive_behind(request, session_id)
                 ):
                     cancelled = models.PromptResponse(stop_reason=models.STOP_CANCELLED)
                     return codec.unstructure_prompt_response(cancelled)
-                if handler is None:
+                if route is None:
                     raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
-                if method != "initialize" and (too_early or not self._initialized):
-                    await self._wait_initialized(method, too_early=too_early)
-                if problem is not None:
-                    raise problem
-                return await handler(params, ctx)
+                if method != "initialize" and (request.too_early or not self._initialized):
+                    await self._wait_initialized(method, too_early=request.too_early)
+                try:
+                    if request.problem is not None:
+                        raise request.problem
+                    return await route.serve(self)(route.params(params), request)
+                finally:
+                    if method == "initialize":
+                        # Answered (success or error, also for unusable text):
+                        # the requests sent after it wait no longer.
+                        self._initialize_done.set()
         except RpcError as exc:
             if exc.code == ErrorCode.AUTH_REQUIRED and method != "authenticate":
                 details = exc.data.get("details") if isinstance(exc.data, dict) else None
                 self._sign_in.note_signed_out(str(details or exc.message))
             raise
         finally:
-            log = self._rollbacks.pop(ctx.seq, None)
-            if log is not None:
-                log.rollback_left()
-            if session_id is not None and method in ("session/prompt", STEER):
+            if request.rollback is not None:
+                request.rollback.rollback_left()
+            if session_id is not None and request.kind is not None and request.kind.is_turn:
                 # A prompt answered without a turn must not hold its place.
                 session = self._manager.get(session_id)
                 if session is not None:
@@ -273,9 +245,16 @@ class AcpAgent:
             except Exception:
                 logger.warning("ignoring malformed session/cancel: %r", params)
                 return
-            for seq, session_id in self._behind_prompts.items():
-                if session_id == cancel.session_id and seq < ctx.seq:
-                    self._behind[seq] = True  # answered cancelled once it arrives
+            for place in self._lifecycle.places(cancel.session_id):
+                # A prompt sent before it, still waiting behind a load or resume:
+                # answered cancelled once it arrives.
+                if (
+                    isinstance(place, Request)
+                    and place.seq < ctx.seq
+                    and place.kind is not None
+                    and place.kind.is_turn
+                ):
+                    place.cancel_behind()
             if self._lifecycle.pending(cancel.session_id):
                 # Sent behind a load or resume (maybe of a session another
                 # client drives now): it cancels once that is done.
@@ -302,19 +281,15 @@ class AcpAgent:
             return
         session.cancel(seq)
 
-    # --- methods -----------------------------------------------------------
+    # --- the agent's own methods (routes.py) ----------------------------------
 
-    async def _initialize(self, params: Any, ctx: RequestContext) -> Any:
-        try:
-            request = initialize_request(params)
-            self.client_capabilities = request.client_capabilities
-            self._initialized = True
-        finally:
-            self._initialize_done.set()
-        if request.protocol_version != PROTOCOL_VERSION:
+    async def initialize(self, params: models.InitializeRequest, request: Request) -> Any:
+        self.client_capabilities = params.client_capabilities
+        self._initialized = True
+        if params.protocol_version != PROTOCOL_VERSION:
             logger.info(
                 "client asked for protocol version %s; answering %s",
-                request.protocol_version,
+                params.protocol_version,
                 PROTOCOL_VERSION,
             )
         response = models.InitializeResponse(
@@ -334,27 +309,27 @@ class AcpAgent:
             auth_methods=auth_methods(terminal=self._client_has_terminal_auth()),
             meta={"bridgeCapabilities": compat.bridge_capabilities(self._manager.deps.catalog())},
         )
-        log_initialize(request)
+        log_initialize(params)
         return codec.unstructure_plain(response)
 
     def _client_has_terminal_auth(self) -> bool:
         auth = self.client_capabilities.auth or {}
         return auth.get("terminal") is True
 
-    async def _authenticate(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.AuthenticateRequest)
-        check_method(request.method_id, terminal=self._client_has_terminal_auth())
+    async def authenticate(self, params: models.AuthenticateRequest, request: Request) -> Any:
+        check_method(params.method_id, terminal=self._client_has_terminal_auth())
         with translate_session_errors():
             await self._sign_in.authenticate()
         return {}
 
-    async def _served(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        if self._session_methods is None:
-            # Loaded on first use, in one place (issue 15, lazy start-up).
+    @property
+    def sessions(self) -> SessionMethods:
+        """The methods that need sessions: loaded on first use, in one place
+        (issue 15, lazy start-up)."""
+        if self._sessions is None:
             from .session_methods import SessionMethods  # noqa: PLC0415
 
-            self._session_methods = SessionMethods(
-                self,
+            self._sessions = SessionMethods(
                 self._manager,
                 self._client,
                 default_settings=self._default_settings,
@@ -362,10 +337,12 @@ class AcpAgent:
                 doctor=self._doctor,
                 catalog_ready=self._catalog_ready,
                 sign_in=self._sign_in,
+                client_capabilities=self._client_capabilities,
                 client_gone=self._client_gone,
             )
             if self._on_sessions_loaded is not None:
                 self._on_sessions_loaded()
-            # Later requests go straight to their method (not through here).
-            self._methods.update(self._session_methods.methods)
-        return await self._session_methods.handle(method, params, ctx)
+        return self._sessions
+
+    def _client_capabilities(self) -> models.ClientCapabilities:
+        return self.client_capabilities

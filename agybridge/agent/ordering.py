@@ -28,56 +28,79 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import Protocol
 
+import attrs
 import trio
 
 logger = logging.getLogger(__name__)
 
 
+class Place(Protocol):
+    """A place in a session's order: a request (its task waits for its turn)."""
+
+    @property
+    def seq(self) -> int: ...
+
+
+@attrs.frozen(eq=False)
+class Deferred:
+    """A place that is no waiting task: ``action`` is called when it reaches the front."""
+
+    seq: int
+    action: Callable[[], None]
+
+
 class LifecycleOrder:
     def __init__(self) -> None:
-        self._pending: dict[str, list[int]] = {}
-        #: Places that are not a waiting task: done when they reach the front.
-        self._actions: dict[int, Callable[[], None]] = {}
+        #: session id -> its places, in wire order (the front one's turn is now).
+        self._pending: dict[str, list[Place]] = {}
         self._changed = trio.Event()
 
-    def ticket(self, session_id: str, seq: int) -> None:
+    def ticket(self, session_id: str, place: Place) -> None:
         """Take a place (call in wire order)."""
-        bisect.insort(self._pending.setdefault(session_id, []), seq)
+        bisect.insort(self._pending.setdefault(session_id, []), place, key=_wire_position)
 
     def then(self, session_id: str, seq: int, action: Callable[[], None]) -> None:
         """Take a place (in wire order, while `pending`) that calls ``action``
         once every earlier request for ``session_id`` is done."""
-        self.ticket(session_id, seq)
-        self._actions[seq] = action
+        self.ticket(session_id, Deferred(seq, action))
 
     def pending(self, session_id: str) -> bool:
         """Whether a request for ``session_id`` holds a place (in wire order:
         one sent before the caller's)."""
         return session_id in self._pending
 
+    def places(self, session_id: str) -> Iterator[Place]:
+        """The places ``session_id``'s requests hold, in wire order."""
+        return iter(self._pending.get(session_id, ()))
+
     @asynccontextmanager
-    async def turn(self, session_id: str, seq: int) -> AsyncIterator[None]:
+    async def turn(self, session_id: str, place: Place) -> AsyncIterator[None]:
         """Wait until every earlier request for ``session_id`` is done."""
         queue = self._pending.get(session_id)
-        if queue is None or seq not in queue:
+        if queue is None or place not in queue:
             yield  # no ticket (e.g. an unparsable id): nothing to order against
             return
         try:
-            while queue[0] != seq:
+            while queue[0] is not place:
                 await self._changed.wait()
             yield
         finally:
-            queue.remove(seq)
-            while queue and queue[0] in self._actions:
-                action = self._actions.pop(queue.pop(0))
+            queue.remove(place)
+            while queue and isinstance(deferred := queue[0], Deferred):
+                del queue[0]
                 try:
-                    action()
+                    deferred.action()
                 except Exception:
                     logger.exception("a request waiting for %s failed", session_id)
             if not queue:
                 del self._pending[session_id]
             self._changed.set()
             self._changed = trio.Event()
+
+
+def _wire_position(place: Place) -> int:
+    return place.seq

@@ -55,6 +55,60 @@ def parse(params: Any, cls: type[T]) -> T:
         ) from None
 
 
+def object_params(params: Any) -> dict[str, Any]:
+    """An extension's params: an object (absent: empty); each field is checked
+    by the method that reads it (`int_param`, `bool_param`, `str_param`)."""
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise RpcError(ErrorCode.INVALID_PARAMS, "Invalid params: params must be an object")
+    return params
+
+
+def int_param(params: dict[str, Any], name: str, *, required: bool = False) -> int | None:
+    """A non-negative integer parameter (-32602 naming it otherwise)."""
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"Invalid params: {name} is required",
+                {"path": f"$.{name}"},
+            )
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {name} must be an integer >= 0, not {value!r}",
+            {"path": f"$.{name}"},
+        )
+    return value
+
+
+def bool_param(params: dict[str, Any], name: str) -> bool:
+    value = params.get(name, False)
+    if not isinstance(value, bool):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {name} must be true or false, not {value!r}",
+            {"path": f"$.{name}"},
+        )
+    return value
+
+
+def str_param(params: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = params.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {name} must be a non-empty string",
+            {"path": f"$.{name}"},
+        )
+    return value
+
+
 def session_params(params: Any, *, null_lists: bool = True) -> Any:
     """Session request params with a ``null`` ``mcpServers`` or
     ``additionalDirectories`` as ``[]`` (unless ``null_lists`` is False:
@@ -203,3 +257,60 @@ def _same_directory(path: str, tidy: str) -> bool:
         return os.path.samefile(path, tidy)
     except OSError:
         return False
+
+
+# --- each method's params model (routes.py); the models load on first use --
+
+
+def authenticate(params: Any) -> models.AuthenticateRequest:
+    return parse(params, models.AuthenticateRequest)
+
+
+def new_session(params: Any) -> models.NewSessionRequest:
+    return parse(session_params(params), models.NewSessionRequest)
+
+
+def list_sessions(params: Any) -> models.ListSessionsRequest:
+    return parse(session_params(params, null_lists=False), models.ListSessionsRequest)
+
+
+def open_session(params: Any) -> models.OpenSessionRequest:
+    """session/load and session/resume."""
+    return parse(session_params(params), models.OpenSessionRequest)
+
+
+def session_id(params: Any) -> models.SessionIdParams:
+    """session/close and session/delete."""
+    return parse(params, models.SessionIdParams)
+
+
+def set_config_option(params: Any) -> models.SetConfigOptionRequest:
+    return parse(params, models.SetConfigOptionRequest)
+
+
+def set_mode(params: Any) -> models.SetModeRequest:
+    return parse(params, models.SetModeRequest)
+
+
+def prompt(params: Any) -> models.PromptRequest:
+    return codec.structure_plain_prompt(params) or parse(params, models.PromptRequest)
+
+
+def steer(params: Any) -> models.PromptRequest:
+    """``_agybridge/session/steer {sessionId, text}``: the text prompt it is."""
+    if not isinstance(params, dict) or not isinstance(params.get("text"), str):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS, "Invalid params: text must be a string", {"path": "$.text"}
+        )
+    if not params["text"].strip():
+        # Named as the steer's field, not as the prompt block it becomes.
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS, "Invalid params: text is empty", {"path": "$.text"}
+        )
+    as_prompt = {
+        # -32602 naming the field, as every extension (session/prompt's
+        # own check would answer a list of problems).
+        "sessionId": str_param(params, "sessionId", required=True),
+        "prompt": [{"type": "text", "text": params["text"]}],
+    }
+    return prompt(as_prompt)

@@ -1,6 +1,8 @@
 """The ACP session methods: ``session/new`` to ``session/delete``, the prompt
 turn, the bridge's slash commands and the ``_agybridge/*`` extensions.
 
+Each method is a row of the route table (routes.py), which hands it its
+params already checked against their model (params.py) and the `Request`.
 `AcpAgent` (handlers.py) loads this module when the first of these requests
 arrives: answering ``initialize`` needs none of the session machinery it
 imports (issue 15, lazy start-up).
@@ -10,12 +12,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..acp import codec, models
 from ..acp.content import PromptContentError
 from ..acp.limits import PromptLimits
-from ..jsonrpc import ErrorCode, RequestContext, RpcError
+from ..jsonrpc import ErrorCode, RpcError
 from ..session import Session, SessionError, SessionManager
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError, LaunchSettings
@@ -26,26 +28,19 @@ from ..translate.history import replay_updates
 from ..workspace.mcp import McpServerError, build_mcp_config
 from ..workspace.staging import StagingError
 from . import commands, compat, prompting
-from .advertised import STEER
 from .auth import SignInState
-from .extensions import Extensions, str_param
+from .extensions import Extensions
 from .params import (
     check_directories,
     check_directory,
     normalise,
     on_disconnect_from,
-    parse,
-    session_params,
     session_rpc_error,
     settings_from,
     translate_session_errors,
     unknown_session,
 )
-
-if TYPE_CHECKING:
-    from .handlers import AcpAgent
-
-Method = Callable[[Any, RequestContext], Awaitable[Any]]
+from .request import Request
 
 
 class SessionMethods:
@@ -53,7 +48,6 @@ class SessionMethods:
 
     def __init__(
         self,
-        agent: AcpAgent,
         manager: SessionManager,
         client: ClientSink,
         *,
@@ -62,9 +56,11 @@ class SessionMethods:
         doctor: Callable[[], list[str]],
         catalog_ready: Callable[[], Awaitable[None]] | None,
         sign_in: SignInState,
+        client_capabilities: Callable[[], models.ClientCapabilities],
         client_gone: Callable[[], bool] | None = None,
     ) -> None:
-        self._agent = agent
+        """``client_capabilities``: what the client's ``initialize`` said."""
+        self._client_capabilities = client_capabilities
         self._client_gone = client_gone
         self._manager = manager
         self._client = client
@@ -73,30 +69,11 @@ class SessionMethods:
         self._doctor = doctor
         self._catalog_ready = catalog_ready
         self._sign_in = sign_in
-        self._extensions = Extensions(manager)
-        #: method -> implementation: handlers.SESSION_METHODS and STEER; the
-        #: agent routes these and the extensions here (a test checks they agree).
-        self.methods: dict[str, Method] = {
-            "session/new": self._new_session,
-            "session/prompt": self._prompt,
-            "session/close": self._close_session,
-            "session/set_config_option": self._set_config_option,
-            "session/set_mode": self._set_mode,
-            "session/list": self._list_sessions,
-            "session/load": self._load_session,
-            "session/resume": self._resume_session,
-            "session/delete": self._delete_session,
-            STEER: self._steer,
-        }
+        #: The ``_agybridge/*`` methods (routes.py reaches them through here).
+        self.extensions: Extensions = Extensions(manager)
 
-    async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        served = self.methods.get(method)
-        if served is None:
-            return await self._extensions.handle(method, params)
-        return await served(params, ctx)
-
-    async def _new_session(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(session_params(params), models.NewSessionRequest)
+    async def new_session(self, request: models.NewSessionRequest, call: Request) -> Any:
+        params = call.params  # with the compatibility fields the model leaves out
         spec = SessionSpec(
             session_id=f"sess_{uuid.uuid4().hex}",
             cwd=check_directory(request.cwd, "cwd"),
@@ -127,8 +104,7 @@ class SessionMethods:
         session.announce("commands")
         return codec.unstructure(response)
 
-    async def _list_sessions(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(session_params(params, null_lists=False), models.ListSessionsRequest)
+    async def list_sessions(self, request: models.ListSessionsRequest, call: Request) -> Any:
         # `is not None`: an empty cwd is no absolute path (-32602), not "no filter".
         cwd = (
             check_directory(request.cwd, "cwd", must_exist=False)
@@ -164,19 +140,18 @@ class SessionMethods:
             )
         )
 
-    async def _load_session(self, params: Any, ctx: RequestContext) -> Any:
-        return await self._open_session(params, replay=True)
+    async def load_session(self, request: models.OpenSessionRequest, call: Request) -> Any:
+        return await self._open_session(request, replay=True)
 
-    async def _resume_session(self, params: Any, ctx: RequestContext) -> Any:
-        return await self._open_session(params, replay=False)
+    async def resume_session(self, request: models.OpenSessionRequest, call: Request) -> Any:
+        return await self._open_session(request, replay=False)
 
-    async def _open_session(self, params: Any, *, replay: bool) -> Any:
+    async def _open_session(self, request: models.OpenSessionRequest, *, replay: bool) -> Any:
         """session/load (replays the display journal first) and session/resume.
 
         Everything they send precedes their response. Two opens of one stored
         session at once share one session (the second waits for the first).
         """
-        request = parse(session_params(params), models.OpenSessionRequest)
         cwd = check_directory(request.cwd, "cwd")
         dirs = check_directories(request.additional_directories)
         servers = mcp_config(request.mcp_servers or [])
@@ -242,8 +217,7 @@ class SessionMethods:
         )
         return codec.unstructure(response)
 
-    async def _delete_session(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SessionIdParams)
+    async def delete_session(self, request: models.SessionIdParams, call: Request) -> Any:
         self._let_go(request.session_id)
         await self._manager.close(request.session_id)
         await self._require_store().delete_session(request.session_id)
@@ -281,8 +255,7 @@ class SessionMethods:
             raise RpcError(ErrorCode.INTERNAL_ERROR, "the session store is not available")
         return store
 
-    async def _set_config_option(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SetConfigOptionRequest)
+    async def set_config_option(self, request: models.SetConfigOptionRequest, call: Request) -> Any:
         session = self._driven(request.session_id)
         try:
             await session.set_config_option(request.config_id, request.value)
@@ -297,8 +270,7 @@ class SessionMethods:
             models.SetConfigOptionResponse(config_options=session.config_options())
         )
 
-    async def _set_mode(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SetModeRequest)
+    async def set_mode(self, request: models.SetModeRequest, call: Request) -> Any:
         session = self._driven(request.session_id)
         try:
             await session.set_mode(request.mode_id)
@@ -308,8 +280,9 @@ class SessionMethods:
             ) from None
         return {}
 
-    async def _prompt(self, params: Any, ctx: RequestContext) -> Any:
-        request = codec.structure_plain_prompt(params) or parse(params, models.PromptRequest)
+    async def prompt(self, request: models.PromptRequest, call: Request) -> Any:
+        """session/prompt, and ``_agybridge/session/steer`` as the prompt it is
+        (docs/extensions.md "Steering": answered like a prompt when its turn ends)."""
         session = self._driven(request.session_id)
         skill = None
         if prompting.slash_text(request.prompt):  # else it is no command
@@ -319,11 +292,11 @@ class SessionMethods:
                 await session.barrier()
                 command = prompting.command_of(request.prompt, session)
             if isinstance(command, BridgeCommand):
-                return await self._answer_command(session, command, ctx.seq)
+                return await self._answer_command(session, command, call.seq)
             skill = command
         try:
             prepared = await prompting.prepare(
-                session, request.prompt, ctx.seq, self._limits, skill
+                session, request.prompt, call.seq, self._limits, skill
             )
         except PromptContentError as exc:
             raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
@@ -331,45 +304,22 @@ class SessionMethods:
             raise RpcError(ErrorCode.INTERNAL_ERROR, str(exc), {"details": str(exc)}) from None
         # $/cancel_request for a prompt means "cancel this turn", answered with
         # the normal cancelled result (ACP cancellation.mdx).
-        ctx.on_cancel = lambda: session.cancel_prompt(ctx.seq)
+        call.ctx.on_cancel = lambda: session.cancel_prompt(call.seq)
         try:
             # A rollback sent just before: agy must not run while the files
             # are being restored (its note goes with the turn: send_user_turn).
             await session.mutations.settled()
             result = await session.prompt(
-                ctx.seq, prepared.text, prepared.display_text, self._client
+                call.seq, prepared.text, prepared.display_text, self._client
             )
         except SessionError as exc:  # translate_session_errors, without a context manager per turn
             raise session_rpc_error(exc) from None
         finally:
             if prepared.converted.files:
-                await prompting.discard(session, ctx.seq)
+                await prompting.discard(session, call.seq)
         meta = dict(result.meta) or None
         response = models.PromptResponse(stop_reason=result.stop_reason, meta=meta)
         return codec.unstructure_prompt_response(response)
-
-    async def _steer(self, params: Any, ctx: RequestContext) -> Any:
-        """``_agybridge/session/steer {sessionId, text}``: a text prompt that
-        goes ahead of the prompts waiting; answered like session/prompt when
-        its turn ends (docs/extensions.md "Steering")."""
-        if not isinstance(params, dict) or not isinstance(params.get("text"), str):
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                "Invalid params: text must be a string",
-                {"path": "$.text"},
-            )
-        if not params["text"].strip():
-            # Named as the steer's field, not as the prompt block it becomes.
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS, "Invalid params: text is empty", {"path": "$.text"}
-            )
-        prompt = {
-            # -32602 naming the field, as every extension (session/prompt's
-            # own check would answer a list of problems).
-            "sessionId": str_param(params, "sessionId", required=True),
-            "prompt": [{"type": "text", "text": params["text"]}],
-        }
-        return await self._prompt(prompt, ctx)
 
     async def _answer_command(self, session: Session, command: BridgeCommand, seq: int) -> Any:
         """Answer a bridge command with a message, without an agy turn."""
@@ -380,8 +330,7 @@ class SessionMethods:
         await self._client(session.session_id, (chunk,))
         return codec.unstructure(models.PromptResponse(stop_reason=models.STOP_END_TURN))
 
-    async def _close_session(self, params: Any, ctx: RequestContext) -> Any:
-        request = parse(params, models.SessionIdParams)
+    async def close_session(self, request: models.SessionIdParams, call: Request) -> Any:
         self._let_go(request.session_id)
         if not await self._manager.close(request.session_id):
             raise unknown_session(request.session_id)
@@ -389,7 +338,7 @@ class SessionMethods:
 
     def _client_wants_terminals(self) -> bool:
         """Zed's display-only terminal extension (acp/brief.md §8)."""
-        meta = self._agent.client_capabilities.meta or {}
+        meta = self._client_capabilities().meta or {}
         return meta.get("terminal_output") is True
 
     def _session(self, session_id: str) -> Session:

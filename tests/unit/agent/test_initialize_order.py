@@ -141,3 +141,24 @@ async def test_each_capability_field_is_defaulted_on_its_own() -> None:
     caps = answer["caps"]
     assert (caps.fs.read_text_file, caps.fs.write_text_file, caps.terminal) == (True, False, False)
     assert [m["id"] for m in answer["authMethods"]] == ["agy-login", "agy-signed-in"]
+
+
+async def test_a_request_after_an_initialize_with_unusable_text_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """initialize whose params hold a NUL is answered -32602 before it reaches
+    its handler; a request sent right behind it must then be refused as after
+    a failed initialize (-32600), not wait for an answer already given."""
+    bridge = agent()
+    init = RequestContext(request_id=1, method="initialize", seq=0)
+    later = RequestContext(request_id=2, method="session/list", seq=1)
+    bad = {"protocolVersion": 1, "clientInfo": {"name": "z\x00ed", "version": "1"}}
+    bridge.request_received("initialize", bad, init)
+    bridge.request_received("session/list", {}, later)
+    with pytest.raises(RpcError) as refused:
+        await bridge.handle_request("initialize", bad, init)
+    assert refused.value.code == -32602 and "$.clientInfo.name" in refused.value.message
+    with trio.fail_after(5), pytest.raises(RpcError) as caught:
+        await bridge.handle_request("session/list", {}, later)
+    assert caught.value.code == -32600
+    assert caught.value.message == "the first ACP request must be initialize (and it failed)"
