@@ -114,7 +114,7 @@ class CoreState:
     def _emit(self, action: Action) -> None:
         self._out.append(action)
 
-    # Provided by the other parts (turns.py, outcomes.py).
+    # Provided by turns.py (the queue), for the parts it is built on.
 
     def _finish(
         self, turn: Turn, stop: Stop | None = None, error: SessionError | None = None
@@ -125,17 +125,6 @@ class CoreState:
         raise NotImplementedError
 
     def _maybe_closed(self) -> None:
-        raise NotImplementedError
-
-    def _retire_turn(
-        self,
-        turn: Turn,
-        stop: Stop | None,
-        error: SessionError | None,
-        reason: str,
-        *,
-        warm: bool = True,
-    ) -> None:
         raise NotImplementedError
 
 
