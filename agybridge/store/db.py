@@ -288,6 +288,15 @@ class Store:
             ).fetchall()
         return [JournalEntry.from_row(row) for row in rows]
 
+    def next_turn(self, session_id: str) -> int:
+        """The index the session's next journalled turn takes: one past its last
+        (0 when it has none), without reading the lines."""
+        with self._db.reading(f"reading the journal of {session_id!r}") as conn:
+            (last,) = conn.execute(
+                "SELECT max(turn) FROM journal WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return 0 if last is None else int(last) + 1
+
     # ------------------------------------------------------------------ cache and flags
 
     def cache_get(self, key: str) -> Any | None:

@@ -652,6 +652,24 @@ def test_journal_comes_back_in_turn_and_index_order(store: Store) -> None:
     assert store.journal("nobody") == []
 
 
+def test_next_turn_is_one_past_the_sessions_last_journalled_turn(store: Store) -> None:
+    """0 with no journal; one past the highest turn, gaps and other sessions aside."""
+    store.upsert_session(record("s"))
+    assert store.next_turn("s") == 0
+    assert store.next_turn("unknown") == 0
+    store.append_journal(
+        [
+            JournalEntry.user("s", 0, 0, "first"),
+            JournalEntry.agent("s", 4, 1, "a turn whose prompt went with an earlier one"),
+            JournalEntry.user("s", 2, 0, "written after turn 4"),
+            JournalEntry.user("other", 9, 0, "another session's"),
+        ]
+    )
+    assert store.next_turn("s") == 5
+    assert store.next_turn("other") == 10
+    assert store.next_turn("s") == max(e.turn for e in store.journal("s")) + 1
+
+
 def test_journal_line_with_the_same_position_is_replaced(store: Store) -> None:
     """A tool line re-appended with its final status replaces the first one."""
     pending = JournalEntry.tool(
