@@ -150,6 +150,9 @@ class LoadBench:
             with trio.fail_after(STEP_S):
                 await client.send(INITIALIZE)
                 await client.response(1)
+                if not warm and self.args.first_after_ms:
+                    # An editor that opens a stored session some time after start-up.
+                    await trio.sleep(self.args.first_after_ms / 1000)
                 if warm:
                     # A session and a turn first: the bridge has then loaded its
                     # session machinery and agy's model catalog, and that agy is
@@ -265,7 +268,13 @@ def render(bench: LoadBench, facts: dict[str, Any]) -> str:
         "",
         f"{bench.args.reps} repetition(s) × {bench.args.loads} loads, "
         f"{bench.args.cold_reps} cold starts; a {bench.args.turns}-turn session "
-        "(echo, tool and multi-tool turns in turn). Median / p90 (nearest rank) / min / max.",
+        "(echo, tool and multi-tool turns in turn). Median / p90 (nearest rank) / min / max."
+        + (
+            f" The first-request loads were sent {bench.args.first_after_ms:g} ms after "
+            "`initialize` was answered."
+            if bench.args.first_after_ms
+            else ""
+        ),
         "",
         "| measure | tree | n | median | p90 | min | max |",
         "|---|---|--:|--:|--:|--:|--:|",
@@ -315,6 +324,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=200, help="turns of the recorded session")
     parser.add_argument("--loads", type=int, default=2, help="loads per tree per repetition")
     parser.add_argument("--cold-reps", type=int, default=2, help="cold starts per repetition")
+    parser.add_argument(
+        "--first-after-ms",
+        type=float,
+        default=0.0,
+        help="wait this long after initialize before the first-request load (default: none)",
+    )
     parser.add_argument("--only", default="load,cold")
     parser.add_argument("--quick", action="store_true", help="1 rep, 40 turns")
     parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR)
@@ -324,6 +339,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     unknown = set(args.only.split(",")) - {"load", "cold"}
     if unknown:
         parser.error(f"--only: unknown phase(s) {', '.join(sorted(unknown))}")
+    if args.first_after_ms < 0:
+        parser.error("--first-after-ms must not be negative")
     for name in ("reps", "turns", "loads", "cold_reps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
