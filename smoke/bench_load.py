@@ -90,8 +90,9 @@ class LoadBench:
         self.samples: dict[str, dict[str, list[float]]] = {}
         self.failures: list[str] = []
         self.counter = 0
-        #: tree label -> (database, session id, workspace, updates replayed by a load)
+        #: tree label -> (database, session id, workspace) of its recorded session
         self.recorded: dict[str, tuple[Path, str, str]] = {}
+        #: tree label -> the counts of session/update notifications its loads replayed
         self.replayed: dict[str, set[int]] = {}
         self.cold_trees: dict[str, ColdTree] = {}
 
