@@ -74,6 +74,11 @@ TURN_LIMIT_S = 300.0
 STEP_LIMIT_S = 60.0
 
 
+def flood_key(tree: ColdTree, measure: str) -> str:
+    """The samples' key of a tree's flood measure (``bridge_<measure>`` for the default tree)."""
+    return f"bridge_{measure}@{tree.label}" if tree.label else f"bridge_{measure}"
+
+
 def cold_key(tree: ColdTree, *, bytecode: bool) -> str:
     """The samples' key of a tree's cold starts (``cold_bridge`` for the default tree)."""
     key = "cold_bridge" if bytecode else "cold_bridge_nobytecode"
@@ -108,10 +113,11 @@ class FloorBench:
 
     # --- flood -------------------------------------------------------------------
 
-    async def bridge_flood(self, count: int) -> None:
+    async def bridge_flood(self, count: int, tree: ColdTree) -> None:
         workspace = tempfile.mkdtemp(dir=self.tmp)
-        env = self.env()
-        async with spawned(BRIDGE_ARGV, env, self.stderr_path("bridge")) as process:
+        cwd, extra = tree.launch(bytecode=True)
+        env = self.env(**extra)
+        async with spawned(BRIDGE_ARGV, env, self.stderr_path("bridge"), cwd=cwd) as process:
             client = LineClient(process)
             with trio.fail_after(STEP_LIMIT_S):
                 await client.send(INITIALIZE)
@@ -134,9 +140,9 @@ class FloorBench:
                 await process.wait()
         self.check(f"bridge flood {count}", result, chunks, count, process.returncode)
         assert cpu_before is not None and cpu_after is not None
-        self.add(f"bridge_eps_{count}", count / elapsed)
-        self.add(f"bridge_cpu_{count}", (cpu_after - cpu_before) / count * 1e6)
-        self.add(f"bridge_rss_{count}", hwm / 1024)
+        self.add(flood_key(tree, f"eps_{count}"), count / elapsed)
+        self.add(flood_key(tree, f"cpu_{count}"), (cpu_after - cpu_before) / count * 1e6)
+        self.add(flood_key(tree, f"rss_{count}"), hwm / 1024)
 
     async def floor_flood(self, count: int) -> None:
         argv = [sys.executable, str(FLOOR_RELAY), f"[fake-agy:flood] {count}", str(FAKE_AGY)]
@@ -276,9 +282,11 @@ class FloorBench:
                     for _ in range(self.args.cold_reps):
                         await self.cold(flip=rep % 2 == 1)
                 if "flood" in only:
+                    trees = self.trees if rep % 2 == 0 else self.trees[::-1]
                     for count in self.args.sizes:
                         await self.floor_flood(count)
-                        await self.bridge_flood(count)
+                        for tree in trees:
+                            await self.bridge_flood(count, tree)
             except Exception as exc:
                 self.failures.append(describe_error(exc))
             survivors = await wait_marked_gone(f"agyb-floor-{self.stamp}", 2.0)
@@ -308,33 +316,47 @@ def render(bench: FloorBench, profile: dict[str, Any], facts: dict[str, Any]) ->
         "|---|--:|--:|--:|",
     ]
 
-    def row(label: str, key: str, unit: str, digits: int = 1, share: bool = False) -> None:
-        bridge, floor = _median(s.get(f"bridge_{key}", [])), _median(s.get(f"floor_{key}", []))
+    def row(
+        label: str, tree: ColdTree, key: str, unit: str, *, digits: int = 1, share: bool = False
+    ) -> None:
+        bridge = _median(s.get(flood_key(tree, key), []))
+        floor = _median(s.get(f"floor_{key}", []))
         ratio = None
         if bridge and floor:
             ratio = bridge / floor
         ratio_text = f"{ratio:.0%}" if share and ratio else f"{fmt(ratio, 2)}×"
+        of = f", {tree.label}" if tree.label else ""
         lines.append(
-            f"| {label} | {fmt(bridge, digits)} {unit} | {fmt(floor, digits)} {unit} | "
+            f"| {label}{of} | {fmt(bridge, digits)} {unit} | {fmt(floor, digits)} {unit} | "
             f"{ratio_text} |"
         )
 
-    for count in bench.args.sizes if s.get(f"bridge_eps_{bench.args.sizes[0]}") else ():
-        row(f"text deltas relayed per second ({count:,} deltas)", f"eps_{count}", "/s", 0, True)
-        row(f"CPU per delta ({count:,} deltas)", f"cpu_{count}", "µs", 2)
-        row(f"peak RSS after a {count:,}-delta turn", f"rss_{count}", "MiB")
-    if len(bench.args.sizes) >= 2 and s.get(f"bridge_rss_{bench.args.sizes[0]}"):
-        small, big = bench.args.sizes[0], bench.args.sizes[-1]
-        growth = [
-            b - a
-            for a, b in zip(
-                s.get(f"bridge_rss_{small}", []), s.get(f"bridge_rss_{big}", []), strict=False
+    sizes = bench.args.sizes
+    for tree in bench.trees if s.get(flood_key(bench.trees[0], f"eps_{sizes[0]}")) else ():
+        for count in sizes:
+            row(
+                f"text deltas relayed per second ({count:,} deltas)",
+                tree,
+                f"eps_{count}",
+                "/s",
+                digits=0,
+                share=True,
             )
-        ]
-        lines.append(
-            f"| bridge peak RSS growth {small:,} → {big:,} deltas | "
-            f"{fmt(_median(growth))} MiB | | |"
-        )
+            row(f"CPU per delta ({count:,} deltas)", tree, f"cpu_{count}", "µs", digits=2)
+            row(f"peak RSS after a {count:,}-delta turn", tree, f"rss_{count}", "MiB")
+        if len(sizes) >= 2:
+            small, big = sizes[0], sizes[-1]
+            pairs = zip(
+                s.get(flood_key(tree, f"rss_{small}"), []),
+                s.get(flood_key(tree, f"rss_{big}"), []),
+                strict=False,
+            )
+            growth = [b - a for a, b in pairs]
+            of = f", {tree.label}" if tree.label else ""
+            lines.append(
+                f"| bridge peak RSS growth {small:,} → {big:,} deltas{of} (each repetition: "
+                f"{', '.join(fmt(g) for g in growth)}) | {fmt(_median(growth))} MiB | | |"
+            )
     floor = _median(s.get("cold_floor", []))
     for tree in bench.trees if floor else ():
         of = f", {tree.label}" if tree.label else ""
@@ -378,7 +400,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--bridge-src",
         action="append",
         type=Path,
-        help="cold rows for this tree holding agybridge/ (repeat: before, after; "
+        help="flood and cold rows for this tree holding agybridge/ (repeat: before, after; "
         "default: the bridge this python imports from the current directory)",
     )
     parser.add_argument("--quick", action="store_true", help="1 rep, sizes 2000,10000")
@@ -393,7 +415,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 async def main_async(args: argparse.Namespace) -> int:
     facts = machine_facts()
     with tempfile.TemporaryDirectory(prefix="agyb-floor-") as tmp:
-        trees = cold_trees(args, Path(tmp)) if "cold" in args.only.split(",") else []
+        trees = cold_trees(args, Path(tmp))
         bench = FloorBench(args, Path(tmp), trees)
         profile = await bench.run()
     markdown = render(bench, profile, facts)

@@ -169,7 +169,7 @@ class SessionMethods:
                 "open it from that directory",
                 {"sessionId": request.session_id, "sessionCwd": owner, "cwd": cwd},
             )
-        journal = await store.journal(request.session_id) if record is not None else []
+        next_turn = await store.next_turn(request.session_id) if record is not None else 0
         if self._catalog_ready is not None:
             await self._catalog_ready()
 
@@ -184,7 +184,7 @@ class SessionMethods:
                 terminals=self._client_wants_terminals(),
                 conversation_id=record.conversation_id,
                 title=record.title,
-                next_turn=max((e.turn for e in journal), default=-1) + 1,
+                next_turn=next_turn,
                 created_at=record.created_at,
                 mcp_config=servers,
                 plan=tuple(record.meta.get("plan") or ()),

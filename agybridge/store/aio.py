@@ -224,6 +224,10 @@ class AsyncStore:
         """`Store.journal`. Cancellation: abandoned at once."""
         return await self._read(lambda store: store.journal(session_id))
 
+    async def next_turn(self, session_id: str) -> int:
+        """`Store.next_turn`. Cancellation: abandoned at once."""
+        return await self._read(lambda store: store.next_turn(session_id))
+
     # ------------------------------------------------------------------ cache and flags
 
     async def cache_get(self, key: str) -> Any | None:

@@ -1,14 +1,8 @@
 """`Store`: the synchronous SQLite store (session index, display journal, cache, flags).
 
-Threads: one connection (``check_same_thread=False``) guarded by a `threading.Lock`.
-`AsyncStore` serialises calls anyway, one connection keeps every read a plain WAL
-snapshot, and a connection per thread would leak one connection per trio worker
-thread (they come and go) where `close` cannot reach them.
-
-Processes: WAL lets readers run beside one writer; every write is one
-``BEGIN IMMEDIATE`` transaction (the write lock is taken up front, so a transaction
-never has to upgrade a read lock and fail with "database is locked"), and
-``busy_timeout`` makes a second process wait for the lock instead of failing.
+Every method is one short transaction of its `StoreConnection` (connection.py: the
+lock, ``BEGIN IMMEDIATE`` writes, a database file replaced while the bridge runs),
+so a `Store` is safe from any thread and beside other processes.
 
 ``session/list`` is keyset-paginated (ACP brief §2: newest first, opaque cursor,
 no ``nextCursor`` at the end): rows are ordered by ``(updated_at DESC, session_id)``,
@@ -18,25 +12,19 @@ per-database key so that a tampered or foreign cursor is refused.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import math
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from . import _opening, columns, edits
-from .cursors import Cursors
-from .errors import StoreClosedError, StoreError
+from .connection import StoreConnection
 from .models import JournalEntry, SessionRecord, canonical_timestamp
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_LIST_LIMIT = 50
 SCHEMA_VERSION = _opening.SCHEMA_VERSION
@@ -60,14 +48,8 @@ class Store:
     def __init__(
         self, conn: sqlite3.Connection, path: Path | None, *, clock: Callable[[], float]
     ) -> None:
-        self._conn: sqlite3.Connection | None = conn
-        self._path = path
+        self._db = StoreConnection(conn, path)
         self._clock = clock
-        self._lock = threading.Lock()
-        self._cursors = Cursors(_opening.cursor_key(conn))
-        self._identity = None if path is None else _opening.file_identity(path)
-        #: How often the file was found deleted or replaced and reopened.
-        self.reopened = 0
 
     @classmethod
     def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Store:
@@ -96,14 +78,16 @@ class Store:
     @property
     def path(self) -> Path | None:
         """The database file, or None for an in-memory store."""
-        return self._path
+        return self._db.path
+
+    @property
+    def reopened(self) -> int:
+        """How often the file was found deleted or replaced and reopened."""
+        return self._db.reopened
 
     def close(self) -> None:
         """Close the connection; idempotent. Later calls raise `StoreClosedError`."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -115,7 +99,7 @@ class Store:
 
     def upsert_session(self, record: SessionRecord) -> None:
         """Insert ``record``, or replace the stored row with the same session id."""
-        with self._writing(f"saving session {record.session_id!r}") as conn:
+        with self._db.writing(f"saving session {record.session_id!r}") as conn:
             columns.upsert_session(conn, record)
 
     def update_session(self, record: SessionRecord) -> bool:
@@ -127,7 +111,7 @@ class Store:
         Returns:
             False (nothing written) when no such session is stored.
         """
-        with self._writing(f"saving session {record.session_id!r}") as conn:
+        with self._db.writing(f"saving session {record.session_id!r}") as conn:
             return columns.update_session(conn, record)
 
     def create_session(self, record: SessionRecord, journal: Iterable[JournalEntry] = ()) -> bool:
@@ -137,7 +121,7 @@ class Store:
             True when inserted; False (and nothing written) when the id was taken.
         """
         entries = list(journal)
-        with self._writing(f"creating session {record.session_id!r}") as conn:
+        with self._db.writing(f"creating session {record.session_id!r}") as conn:
             cursor = conn.execute(
                 f"INSERT OR IGNORE INTO sessions ({columns.SESSION_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -150,7 +134,7 @@ class Store:
 
     def get_session(self, session_id: str) -> SessionRecord | None:
         """The stored record, or None."""
-        with self._reading(f"reading session {session_id!r}") as conn:
+        with self._db.reading(f"reading session {session_id!r}") as conn:
             row = conn.execute(
                 "SELECT * FROM sessions WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -193,17 +177,17 @@ class Store:
             clauses.append("dirs_key = ?")
             params.append(columns.dirs_key(additional_dirs))
         if cursor is not None:
-            updated_at, session_id = self._cursors.decode(cursor)
+            updated_at, session_id = self._db.cursors.decode(cursor)
             # "after (u, s)" in (updated_at DESC, session_id ASC) order; the first term
             # lets SQLite seek the index instead of scanning from the newest row.
             clauses.append("updated_at <= ? AND (updated_at < ? OR session_id > ?)")
             params += [updated_at, updated_at, session_id]
         where = " AND ".join(clauses) or "1"
         sql = f"SELECT * FROM sessions WHERE {where} ORDER BY updated_at DESC, session_id LIMIT ?"
-        with self._reading("listing sessions") as conn:
+        with self._db.reading("listing sessions") as conn:
             rows = conn.execute(sql, [*params, limit + 1]).fetchall()
         records = [SessionRecord.from_row(row) for row in rows[:limit]]
-        next_cursor = self._cursors.encode(records[-1]) if len(rows) > limit else None
+        next_cursor = self._db.cursors.encode(records[-1]) if len(rows) > limit else None
         return records, next_cursor
 
     def touch(
@@ -220,7 +204,7 @@ class Store:
             False when no such session is stored.
         """
         stamp = canonical_timestamp(updated_at)
-        with self._writing(f"touching session {session_id!r}") as conn:
+        with self._db.writing(f"touching session {session_id!r}") as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET updated_at = ?, title = coalesce(?, title), "
                 "conversation_id = coalesce(?, conversation_id) WHERE session_id = ?",
@@ -236,7 +220,7 @@ class Store:
         Returns:
             True when something of the session was deleted.
         """
-        with self._writing(f"deleting session {session_id!r}") as conn:
+        with self._db.writing(f"deleting session {session_id!r}") as conn:
             # Overwrite what is deleted (free pages would keep the files' and
             # prompts' text on disk), for this transaction only.
             was = conn.execute("PRAGMA secure_delete").fetchone()[0]
@@ -252,12 +236,12 @@ class Store:
                 conn.execute(f"PRAGMA secure_delete = {int(was)}")
             deleted = rows.rowcount > 0 or lines.rowcount > 0 or log.rowcount > 0
         if deleted:
-            self._truncate_wal()
+            self._db.truncate_wal()
         return deleted
 
     def statistics(self) -> StoreStatistics:
         """Schema version and row counts (``agybridge doctor``)."""
-        with self._reading("counting sessions") as conn:
+        with self._db.reading("counting sessions") as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
             lines = conn.execute("SELECT count(*) FROM journal").fetchone()[0]
@@ -271,7 +255,7 @@ class Store:
         """Store ``entries`` in one transaction; an existing (session, turn, index) is replaced."""
         if not entries:
             return
-        with self._writing(f"appending {len(entries)} journal lines") as conn:
+        with self._db.writing(f"appending {len(entries)} journal lines") as conn:
             columns.insert_journal(conn, entries)
 
     def record_turn(
@@ -286,7 +270,7 @@ class Store:
         Returns:
             False (nothing written) when ``create`` is False and no such session is stored.
         """
-        with self._writing(f"saving a turn of session {record.session_id!r}") as conn:
+        with self._db.writing(f"saving a turn of session {record.session_id!r}") as conn:
             if create:
                 columns.upsert_session(conn, record)
             elif not columns.update_session(conn, record):
@@ -296,7 +280,7 @@ class Store:
 
     def journal(self, session_id: str) -> list[JournalEntry]:
         """The session's journal in (turn, index) order; empty when there is none."""
-        with self._reading(f"reading the journal of {session_id!r}") as conn:
+        with self._db.reading(f"reading the journal of {session_id!r}") as conn:
             rows = conn.execute(
                 f"SELECT {columns.JOURNAL_COLUMNS} FROM journal "
                 "WHERE session_id = ? ORDER BY turn, idx",
@@ -304,11 +288,20 @@ class Store:
             ).fetchall()
         return [JournalEntry.from_row(row) for row in rows]
 
+    def next_turn(self, session_id: str) -> int:
+        """The index the session's next journalled turn takes: one past its last
+        (0 when it has none), without reading the lines."""
+        with self._db.reading(f"reading the journal of {session_id!r}") as conn:
+            (last,) = conn.execute(
+                "SELECT max(turn) FROM journal WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return 0 if last is None else int(last) + 1
+
     # ------------------------------------------------------------------ cache and flags
 
     def cache_get(self, key: str) -> Any | None:
         """The cached JSON value, or None when absent or expired."""
-        with self._reading(f"reading cache entry {key!r}") as conn:
+        with self._db.reading(f"reading cache entry {key!r}") as conn:
             row = conn.execute(
                 "SELECT value, expires_at FROM cache WHERE key = ?", (key,)
             ).fetchone()
@@ -327,7 +320,7 @@ class Store:
             raise ValueError(f"ttl_s must be a positive number of seconds, not {ttl_s!r}")
         text = columns.json_text(value, f"cache entry {key!r}")
         now = self._clock()
-        with self._writing(f"caching {key!r}") as conn:
+        with self._db.writing(f"caching {key!r}") as conn:
             conn.execute("DELETE FROM cache WHERE expires_at <= ?", (now,))
             conn.execute(
                 "INSERT OR REPLACE INTO cache (key, value, expires_at) VALUES (?, ?, ?)",
@@ -336,14 +329,14 @@ class Store:
 
     def meta_get(self, key: str) -> Any | None:
         """A one-off flag's JSON value, or None."""
-        with self._reading(f"reading flag {key!r}") as conn:
+        with self._db.reading(f"reading flag {key!r}") as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row["value"])
 
     def meta_put(self, key: str, value: Any) -> None:
         """Set a one-off flag to a JSON value."""
         text = columns.json_text(value, f"flag {key!r}")
-        with self._writing(f"setting flag {key!r}") as conn:
+        with self._db.writing(f"setting flag {key!r}") as conn:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, text))
 
     def save_edit_log(self, session_id: str, log: Sequence[Any], blobs: Mapping[str, str]) -> bool:
@@ -361,7 +354,7 @@ class Store:
         texts[edits.MUTATION_LOG_KEY + session_id] = columns.json_text(
             list(log), f"the edit log of {session_id!r}"
         )
-        with self._writing(f"saving the edit log of session {session_id!r}") as conn:
+        with self._db.writing(f"saving the edit log of session {session_id!r}") as conn:
             if (
                 conn.execute(
                     "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
@@ -373,97 +366,3 @@ class Store:
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", texts.items()
             )
             return True
-
-    # ------------------------------------------------------------------ internals
-
-    def _where(self) -> str:
-        return ":memory:" if self._path is None else str(self._path)
-
-    def _live(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreClosedError(f"the store {self._where()} is closed")
-        return self._conn
-
-    @contextlib.contextmanager
-    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._live()
-            try:
-                yield conn
-            except sqlite3.Error as exc:
-                raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
-
-    def _follow_file(self) -> None:
-        """Reopen the database if its file was deleted or replaced since it was
-        opened: writes into an unlinked file would be lost without a word."""
-        if self._path is None or self._conn is None:
-            return
-        now = _opening.file_identity(self._path)
-        if now == self._identity:
-            return
-        what = "deleted" if now is None else "replaced"
-        # Close first: the old connection checkpoints into the file it has open.
-        self._conn.close()
-        self._conn = None
-        if now is None:
-            # A WAL left beside a deleted database belongs to it: never replay it
-            # into the fresh file.
-            _opening.move_sidecars_aside(self._path)
-        conn = _opening.open_file(self._path)
-        self._conn = conn
-        self._cursors = Cursors(_opening.cursor_key(conn))
-        self._identity = _opening.file_identity(self._path)
-        self.reopened += 1
-        logger.warning(
-            "the session database %s was %s while the bridge ran; reopened it: sessions "
-            "written before are no longer listed there, unless the %s file has them (sessions "
-            "still running keep saving only if it does; new sessions are saved there)",
-            self._path,
-            what,
-            "new" if now is None else "replacing",
-        )
-
-    def _truncate_wal(self) -> None:
-        """Checkpoint and empty the WAL, whose frames still hold what was just
-        deleted; best effort, never waiting: a connection reading an older
-        snapshot keeps it as it is (waiting for it, up to the busy timeout,
-        would hold every other write of this bridge)."""
-        with self._lock:
-            conn = self._conn
-            if conn is None:  # closed meanwhile (by another thread)
-                return
-            try:
-                conn.execute("PRAGMA busy_timeout = 0")
-                try:
-                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                finally:
-                    conn.execute(f"PRAGMA busy_timeout = {int(_opening.BUSY_TIMEOUT_S * 1000)}")
-            except sqlite3.Error as exc:
-                logger.info("could not empty the WAL of %s: %s", self._where(), exc)
-                return
-            if busy:
-                logger.info(
-                    "could not empty the WAL of %s: another connection reads it", self._where()
-                )
-
-    @contextlib.contextmanager
-    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._follow_file()
-            except StoreError as exc:
-                raise StoreError(f"{what} failed: {exc}") from exc
-            conn = self._live()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"{what} failed in {self._where()}: {exc}") from exc
-                raise

@@ -59,6 +59,7 @@ DENIED = (
     "agybridge.acp.content",
     "agybridge.workspace.mcp",
     "agybridge.store.db",
+    "agybridge.store.connection",
     "agybridge.store.models",
     "agybridge.store._opening",
     # agy's process tree, discovery, sign-in probe and stderr classifier; the

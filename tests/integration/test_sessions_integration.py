@@ -106,6 +106,14 @@ async def test_history_survives_a_restart(harness: Harness) -> None:
             } <= {u["messageId"] for u in first_turns if "messageId" in u}
 
             assert await prompt(second, session_id, "and again") == "end_turn"
+        # The loaded session journals its next turn after the stored ones.
+        with Store.open(harness.tmp_path / "agybridge.db") as store:
+            users = [(e.turn, e.text) for e in store.journal(session_id) if e.kind == "user"]
+        assert users == [
+            (0, "Fix the flaky test please"),
+            (1, "[fake-agy:tool] now run it"),
+            (2, "and again"),
+        ]
         argv = harness.session_argvs()[launches_before]
         assert argv[argv.index("--conversation") + 1] == conversation_id
         assert "--conversation" not in conversation

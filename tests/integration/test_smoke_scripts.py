@@ -172,3 +172,32 @@ def test_bench_latency_echo_runs_the_bridge_and_every_floor(tmp_path: Path) -> N
     assert {"floor", "trio floor", "shape floor"} < set(samples)
     assert all(len(columns["echo_cpu"]) == 1 for columns in samples.values()), samples
     assert "in the bridge's task shape" in done.stdout
+
+
+def test_bench_load_small_run_passes_and_writes_reports(tmp_path: Path) -> None:
+    """A tiny bench_load run: every load replays the recorded session, reports are written."""
+    done = _run(
+        "bench_load.py",
+        "--reps",
+        "1",
+        "--loads",
+        "1",
+        "--cold-reps",
+        "1",
+        "--turns",
+        "6",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench_load")
+    assert report["failures"] == []
+    samples = report["samples"]
+    assert isinstance(samples, dict)
+    (label,) = report["trees"]
+    for measure in ("load_first", "load_first_cpu", "load_warm", "load_warm_cpu", "cold"):
+        assert len(samples[label][measure]) == 1
+    assert len(samples["floor"]["cold"]) == 1
+    # Six turns: two of each kind, each with its prompt and at least one more line.
+    (replayed,) = report["replayed"][label]
+    assert replayed >= 12

@@ -26,6 +26,7 @@ from agybridge.store import (
     Store,
     StoreClosedError,
     StoreError,
+    _opening,
     canonical_timestamp,
     columns,
     format_timestamp,
@@ -434,7 +435,8 @@ def test_a_deleted_cursor_key_is_recreated(tmp_path: Path) -> None:
         for n in range(3):
             store.upsert_session(record(f"s{n}", minute=n))
         _, cursor = store.list_sessions(limit=1)
-        store._live().execute("DELETE FROM meta WHERE key = 'store.cursor_key'")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM meta WHERE key = 'store.cursor_key'")
     assert cursor is not None
     with Store.open(path) as store:
         with pytest.raises(InvalidCursorError):
@@ -650,6 +652,24 @@ def test_journal_comes_back_in_turn_and_index_order(store: Store) -> None:
     assert store.journal("nobody") == []
 
 
+def test_next_turn_is_one_past_the_sessions_last_journalled_turn(store: Store) -> None:
+    """0 with no journal; one past the highest turn, gaps and other sessions aside."""
+    store.upsert_session(record("s"))
+    assert store.next_turn("s") == 0
+    assert store.next_turn("unknown") == 0
+    store.append_journal(
+        [
+            JournalEntry.user("s", 0, 0, "first"),
+            JournalEntry.agent("s", 4, 1, "a turn whose prompt went with an earlier one"),
+            JournalEntry.user("s", 2, 0, "written after turn 4"),
+            JournalEntry.user("other", 9, 0, "another session's"),
+        ]
+    )
+    assert store.next_turn("s") == 5
+    assert store.next_turn("other") == 10
+    assert store.next_turn("s") == max(e.turn for e in store.journal("s")) + 1
+
+
 def test_journal_line_with_the_same_position_is_replaced(store: Store) -> None:
     """A tool line re-appended with its final status replaces the first one."""
     pending = JournalEntry.tool(
@@ -731,7 +751,9 @@ def test_cache_put_purges_expired_entries(store: Store, clock: FakeClock) -> Non
     store.cache_put("a", 1, ttl_s=1)
     clock.now += 5
     store.cache_put("b", 2, ttl_s=1)
-    assert [tuple(r) for r in store._live().execute("SELECT key FROM cache")] == [("b",)]
+    assert store.path is not None
+    with contextlib.closing(sqlite3.connect(store.path)) as conn:
+        assert [tuple(r) for r in conn.execute("SELECT key FROM cache")] == [("b",)]
 
 
 @pytest.mark.parametrize(
@@ -788,13 +810,16 @@ QUERY_PLANS = [
 
 
 @pytest.mark.parametrize("query", QUERY_PLANS)
-def test_list_queries_use_an_index_for_order(store: Store, query: dict[str, Any]) -> None:
+def test_list_queries_use_an_index_for_order(tmp_path: Path, query: dict[str, Any]) -> None:
     """Every list query walks an index: SQLite never sorts the table."""
+    path = tmp_path / "a.db"
+    # A store adopting a connection this test holds, to trace what it runs.
+    conn = _opening.open_file(path)
+    store = Store(conn, path, clock=FakeClock())
     for n in range(3):
         store.upsert_session(record(f"s{n}", cwd="/w", minute=n))
     _, cursor = store.list_sessions(limit=1)
     statements: list[str] = []
-    conn = store._live()
     conn.set_trace_callback(statements.append)
     try:
         store.list_sessions(cwd=query.get("cwd"), cursor=cursor if query.get("cursor") else None)
@@ -802,6 +827,7 @@ def test_list_queries_use_an_index_for_order(store: Store, query: dict[str, Any]
         conn.set_trace_callback(None)
     select = next(s for s in statements if s.startswith("SELECT"))
     plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select))
+    store.close()
     assert "USING INDEX" in plan
     assert "TEMP B-TREE" not in plan
 

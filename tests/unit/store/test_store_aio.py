@@ -89,6 +89,7 @@ async def test_round_trip_through_worker_threads(tmp_path: Path) -> None:
         assert got is not None and got.title == "T"
         await astore.append_journal([JournalEntry.agent("a", 0, 1, "hello")])
         assert [e.text for e in await astore.journal("a")] == ["hi", "hello"]
+        assert (await astore.next_turn("a"), await astore.next_turn("b")) == (1, 0)
         await astore.cache_put("k", {"v": 1}, 60)
         assert await astore.cache_get("k") == {"v": 1}
         await astore.meta_put("flag", True)

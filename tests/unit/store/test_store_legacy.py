@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,8 +169,13 @@ def test_odd_but_usable_records(store: Store, legacy: Path) -> None:
     assert store.get_session("orphan-session") is None
 
 
-def test_second_import_is_a_no_op(store: Store, legacy: Path) -> None:
+def test_second_import_is_a_no_op(tmp_path: Path, legacy: Path) -> None:
     """The flag makes a second run return at once; without it, stored ids are left alone."""
+    with Store.open(tmp_path / "a.db") as store:
+        second_import_is_a_no_op(store, legacy)
+
+
+def second_import_is_a_no_op(store: Store, legacy: Path) -> None:
     first = run(store, legacy)
     flag = store.meta_get(IMPORT_FLAG)
     assert flag["imported"] == first.sessions_imported == 6
@@ -176,7 +183,9 @@ def test_second_import_is_a_no_op(store: Store, legacy: Path) -> None:
     again = run(store, legacy)
     assert again.skipped is not None and "already imported" in again.skipped
     assert again.sessions_imported == 0
-    store._live().execute("DELETE FROM meta WHERE key = ?", (IMPORT_FLAG,))
+    assert store.path is not None
+    with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+        conn.execute("DELETE FROM meta WHERE key = ?", (IMPORT_FLAG,))
     racing = run(store, legacy)
     assert (racing.sessions_imported, racing.sessions_present) == (0, 6)
     rec = store.get_session(FULL)
