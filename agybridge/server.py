@@ -272,6 +272,7 @@ async def _serve(
             )
             if not own_processes:
                 housekeeping()
+                agent.load_sessions()
                 return
             # What bridges that died (SIGKILL) left, then a watchdog in case we do.
             from .agy import end_orphans, watched  # noqa: PLC0415
@@ -280,6 +281,9 @@ async def _serve(
             await end_orphans(remove_orphaned_roots)
             async with watched(runtime_bases(), DIR_PREFIX):
                 housekeeping()
+                # The session machinery loads now rather than with the editor's
+                # first session/new or session/load, which then need not wait.
+                agent.load_sessions()
                 await trio.sleep_forever()  # the watchdog lives until shutdown
 
         nursery.start_soon(run_peer)

@@ -344,5 +344,15 @@ class AcpAgent:
                 self._on_sessions_loaded()
         return self._sessions
 
+    def load_sessions(self) -> None:
+        """Load what the first session request needs (the session machinery,
+        the update encoders) now: called once ``initialize`` is answered, so an
+        editor's first ``session/new`` or ``session/load`` need not wait for it."""
+        from .updates import warm_up  # noqa: PLC0415
+
+        _ = self.sessions  # the property loads the session methods
+        self._manager.load_sessions()
+        warm_up()
+
     def _client_capabilities(self) -> models.ClientCapabilities:
         return self.client_capabilities

@@ -102,6 +102,16 @@ _NO_MESSAGE_ID = b',"type":"text"},"sessionUpdate":'
 _middles: dict[str | None, bytes] = {None: _NO_MESSAGE_ID}
 
 
+def warm_up() -> None:
+    """Build the converter's encoders for the updates every turn sends (a
+    tool call, a user message chunk), before a session needs them."""
+    for update in (
+        models.ToolCall(tool_call_id="warm-up", title="warm-up"),
+        models.UserMessageChunk(content=models.TextContent(text="warm-up"), message_id="m"),
+    ):
+        encode_update_general("warm-up", update)
+
+
 def _session_head(session_id: str) -> tuple[bytes, bytes]:
     """The notification up to its ``update`` object, and up to a text chunk's text."""
     if len(_session_heads) >= _CACHE_LIMIT:

@@ -83,6 +83,10 @@ class SessionManager:
         need not stay silent."""
         self._muted.discard(session_id)
 
+    def load_sessions(self) -> None:
+        """Import what the first session runs on (they load lazily otherwise)."""
+        from . import outlet, session  # noqa: F401, PLC0415
+
     def __len__(self) -> int:
         return len(self._sessions)
 
