@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,7 +15,10 @@ from .acp_wire import Harness
 # Deterministic property tests: the same examples on every run and machine, and
 # no per-example deadline (a loaded 2-core CI machine must not make them flaky).
 settings.register_profile("agybridge", derandomize=True, deadline=None, print_blob=True)
-settings.load_profile("agybridge")
+# AGYBRIDGE_HYPOTHESIS_SEEDED=1: other examples than CI's, chosen by pytest's
+# --hypothesis-seed=N (to run the property tests at many seeds by hand).
+settings.register_profile("seeded", derandomize=False, deadline=None, print_blob=True)
+settings.load_profile("seeded" if os.environ.get("AGYBRIDGE_HYPOTHESIS_SEEDED") else "agybridge")
 
 REPO = Path(__file__).resolve().parents[1]
 #: Test data (captures, transcripts, fixtures): test modules find it through
