@@ -12,7 +12,7 @@ from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError
 from ..session.runtime import runtime, status_text
 from ..translate.tool_calls import fenced
-from ..workspace.mutations import FORCE_HINT
+from ..workspace.rollback import FORCE_HINT
 from .extensions import diff_of, rollback
 
 

@@ -18,7 +18,8 @@ from ..jsonrpc import ErrorCode, RpcError
 from ..session import Session, SessionManager
 from ..session.runtime import mcp_servers, runtime
 from ..translate.diffs import unified
-from ..workspace.mutations import Mutation, Restore, RollbackRefused
+from ..workspace.changes import Mutation
+from ..workspace.rollback import Restore, RollbackRefused
 from . import history_pages as history
 from .history_pages import mutation_wire
 from .params import unknown_session

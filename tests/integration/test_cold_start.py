@@ -32,6 +32,8 @@ DENIED = (
     "agybridge.translate.tools",
     "agybridge.session.gate",
     "agybridge.workspace.mutations",
+    "agybridge.workspace.changes",
+    "agybridge.workspace.rollback",
     "agybridge.session.actions",
     "agybridge.agent.session_methods",
     "agybridge.agent.extensions",
