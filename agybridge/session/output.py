@@ -14,7 +14,8 @@ import attrs
 import trio
 
 from ..agy import ChildExited, ResultEvent
-from ..translate.mapper import OutcomeKind, TurnMapper
+from ..translate.mapper import TurnMapper
+from ..translate.outcome import OutcomeKind
 from ..translate.tool_calls import NO_OBSERVATION, Observation
 from ..workspace.reads import observe
 from .errors import AgyExitedError, SessionError, classify_agy_error

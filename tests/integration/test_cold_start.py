@@ -28,6 +28,8 @@ DENIED = (
     "agybridge.session.turns",
     "agybridge.session.turn_events",
     "agybridge.translate.mapper",
+    "agybridge.translate.plan",
+    "agybridge.translate.outcome",
     "agybridge.translate.tool_calls",
     "agybridge.translate.tools",
     "agybridge.session.gate",
