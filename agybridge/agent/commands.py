@@ -11,7 +11,7 @@ from ..session import Session
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError
 from ..translate.tool_calls import fenced
-from ..workspace.mutations import FORCE_HINT
+from ..workspace.rollback import FORCE_HINT
 from .extensions import diff_of, rollback
 from .runtime import runtime, status_text
 

@@ -15,7 +15,8 @@ import trio
 from ..jsonrpc import ErrorCode, RpcError
 from ..session import Session, SessionManager
 from ..translate.diffs import unified
-from ..workspace.mutations import Mutation, Restore, RollbackRefused
+from ..workspace.changes import Mutation
+from ..workspace.rollback import Restore, RollbackRefused
 from . import history_pages as history
 from .history_pages import mutation_wire
 from .params import bool_param, int_param, str_param, unknown_session

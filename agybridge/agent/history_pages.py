@@ -10,7 +10,7 @@ from typing import Any
 
 from ..jsonrpc import ErrorCode, RpcError
 from ..store import JournalEntry
-from ..workspace.mutations import Mutation
+from ..workspace.changes import Mutation
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500

@@ -104,7 +104,7 @@ class ChildNotes:
 
 def result_error(mapper: TurnMapper, *, auth_failed: bool) -> SessionError | None:
     """The client-actionable error an ERROR result is, if any."""
-    from ..translate.mapper import OutcomeKind  # noqa: PLC0415 - with the first turn
+    from ..translate.outcome import OutcomeKind  # noqa: PLC0415 - with the first turn
 
     outcome = mapper.outcome
     if outcome is None or outcome.kind is not OutcomeKind.AGY_ERROR or mapper.quota is not None:

@@ -34,7 +34,7 @@ from ..agy import (
     StderrKind,
     StepUpdateEvent,
 )
-from ..translate.mapper import OutcomeKind
+from ..translate.outcome import OutcomeKind
 from ..translate.tool_calls import NO_OBSERVATION
 from ..workspace.mutations import observe_step
 from ..workspace.reads import observe_for

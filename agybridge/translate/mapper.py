@@ -3,8 +3,9 @@
 Theory of operation. A :class:`TurnMapper` lives for one turn, h11-style:
 ``feed(event, seen) -> list[update]`` and ``feed_stderr(line)``; state is in
 named fields. A turn is RUNNING until agy's ``result`` (exactly one per turn,
-contract.md §3.5) moves it to FINISHED, which fixes :attr:`TurnMapper.outcome`;
-feeding an event after that raises :class:`MapperError`. The mapper does no
+contract.md §3.5) moves it to FINISHED, which fixes :attr:`TurnMapper.outcome`
+(and the response's ``_meta``: ``outcome.py``); feeding an event after that
+raises :class:`MapperError`. The mapper does no
 I/O: what it needs from disk (edit targets, images named in output) the
 session reads first and passes in as an :class:`Observation`, asking
 :meth:`TurnMapper.paths_to_read` which paths matter.
@@ -19,11 +20,11 @@ bounded head and tail), so a long turn costs flat memory. With
 ``--json-schema`` the response is the serialised JSON: the structured output
 is shown once, fenced, instead.
 
-Tool steps go to :class:`ToolCallTracker`; plan/background-work tools and
-stderr notices feed a complete ``plan``; usage becomes ``usage_update``s;
-denials, quota and timeouts become messages a user can act on. Unknown
-events, step types and states are skipped and counted: agy's vocabulary
-grows (contract.md §3.3).
+Tool steps go to :class:`ToolCallTracker`; plan/background-work tools,
+subagents and stderr notices feed one complete ``plan``
+(:class:`~.plan.TurnPlan`); usage becomes ``usage_update``s; denials, quota
+and timeouts become messages a user can act on. Unknown events, step types
+and states are skipped and counted: agy's vocabulary grows (contract.md §3.3).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import datetime as dt
 import enum
 import json
 import logging
-import re
 from collections import Counter
 from typing import Any
 
@@ -43,9 +43,11 @@ from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
 from . import notices, usage
 from .images import image_candidates
+from .outcome import OutcomeKind, TurnOutcome, response_meta
+from .plan import TurnPlan
 from .streamed import LineScan, StreamedText
 from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker, fenced
-from .tools import PLAN_TOOLS, edit_target
+from .tools import edit_target
 
 logger = logging.getLogger(__name__)
 
@@ -57,20 +59,6 @@ class MapperError(Exception):
 class TurnState(enum.Enum):
     RUNNING = "running"
     FINISHED = "finished"
-
-
-class OutcomeKind(enum.Enum):
-    END_TURN = "end_turn"
-    #: agy reported an ERROR result; the error text was shown as a message.
-    AGY_ERROR = "agy_error"
-    CANCELLED = "cancelled"
-
-
-@attrs.frozen
-class TurnOutcome:
-    kind: OutcomeKind
-    status: str
-    error: str | None = None
 
 
 _KNOWN_STEP_TYPES = frozenset(
@@ -89,7 +77,6 @@ _KNOWN_STEP_TYPES = frozenset(
 _KNOWN_STATES = frozenset({events.STATE_ACTIVE, events.STATE_DONE, events.STATE_ERROR})
 #: No tokens (frozen: one value shared by every turn, not one made per turn).
 _NO_USAGE = events.Usage()
-_BACKGROUND = re.compile(r"(waiting up to \S+ for|terminating) (?P<n>\d+) background task")
 
 
 @attrs.define
@@ -121,7 +108,7 @@ class TurnMapper:
     step_usage: events.Usage = _NO_USAGE
     context_used: int | None = None
     turn_usage: events.Usage | None = None
-    plan: dict[str, models.PlanEntry] = attrs.Factory(dict)
+    turn_plan: TurnPlan = attrs.Factory(TurnPlan)
     denied: list[str] = attrs.Factory(list)
     agy_error_details: dict[str, Any] | None = None
     print_timeout: bool = False
@@ -138,6 +125,11 @@ class TurnMapper:
         self.tools = ToolCallTracker(
             call_prefix=f"{self.message_id}-tool", cwd=self.cwd, terminals=self.terminals
         )
+
+    @property
+    def plan(self) -> dict[str, models.PlanEntry]:
+        """The plan's entries by key (the session keeps them for replay)."""
+        return self.turn_plan.entries
 
     @property
     def streamed_text(self) -> str:
@@ -223,12 +215,7 @@ class TurnMapper:
             self.agy_error_details = dict(line.details or {})
         elif line.kind is StderrKind.PRINT_TIMEOUT:
             self.print_timeout = True
-        match = _BACKGROUND.search(line.text)
-        if match:
-            count = int(match.group("n"))
-            status = "completed" if line.text.startswith("terminating") else "in_progress"
-            return self._plan_set("background", f"Background work: {count} task(s)", status)
-        return []
+        return self.turn_plan.from_stderr(line.text)
 
     def _note(self, kind: str) -> None:
         if kind not in self.unrecognised:
@@ -260,9 +247,9 @@ class TurnMapper:
                     )
                 )
         elif step.step_type == "tool":
-            updates = [*self.tools.feed(step, seen), *self._plan_from_tool(step)]
+            updates = [*self.tools.feed(step, seen), *self.turn_plan.from_tool(step)]
         elif step.step_type == "subagent" and step.subagent_info:
-            updates = self._plan_from_subagents(step)  # a new list
+            updates = self.turn_plan.from_subagents(step)  # a new list
         else:
             updates = []
         if step.usage is not None:
@@ -297,62 +284,6 @@ class TurnMapper:
         self._usage_sent = self.context_used
         return [models.UsageUpdate(used=self.context_used, size=self.context_size)]
 
-    # --- plans -------------------------------------------------------------
-
-    def _plan_set(self, key: str, content: str, status: str) -> list[models.SessionUpdate]:
-        entry = models.PlanEntry(content=content, priority="medium", status=status)
-        if self.plan.get(key) == entry:
-            return []
-        self.plan[key] = entry
-        return [models.Plan(entries=list(self.plan.values()))]
-
-    def _plan_from_tool(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
-        info = step.tool_info
-        name = step.tool_name or (info.name if info else None)
-        if name not in PLAN_TOOLS:
-            return []
-        params = (info.parameters if info else None) or {}
-        status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
-        if name == "invoke_subagent":
-            updates: list[models.SessionUpdate] = []
-            subagents = params.get("Subagents")
-            for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
-                if isinstance(sub, dict):
-                    role = sub.get("Role") or sub.get("TypeName") or "subagent"
-                    prompt = str(sub.get("Prompt") or "").strip().splitlines()
-                    text = f"Subagent {role}" + (f": {prompt[0][:120]}" if prompt else "")
-                    updates += self._plan_set(f"{step.step_index}.{i}", text, status)
-            return updates or self._plan_set(str(step.step_index), "Run subagent", status)
-        if name == "task_boundary":
-            text = str(params.get("TaskName") or params.get("TaskSummary") or "Task")
-            task_status = str(params.get("TaskStatus") or "")
-            return self._plan_set(
-                f"task:{text}", text + (f" — {task_status}" if task_status else ""), status
-            )
-        if name == "manage_task":
-            action = str(params.get("Action") or "manage")
-            task = str(params.get("TaskId") or "")
-            return self._plan_set(
-                f"bg:{task or step.step_index}",
-                f"Background task {task}: {action}" if task else f"Background task: {action}",
-                status,
-            )
-        if name == "schedule":
-            scheduled = str(params.get("Prompt") or "scheduled work").strip()
-            return self._plan_set(str(step.step_index), f"Scheduled: {scheduled[:120]}", "pending")
-        return self._plan_set(str(step.step_index), name.replace("_", " ").capitalize(), status)
-
-    def _plan_from_subagents(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
-        info = step.subagent_info or {}
-        updates: list[models.SessionUpdate] = []
-        status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
-        subagents = info.get("subagents")
-        for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
-            if isinstance(sub, dict):
-                role = sub.get("role") or sub.get("type_name") or "subagent"
-                updates += self._plan_set(f"{step.step_index}.{i}", f"Subagent {role}", status)
-        return updates
-
     # --- the end of the turn -----------------------------------------------
 
     def _result(self, result: events.Result) -> list[models.SessionUpdate]:
@@ -371,14 +302,7 @@ class TurnMapper:
         else:
             updates += self._remaining_response(result.response or "")
         updates += self.tools.fail_unfinished("the turn ended before this tool finished")
-        if self.plan:
-            done = [
-                attrs.evolve(e, status="completed") if e.status == "in_progress" else e
-                for e in self.plan.values()
-            ]
-            if done != list(self.plan.values()):
-                self.plan = dict(zip(self.plan, done, strict=True))
-                updates.append(models.Plan(entries=done))
+        updates += self.turn_plan.finish()
         self.denied += notices.denied_permissions(result.denied_actions)
         if self.denied:
             updates.append(self._message("⚠️ " + notices.soft_deny_message(self.denied)))
@@ -439,23 +363,14 @@ class TurnMapper:
         return [self._message(f"⚠️ agy error: {error}")]
 
     def response_meta(self) -> dict[str, Any]:
-        """The prompt response's ``_meta`` for this turn (token figures, errors...)."""
-        meta: dict[str, Any] = {}
-        if self.structured_output is not None:
-            meta["structuredOutput"] = self.structured_output
-        if self.turn_usage is not None:
-            meta["usage"] = usage.to_meta(self.turn_usage)
-        if self.context_used is not None:
-            meta["context"] = {"used": self.context_used, "size": self.context_size}
-        quota = self.quota
-        if quota is not None and self.agy_error_details and quota.details is None:
-            quota = attrs.evolve(quota, details=self.agy_error_details)
-        if quota is not None:
-            meta["agyError"] = quota.meta()
-        elif self.agy_error_details:
-            meta["agyError"] = notices.camel_keys(self.agy_error_details)
-        if self.denied:
-            meta["deniedPermissions"] = sorted({p for p in self.denied if p})
-        if self.unrecognised:
-            meta["unrecognisedAgyOutput"] = dict(self.unrecognised)
-        return meta
+        """The prompt response's ``_meta`` for this turn (:func:`~.outcome.response_meta`)."""
+        return response_meta(
+            structured_output=self.structured_output,
+            turn_usage=self.turn_usage,
+            context_used=self.context_used,
+            context_size=self.context_size,
+            quota=self.quota,
+            agy_error_details=self.agy_error_details,
+            denied=self.denied,
+            unrecognised=self.unrecognised,
+        )

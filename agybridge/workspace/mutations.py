@@ -1,4 +1,4 @@
-"""Per-turn file mutations: what agy wrote inside the session's roots, and rollback.
+"""A session's file-change log: what agy wrote inside the session's roots.
 
 Which changes are seen: every agy edit tool step (``write_to_file``,
 ``replace_file_content``, ... — ``tools.EDIT_TOOLS``) whose target lies inside
@@ -14,131 +14,29 @@ Provenance: a change is ``changedAfter`` when the file was different from
 what agy wrote by the time of the next recorded change of that file or, for
 the last one, now — someone else (the user, a command, another tool) edited it.
 
-Rollback to turn N restores every file changed in turn N or later to its
-state before its first change in that range, and refuses (listing them) when
-a file no longer holds what was last recorded for it, unless forced. The
-rollback is itself recorded (``source: "rollback"``), so it can be undone.
+The log is what the session holds: it records (:class:`~.changes.Mutation`),
+saves and loads itself, answers queries, and runs rollbacks one at a time in
+wire order; what a rollback plans, refuses and restores is ``rollback.py``'s.
+A rollback is itself recorded (``source: "rollback"``), so it can be undone.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
 import trio
 
 from ..agy.events import STATE_DONE, StepUpdateEvent
-from ..store import MUTATION_LOG_KEY, AsyncStore, StoreError, referenced_blobs, utc_now
+from ..store import MUTATION_LOG_KEY, AsyncStore, StoreError, referenced_blobs
 from ..translate.tools import edit_target
+from . import rollback
+from .changes import Mutation, inside
+from .rollback import Restore
 from .snapshots import BlobStore, Snapshot, read_snapshot
 
 logger = logging.getLogger(__name__)
-
-#: How a refused rollback says it can be forced (``/undo`` says it its way).
-FORCE_HINT = "pass force: true to overwrite them"
-
-
-@attrs.frozen
-class Mutation:
-    """One file change, in the order the session saw them (``seq``)."""
-
-    seq: int
-    turn: int
-    path: str
-    before: Snapshot | None  # None: not seen (agy wrote before we could look)
-    after: Snapshot
-    source: str  # "agy" or "rollback"
-    tool: str | None = None
-    tool_call_id: str | None = None
-    #: A rollback's ``toTurn``.
-    rolled_back_to: int | None = None
-    at: str = attrs.Factory(utc_now)
-
-    @property
-    def kind(self) -> str:
-        if not self.after.exists:
-            return "deleted"
-        if self.before is not None and not self.before.exists:
-            return "created"
-        return "modified" if self.before is not None else "written"
-
-    def to_store(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "turn": self.turn,
-            "path": self.path,
-            "before": None if self.before is None else self.before.to_wire(),
-            "after": self.after.to_wire(),
-            "source": self.source,
-            "tool": self.tool,
-            "toolCallId": self.tool_call_id,
-            "rolledBackTo": self.rolled_back_to,
-            "at": self.at,
-        }
-
-    @classmethod
-    def from_store(cls, value: dict[str, Any]) -> Mutation:
-        before = value.get("before")
-        return cls(
-            seq=int(value["seq"]),
-            turn=int(value["turn"]),
-            path=str(value["path"]),
-            before=None if before is None else Snapshot.from_wire(before),
-            after=Snapshot.from_wire(value["after"]),
-            source=str(value["source"]),
-            tool=value.get("tool"),
-            tool_call_id=value.get("toolCallId"),
-            rolled_back_to=value.get("rolledBackTo"),
-            at=str(value["at"]),
-        )
-
-
-@attrs.frozen
-class Restore:
-    """One file of a rollback plan."""
-
-    path: str
-    target: Snapshot | None  # None: the state before is unknown
-    expected: Snapshot  # what the log says the file holds now
-    current: Snapshot | None  # what it holds (None: unreadable)
-    restorable: bool
-    #: The current bytes (kept so that the rollback can be undone too).
-    current_data: bytes | None = attrs.field(default=None, eq=False, repr=False)
-    #: The path is a directory now: no file can be put there, nor removed.
-    directory: bool = False
-
-    @property
-    def conflict(self) -> bool:
-        return self.current is None or not self.current.same_as(self.expected)
-
-    @property
-    def action(self) -> str:
-        if self.target is None or not self.restorable or self.directory:
-            return "unrestorable"
-        if self.current is not None and self.current.same_as(self.target):
-            return "unchanged"
-        return "restore" if self.target.exists else "delete"
-
-
-class RollbackRefused(Exception):
-    """Files changed since agy wrote them (or cannot be restored); ``plan`` says which."""
-
-    def __init__(self, message: str, plan: list[Restore]) -> None:
-        super().__init__(message)
-        self.plan = plan
-
-
-def inside(path: str, roots: Sequence[str]) -> bool:
-    real = os.path.realpath(path)
-    for root in roots:
-        real_root = os.path.realpath(root)
-        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
-            return True
-    return False
 
 
 class MutationLog:
@@ -321,41 +219,13 @@ class MutationLog:
 
     def undo_target(self) -> int | None:
         """The latest turn with agy changes not undone yet (for ``/undo``)."""
-        floor: float = float("inf")
-        for mutation in reversed(self.entries):
-            if mutation.source == "rollback":
-                floor = min(floor, mutation.rolled_back_to or 0)
-            elif mutation.turn < floor:
-                return mutation.turn
-        return None
+        return rollback.undo_target(self.entries)
 
     async def plan(self, to_turn: int) -> list[Restore]:
-        """What rolling back to the start of turn ``to_turn`` would do: undo
-        every change from agy's first change in that turn or later on
-        (rollbacks made before it are left alone)."""
+        """What rolling back to the start of turn ``to_turn`` would do
+        (:func:`~.rollback.plan_for`)."""
         await self.load()
-        first: dict[str, Mutation] = {}
-        last: dict[str, Mutation] = {}
-        start = next((m.seq for m in self.entries if m.turn >= to_turn and m.source == "agy"), None)
-        for mutation in self.entries:
-            if start is not None and mutation.seq >= start:
-                first.setdefault(mutation.path, mutation)
-                last[mutation.path] = mutation
-        paths = list(first)
-        now = await trio.to_thread.run_sync(
-            lambda: [(read_snapshot(p), os.path.isdir(p)) for p in paths]
-        )
-        plan = []
-        for path, (read, directory) in zip(paths, now, strict=True):
-            target = first[path].before
-            restorable = target is not None and self.blobs.has(target)
-            current, data = (None, None) if read is None else read
-            plan.append(
-                Restore(
-                    path, target, last[path].after, current, restorable, data, directory=directory
-                )
-            )
-        return plan
+        return await rollback.plan_for(self.entries, to_turn, self.blobs)
 
     async def rollback(self, to_turn: int, *, force: bool, dry_run: bool) -> list[Restore]:
         """Restore the files of turns >= ``to_turn``; returns the plan carried out.
@@ -369,30 +239,7 @@ class MutationLog:
 
     async def _rollback(self, to_turn: int, *, force: bool, dry_run: bool) -> list[Restore]:
         plan = await self.plan(to_turn)
-        directories = [r.path for r in plan if r.directory]
-        if directories:
-            what = "is a directory" if len(directories) == 1 else "are directories"
-            raise RollbackRefused(
-                f"cannot roll back: {', '.join(directories)} {what} now, where agy wrote "
-                "a file; move it away first",
-                plan,
-            )
-        unrestorable = [r.path for r in plan if r.action == "unrestorable"]
-        if unrestorable:
-            raise RollbackRefused(
-                "cannot roll back: the earlier content of "
-                + ", ".join(unrestorable)
-                + " was not kept (too large, or written before the bridge could look)",
-                plan,
-            )
-        conflicts = [r.path for r in plan if r.conflict]
-        if conflicts and not force:
-            raise RollbackRefused(
-                "these files changed after agy wrote them: "
-                + ", ".join(conflicts)
-                + f"; {FORCE_HINT}",
-                plan,
-            )
+        rollback.refuse_unsafe(plan, force=force)
         if dry_run:
             return plan
         turn = self._current_turn()
@@ -400,11 +247,7 @@ class MutationLog:
         for restore in plan:
             if restore.action == "unchanged":
                 continue
-            assert restore.target is not None
-            data = self.blobs.get(restore.target) if restore.target.exists else None
-            await trio.to_thread.run_sync(_put, restore.path, data)
-            before = restore.current if restore.current is not None else restore.expected
-            self.blobs.keep(before, restore.current_data)
+            before = await rollback.put_back(restore, self.blobs)
             await self._append(
                 turn,
                 restore.path,
@@ -415,7 +258,7 @@ class MutationLog:
             )
             done.append(restore)
         if done:
-            self.agy_note = _note_for_agy(to_turn, done, self.roots)
+            self.agy_note = rollback.note_for_agy(to_turn, done, self.roots)
         return plan
 
     def rollback_arrived(self) -> None:
@@ -441,44 +284,6 @@ class MutationLog:
     def take_agy_note(self) -> str | None:
         note, self.agy_note = self.agy_note, None
         return note
-
-
-def _put(path: str, data: bytes | None) -> None:
-    """Write ``data`` atomically (None: remove the file)."""
-    if data is None:
-        if os.path.lexists(path):
-            os.remove(path)
-        return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    temp = f"{path}.agybridge-rollback"
-    try:
-        with open(temp, "wb") as file:
-            file.write(data)
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.remove(temp)  # never leave the temporary file behind
-        raise
-
-
-def _note_for_agy(to_turn: int, done: Sequence[Restore], roots: Sequence[str]) -> str:
-    """Text put before the user's next prompt, so the model's picture of the
-    files matches the disk (its conversation still holds the undone turns)."""
-    lines = []
-    for restore in done:
-        shown = restore.path
-        if inside(restore.path, roots[:1]):
-            shown = os.path.relpath(restore.path, roots[0])
-        verb = "restored to its earlier content"
-        if restore.action == "delete":
-            verb = "deleted (it did not exist before)"
-        lines.append(f"- {shown}: {verb}")
-    return (
-        "[agybridge] Before this message the user rolled back the file changes made "
-        f"from turn {to_turn} on (your earlier edits to these files are undone):\n"
-        + "\n".join(lines)
-        + "\nRead these files again before relying on what you remember of them.\n\n"
-    )
 
 
 async def observe_step(

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from agybridge.acp import models
 from agybridge.agy import events
-from agybridge.translate.mapper import MapperError, OutcomeKind, TurnMapper
+from agybridge.translate.mapper import MapperError, TurnMapper
+from agybridge.translate.outcome import OutcomeKind
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

@@ -1,7 +1,7 @@
-"""The turn mapper beyond text: usage, notices, errors, plans, images and what to read first.
+"""The turn mapper beyond text: usage, notices, errors, images and what to read first.
 
-tests/unit/translate/test_mapper.py covers text delivery and outcomes; every update produced
-here is also checked against the official ACP schema.
+tests/unit/translate/test_mapper.py covers text delivery and outcomes, test_plan.py plans;
+every update produced here is also checked against the official ACP schema.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from agybridge.acp import models
 from agybridge.agy import events
 from agybridge.agy.stderr import StderrKind, classify_stderr
 from agybridge.translate import notices, usage
-from agybridge.translate.mapper import OutcomeKind, TurnMapper, TurnOutcome
+from agybridge.translate.mapper import TurnMapper
+from agybridge.translate.outcome import OutcomeKind, TurnOutcome
 from agybridge.translate.tool_calls import ImageData, Observation, fenced
 
 from ...acp_wire import assert_updates_valid
@@ -358,140 +359,6 @@ def test_non_quota_agy_error_keeps_its_details() -> None:
         "status": "INVALID_ARGUMENT",
         "errorCode": 400,
     }
-
-
-# --- plans ----------------------------------------------------------------------------
-
-
-def entries(*rows: tuple[str, str]) -> models.Plan:
-    return models.Plan(
-        entries=[models.PlanEntry(content=c, priority="medium", status=s) for c, s in rows]
-    )
-
-
-SUBAGENTS = {
-    "Subagents": [
-        {"Role": "researcher", "Prompt": "Find the bug\nthen more"},
-        {"TypeName": "coder"},
-    ]
-}
-
-
-def test_plan_from_background_work() -> None:
-    """Subagents, tasks, schedules and background waits form one plan, sent whole each time."""
-    turn = mapper()
-    updates = feed_all(
-        turn,
-        [
-            tool(2, "ACTIVE", "invoke_subagent", SUBAGENTS),
-            "root agent idle; waiting up to 5s for 1 background task(s)",
-            tool(3, "ACTIVE", "manage_task", {"Action": "status", "TaskId": "t1"}),
-            tool(4, "DONE", "schedule", {"Prompt": "check CI"}),
-            tool(2, "DONE", "invoke_subagent", SUBAGENTS),
-            tool(3, "DONE", "manage_task", {"Action": "status", "TaskId": "t1"}),
-            result(),
-        ],
-    )
-    researcher, coder = "Subagent researcher: Find the bug", "Subagent coder"
-    background, task, scheduled = (
-        "Background work: 1 task(s)",
-        "Background task t1: status",
-        "Scheduled: check CI",
-    )
-    assert of_type(updates, models.Plan) == [
-        entries((researcher, "in_progress")),
-        entries((researcher, "in_progress"), (coder, "in_progress")),
-        entries((researcher, "in_progress"), (coder, "in_progress"), (background, "in_progress")),
-        entries(
-            (researcher, "in_progress"),
-            (coder, "in_progress"),
-            (background, "in_progress"),
-            (task, "in_progress"),
-        ),
-        entries(
-            (researcher, "in_progress"),
-            (coder, "in_progress"),
-            (background, "in_progress"),
-            (task, "in_progress"),
-            (scheduled, "pending"),
-        ),
-        entries(
-            (researcher, "completed"),
-            (coder, "in_progress"),
-            (background, "in_progress"),
-            (task, "in_progress"),
-            (scheduled, "pending"),
-        ),
-        entries(
-            (researcher, "completed"),
-            (coder, "completed"),
-            (background, "in_progress"),
-            (task, "in_progress"),
-            (scheduled, "pending"),
-        ),
-        entries(
-            (researcher, "completed"),
-            (coder, "completed"),
-            (background, "in_progress"),
-            (task, "completed"),
-            (scheduled, "pending"),
-        ),
-        # The result completes what is still running; scheduled work stays pending.
-        entries(
-            (researcher, "completed"),
-            (coder, "completed"),
-            (background, "completed"),
-            (task, "completed"),
-            (scheduled, "pending"),
-        ),
-    ]
-    # Plan tools are still tool calls.
-    assert [u.tool_call_id for u in of_type(updates, models.ToolCall)] == [
-        "m1-tool-2",
-        "m1-tool-3",
-        "m1-tool-4",
-    ]
-
-
-def test_background_tasks_terminated_on_exit() -> None:
-    """agy's "terminating N background task(s)" line completes the background entry."""
-    updates = feed_all(
-        mapper(),
-        [
-            "root agent idle; waiting up to 5s for 2 background task(s)",
-            "terminating 2 background task(s) on exit",
-            result(),
-        ],
-    )
-    assert of_type(updates, models.Plan) == [
-        entries(("Background work: 2 task(s)", "in_progress")),
-        entries(("Background work: 2 task(s)", "completed")),
-    ]
-
-
-def test_subagent_step_info_feeds_the_plan() -> None:
-    """``subagent`` steps with subagent_info add their roles to the plan."""
-    info = {"subagents": [{"type_name": "explorer", "role": "scout"}, {"type_name": "coder"}]}
-    updates = feed_all(mapper(), [step(5, "ACTIVE", "subagent", subagent_info=info), result()])
-    assert of_type(updates, models.Plan) == [
-        entries(("Subagent scout", "in_progress")),
-        entries(("Subagent scout", "in_progress"), ("Subagent coder", "in_progress")),
-        entries(("Subagent scout", "completed"), ("Subagent coder", "completed")),
-    ]
-
-
-def test_manage_task_without_task_id_plan_text() -> None:
-    """A task action with no task id reads naturally in the plan."""
-    updates = feed_all(mapper(), [tool(3, "ACTIVE", "manage_task", {"Action": "list"})])
-    [plan] = of_type(updates, models.Plan)
-    assert plan.entries[0].content == "Background task: list"
-
-
-def test_stderr_after_the_result_is_ignored() -> None:
-    """Notices that arrive after the turn's result change nothing."""
-    turn = mapper()
-    feed_all(turn, [result()])
-    assert turn.feed_stderr(classify_stderr("terminating 1 background task(s) on exit")) == []
 
 
 # --- images and what to read ----------------------------------------------------------

@@ -29,7 +29,9 @@ from agybridge.store import (
     Store,
 )
 from agybridge.translate.diffs import unified
-from agybridge.workspace.mutations import Mutation, MutationLog, RollbackRefused, _put
+from agybridge.workspace.changes import Mutation
+from agybridge.workspace.mutations import MutationLog
+from agybridge.workspace.rollback import RollbackRefused, _put
 from agybridge.workspace.snapshots import MAX_SNAPSHOT_FILE_BYTES, Snapshot, read_snapshot
 
 

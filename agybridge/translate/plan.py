@@ -1,0 +1,105 @@
+"""The turn's plan: agy's plan-like tools, subagents and background work as one ACP plan (pure).
+
+ACP's ``plan`` update carries the whole plan each time, so :class:`TurnPlan`
+keeps one entry per key and sends them all when an entry changes (nothing
+when it does not). Entries come from agy's plan and background-work tools
+(``tools.PLAN_TOOLS``: ``invoke_subagent``, ``task_boundary``,
+``manage_task``, ``schedule``...), from ``subagent`` steps and from agy's
+stderr lines about background tasks; when the turn ends, entries still in
+progress are completed. It changes with agy's vocabulary for such work,
+which the rest of the mapper does not see.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from ..acp import models
+from ..agy import events
+from .tools import PLAN_TOOLS
+
+_BACKGROUND = re.compile(r"(waiting up to \S+ for|terminating) (?P<n>\d+) background task")
+
+
+@attrs.define
+class TurnPlan:
+    """One turn's plan entries by key; see the module docstring."""
+
+    entries: dict[str, models.PlanEntry] = attrs.Factory(dict)
+
+    def set(self, key: str, content: str, status: str) -> list[models.SessionUpdate]:
+        entry = models.PlanEntry(content=content, priority="medium", status=status)
+        if self.entries.get(key) == entry:
+            return []
+        self.entries[key] = entry
+        return [models.Plan(entries=list(self.entries.values()))]
+
+    def from_tool(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
+        info = step.tool_info
+        name = step.tool_name or (info.name if info else None)
+        if name not in PLAN_TOOLS:
+            return []
+        params = (info.parameters if info else None) or {}
+        status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
+        if name == "invoke_subagent":
+            updates: list[models.SessionUpdate] = []
+            subagents = params.get("Subagents")
+            for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
+                if isinstance(sub, dict):
+                    role = sub.get("Role") or sub.get("TypeName") or "subagent"
+                    prompt = str(sub.get("Prompt") or "").strip().splitlines()
+                    text = f"Subagent {role}" + (f": {prompt[0][:120]}" if prompt else "")
+                    updates += self.set(f"{step.step_index}.{i}", text, status)
+            return updates or self.set(str(step.step_index), "Run subagent", status)
+        if name == "task_boundary":
+            text = str(params.get("TaskName") or params.get("TaskSummary") or "Task")
+            task_status = str(params.get("TaskStatus") or "")
+            return self.set(
+                f"task:{text}", text + (f" — {task_status}" if task_status else ""), status
+            )
+        if name == "manage_task":
+            action = str(params.get("Action") or "manage")
+            task = str(params.get("TaskId") or "")
+            return self.set(
+                f"bg:{task or step.step_index}",
+                f"Background task {task}: {action}" if task else f"Background task: {action}",
+                status,
+            )
+        if name == "schedule":
+            scheduled = str(params.get("Prompt") or "scheduled work").strip()
+            return self.set(str(step.step_index), f"Scheduled: {scheduled[:120]}", "pending")
+        return self.set(str(step.step_index), name.replace("_", " ").capitalize(), status)
+
+    def from_subagents(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
+        info = step.subagent_info or {}
+        updates: list[models.SessionUpdate] = []
+        status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
+        subagents = info.get("subagents")
+        for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
+            if isinstance(sub, dict):
+                role = sub.get("role") or sub.get("type_name") or "subagent"
+                updates += self.set(f"{step.step_index}.{i}", f"Subagent {role}", status)
+        return updates
+
+    def from_stderr(self, text: str) -> list[models.SessionUpdate]:
+        """agy's stderr says it waits for (or ends) background tasks."""
+        match = _BACKGROUND.search(text)
+        if match:
+            count = int(match.group("n"))
+            status = "completed" if text.startswith("terminating") else "in_progress"
+            return self.set("background", f"Background work: {count} task(s)", status)
+        return []
+
+    def finish(self) -> list[models.SessionUpdate]:
+        """The turn ended: entries still in progress are completed."""
+        if self.entries:
+            done = [
+                attrs.evolve(e, status="completed") if e.status == "in_progress" else e
+                for e in self.entries.values()
+            ]
+            if done != list(self.entries.values()):
+                self.entries = dict(zip(self.entries, done, strict=True))
+                return [models.Plan(entries=done)]
+        return []
