@@ -87,9 +87,18 @@ Session = SessionHost
 logger = logging.getLogger(__name__)
 
 
+def _unanswered(session: Session, seq: float) -> PromptWork | None:
+    """The prompt's work, unless it was answered already: an action of its
+    turn decided before the core answered it (a bug in an action performed
+    first failed it) is stale, and nothing of an answered turn is done."""
+    work = session.prompts.get(seq)
+    return None if work is None or work.answered else work
+
+
 async def start_turn(session: Session, action: ev.StartTurn) -> None:
-    work = session.prompts.get(action.seq)
-    assert work is not None
+    work = _unanswered(session, action.seq)
+    if work is None:
+        return
     if work.mapper is not None:  # a retry: the first attempt's tokens count too
         session.book.count_usage(work.mapper)
     work.mapper = TurnMapper(
@@ -116,9 +125,11 @@ async def start_turn(session: Session, action: ev.StartTurn) -> None:
 
 
 async def send_user_turn(session: Session, action: ev.SendUserTurn) -> None:
-    work = session.prompts.get(action.seq)
+    work = _unanswered(session, action.seq)
     child = session.slot.get(action.incarnation)
-    assert work is not None and work.mapper is not None and child is not None
+    if work is None or work.mapper is None:
+        return
+    assert child is not None
     mapper = work.mapper
     usage = session.slot.result_usage(action.incarnation)
     if usage is not None:
@@ -228,8 +239,9 @@ async def record_turn(session: Session, action: ev.RecordTurn) -> None:
 
 
 async def gate_notice(session: Session, action: ev.GateFallbackNotice) -> None:
-    work = session.prompts.get(action.seq)
-    assert work is not None and work.mapper is not None
+    work = _unanswered(session, action.seq)
+    if work is None or work.mapper is None:
+        return
     await say(
         session,
         work.mapper,
@@ -241,8 +253,9 @@ async def gate_notice(session: Session, action: ev.GateFallbackNotice) -> None:
 
 
 async def stall_notice(session: Session, action: ev.StallNotice) -> None:
-    work = session.prompts.get(action.seq)
-    assert work is not None and work.mapper is not None
+    work = _unanswered(session, action.seq)
+    if work is None or work.mapper is None:
+        return
     text = errors.stall_notice_text(session.deps.timeouts.stall_notice_s)
     await session.outlet.send(
         models.AgentThoughtChunk(
@@ -316,21 +329,23 @@ async def apply_settings(session: Session, action: ev.ApplySettings) -> None:
 
 
 async def ask_allow(session: Session, action: ev.AskAllowRetry) -> None:
-    work = session.prompts.get(action.seq)
-    assert work is not None and work.mapper is not None
+    work = _unanswered(session, action.seq)
+    if work is None or work.mapper is None:
+        return
     await session.gates.ask_allow(action.seq, work.mapper, work.timers)
 
 
 async def show_allow_answer(session: Session, action: ev.ShowAllowAnswer) -> None:
-    work = session.prompts.get(action.seq)
-    assert work is not None and work.mapper is not None
+    work = _unanswered(session, action.seq)
+    if work is None or work.mapper is None:
+        return
     await session.gates.show_allow_answer(action, work.mapper)
 
 
 async def arm_deadline(session: Session, action: ev.ArmDeadline) -> None:
-    work = session.prompts.get(action.seq)
-    assert work is not None
-    session.deadlines.arm(action, work.timers)
+    work = _unanswered(session, action.seq)
+    if work is not None:
+        session.deadlines.arm(action, work.timers)
 
 
 async def announcements(session: Session, action: ev.SendAnnouncements) -> None:

@@ -756,3 +756,17 @@ def test_a_turns_opening_update_comes_before_its_answer_when_agy_wrote_nothing()
         for update in (entry[2:3] if entry[0] == "answer" else entry[1])
     ]
     assert kinds[:2] == ["SessionInfoUpdate", "answer"], kinds
+
+
+def test_a_bug_announcing_settings_as_a_turn_ends_stops_the_next_turn_starting() -> None:
+    """A setting changed during turn 1 is applied and announced as it ends, and
+    turn 2 starts in the same batch; the client raises on the announcement: the
+    bug fails turn 2 (the running turn once the batch was decided), and the
+    start of turn 2 decided before is not performed for an answered prompt
+    (it asserted the prompt was still there, a bug of its own)."""
+    program = [("prompt",), ("prompt",), ("config", "low"), ("fault", ("client", "bug"), 1)]
+    driver = _run([*program, ("reply",)], quick_exit=False)
+    first, second = driver.answers[1][0], driver.answers[2][0]
+    assert isinstance(first, PromptResult), first
+    assert isinstance(second, InternalSessionError), second
+    assert "injected bug in client" in second.message
