@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..lazy import exports
-
-Meta = dict[str, Any]
+from .meta import Meta as Meta
 
 # --- initialize ------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, final
 
 import attrs
 
-from .models import Meta
+from .meta import Meta
 
 
 @attrs.frozen
