@@ -2,8 +2,8 @@
 blocks, tool calls, plans, the session requests and responses.
 
 Part of `agybridge.acp.models` (which re-exports every name here): a bridge
-answers ``initialize`` without building these classes (issue 15, lazy
-start-up); `models` loads this module when one of them is first used.
+answers ``initialize`` without building these classes (lazy start-up);
+`models` loads this module when one of them is first used.
 """
 
 from __future__ import annotations

@@ -214,8 +214,8 @@ def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
     built without the converter when every field already has its exact type;
     None otherwise. The same value the converter builds: a generated-input
     test compares them."""
-    # Subscripts, not `.get` calls (this runs for every line): whatever is
-    # missing or not of the fast path (an unhashable event name included) raises.
+    # Whatever is missing or not of the fast path (an unhashable event name
+    # included) raises: the converter decides then.
     try:
         name = raw["event"]
         outer, inner, kinds = _FAST_SHAPES[name]
