@@ -12,14 +12,13 @@ from typing import TypeAlias
 from . import models
 
 TextChunk: TypeAlias = models.AgentMessageChunk | models.AgentThoughtChunk | models.UserMessageChunk
+_CHUNK_CLASSES = (models.AgentMessageChunk, models.AgentThoughtChunk, models.UserMessageChunk)
 
 
 def plain_text_chunk(update: models.SessionUpdate) -> TextChunk | None:
     """``update`` if it is a message, thought or user chunk of plain text (no
     annotations, no ``_meta`` on it or its content); None otherwise."""
-    if not isinstance(
-        update, models.AgentMessageChunk | models.AgentThoughtChunk | models.UserMessageChunk
-    ):
+    if not isinstance(update, _CHUNK_CLASSES):
         return None
     content = update.content
     if (
