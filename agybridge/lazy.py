@@ -1,8 +1,8 @@
 """Package faces that import a module when one of its names is first used (PEP 562).
 
 The bridge answers ``initialize`` before it needs sessions, agy, the store or
-the permission gate (issue 15: spawn -> ``initialize`` near the dependency
-import floor), yet ``from ..session.config import X`` runs ``session/__init__``
+the permission gate (a cold start should cost little more than importing the
+dependencies), yet ``from ..session.config import X`` runs ``session/__init__``
 first. So the lower packages' ``__init__`` name their public face twice: under
 ``TYPE_CHECKING`` (what mypy and readers see) and in the table handed to
 `exports`, which loads a name's module on first lookup.

@@ -122,7 +122,7 @@ class LineBuffer:
     def drain(self) -> list[bytes | LineTooLongError]:
         """Every complete line there is, in order (an over-long one as its
         `LineTooLongError`): what calling `next_line` until None gives, split
-        in one pass over the buffer instead of one call per line."""
+        in one pass over the buffer."""
         out: list[bytes | LineTooLongError] = []
         buf = self._buf
         if self._skipping and not self._skip():

@@ -1,10 +1,10 @@
 """`EagerLock`: a lock for the hot paths, taken without a pass through the scheduler.
 
 ``trio.Lock`` (and ``trio.CapacityLimiter``) yield even when free, and a ``Lock``
-also registers its holder so a task that dies holding it breaks it. On a path run
-for every read of agy's output or every journal write that was a measurable share
-of a turn (issue 15), and neither is needed where the holder is an ``async with``
-block or a worker thread of ``trio.to_thread``.
+also registers its holder so a task that dies holding it breaks it. Neither is
+needed where the holder is an ``async with`` block or a worker thread of
+``trio.to_thread``, and a lock taken for every read of agy's output or every
+journal write should not make each of them wait for the scheduler.
 """
 
 from __future__ import annotations
@@ -16,20 +16,16 @@ class EagerLock:
     """One holder at a time, in arrival order; taken at once when free (no
     checkpoint then: the caller's own awaits are its checkpoints). Usable in
     ``async with`` and as the ``limiter`` of ``trio.to_thread.run_sync``, which
-    takes any object with ``acquire_on_behalf_of``/``release_on_behalf_of``.
-
-    Plain fields and a parking lot, not a ``trio.Semaphore``: taking and
-    releasing a free lock then calls nothing (it runs several times a turn)."""
+    takes any object with ``acquire_on_behalf_of``/``release_on_behalf_of``."""
 
     __slots__ = ("_held", "_lot", "_waiting")
 
     def __init__(self) -> None:
         self._held = False
         # A release hands the lock straight to the first waiter, so taking it
-        # "at once" never overtakes anybody. (Not a trio.Semaphore: its checks
-        # were four calls per use, on a path taken for every read of agy's output.)
+        # "at once" never overtakes anybody.
         self._lot = trio.lowlevel.ParkingLot()
-        #: Tasks in the lot, or just cancelled out of it (a plain int to test).
+        #: Tasks in the lot, or just cancelled out of it.
         self._waiting = 0
 
     async def __aenter__(self) -> None:
@@ -45,10 +41,7 @@ class EagerLock:
             self._waiting -= 1
 
     async def __aexit__(self, *exc_info: object) -> None:
-        # Still held if handed to a waiter (one cancelled meanwhile is not in
-        # the lot). As `release_on_behalf_of`, inline: once per batch of updates.
-        if not (self._waiting and self._lot.unpark()):
-            self._held = False
+        self._release()
 
     def locked(self) -> bool:
         """Someone holds the lock (or it is being handed to a waiter)."""
@@ -58,7 +51,10 @@ class EagerLock:
         await self.__aenter__()
 
     def release_on_behalf_of(self, borrower: object) -> None:
-        # A cancelled waiter has left the lot but may still be counted: then
-        # nobody is woken and the lock is free.
+        self._release()
+
+    def _release(self) -> None:
+        # Still held if handed to a waiter. A cancelled waiter has left the lot
+        # but may still be counted: then nobody is woken and the lock is free.
         if not (self._waiting and self._lot.unpark()):
             self._held = False

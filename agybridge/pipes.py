@@ -4,11 +4,11 @@ and a write made at once by its sender when the pipe's writer is idle.
 trio's ``FdStream.receive_some`` checkpoints first, then tries ``read(2)``, and
 only when that finds nothing (``EAGAIN``, raised and caught) waits for the fd.
 A line reader that has just handled a read therefore yields twice and makes
-one empty system call before the next line: on agy's stdout and the client's
-stdin, where lines arrive one at a time, that was a quarter of the scheduler
-passes of a short turn (issue 15). Waiting for readability first and then
-reading gives the same result with one yield, which is also the checkpoint
-(cancellation and fairness are unchanged: every read still waits once).
+one empty system call before each read, on agy's stdout and the client's
+stdin, where lines often arrive one at a time. Waiting for readability first
+and then reading gives the same result with one yield, which is also the
+checkpoint (cancellation and fairness are unchanged: every read still waits
+once).
 """
 
 from __future__ import annotations

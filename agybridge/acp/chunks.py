@@ -12,25 +12,20 @@ from typing import TypeAlias
 from . import models
 
 TextChunk: TypeAlias = models.AgentMessageChunk | models.AgentThoughtChunk | models.UserMessageChunk
-
-_CHUNK_TYPES = frozenset(
-    {models.AgentMessageChunk, models.AgentThoughtChunk, models.UserMessageChunk}
-)
+_CHUNK_CLASSES = (models.AgentMessageChunk, models.AgentThoughtChunk, models.UserMessageChunk)
 
 
 def plain_text_chunk(update: models.SessionUpdate) -> TextChunk | None:
     """``update`` if it is a message, thought or user chunk of plain text (no
     annotations, no ``_meta`` on it or its content); None otherwise."""
-    # The chunk classes are final (the wire encoder keys its tails by exact type).
-    if type(update) not in _CHUNK_TYPES:
+    if not isinstance(update, _CHUNK_CLASSES):
         return None
-    chunk: TextChunk = update  # type: ignore[assignment]  # one of them, by the test above
-    content = chunk.content
+    content = update.content
     if (
-        type(content) is not models.TextContent
+        not isinstance(content, models.TextContent)
         or content.annotations is not None
         or content.meta is not None
-        or chunk.meta is not None
+        or update.meta is not None
     ):
         return None
-    return chunk
+    return update

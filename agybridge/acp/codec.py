@@ -76,7 +76,7 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(_is_dict, lambda t: _strict_dict(t, conv))
     # The tagged unions are configured when a union value is first converted:
     # initialize needs none, and configuring them generates every member's
-    # hooks (~25 ms of a cold start, issue 15). Until then a union's hook is a
+    # hooks (~25 ms of a cold start). Until then a union's hook is a
     # stand-in; configuring (in the same order as ever, after the hooks above)
     # retires the stand-ins, and each then calls the union's own hook.
     configured = False
@@ -251,8 +251,8 @@ def unstructure(value: Any) -> Any:
 def unstructure_plain(value: Any) -> Any:
     """`unstructure` for values without tagged unions or enums (the ``initialize`` answer),
     by reflection: the same wire value (`to_camel`, `_omitted_when_unset`) without the
-    per-class hooks cattrs generates on first use, ~3 ms of a cold start's answer
-    (issue 15). A union member would lose its discriminator here: use `unstructure`.
+    per-class hooks cattrs generates on first use (~3 ms of a cold start's answer).
+    A union member would lose its discriminator here: use `unstructure`.
     tests/unit/acp/test_acp_codec.py compares both on generated values."""
     if attrs.has(type(value)):
         wire = {}

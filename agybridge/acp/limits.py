@@ -1,6 +1,6 @@
 """Prompt size limits: the settings read them at start-up (AGYBRIDGE_MAX_FILE_BYTES...),
-and content.py enforces them. Apart from content.py so that reading the settings
-does not build the prompt converter (issue 15, lazy start-up)."""
+and attachments.py enforces them. Apart from it so that reading the settings
+does not load the prompt's conversion (lazy start-up: ``initialize`` needs none)."""
 
 from __future__ import annotations
 

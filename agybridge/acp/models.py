@@ -8,7 +8,7 @@ the official schema's ``$defs`` (``../shared/acp/schema/v1/schema.json``).
 This module defines what ``initialize`` and ``authenticate`` need; every other
 type lives in ``session_models.py`` and is loaded, through this module, when it
 is first used (agybridge/lazy.py): a bridge answers ``initialize`` without
-building them (issue 15, lazy start-up). Callers use ``models.X`` either way.
+building them (lazy start-up). Callers use ``models.X`` either way.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..lazy import exports
-
-Meta = dict[str, Any]
+from .meta import Meta as Meta
 
 # --- initialize ------------------------------------------------------------
 

@@ -2,17 +2,17 @@
 blocks, tool calls, plans, the session requests and responses.
 
 Part of `agybridge.acp.models` (which re-exports every name here): a bridge
-answers ``initialize`` without building these classes (issue 15, lazy
-start-up); `models` loads this module when one of them is first used.
+answers ``initialize`` without building these classes (lazy start-up);
+`models` loads this module when one of them is first used.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
 import attrs
 
-from .models import Meta
+from .meta import Meta
 
 
 @attrs.frozen
@@ -26,6 +26,7 @@ class SessionIdParams:
 # --- content ---------------------------------------------------------------
 
 
+@final  # the wire encoder's text fast path keys on the exact class
 @attrs.frozen
 class TextContent:
     TAG: ClassVar[str] = "text"
@@ -223,6 +224,7 @@ class PromptResponse:
 # --- session/update --------------------------------------------------------
 
 
+@final  # the wire encoder's text fast path keys on the exact class
 @attrs.frozen
 class AgentMessageChunk:
     TAG: ClassVar[str] = "agent_message_chunk"
@@ -231,6 +233,7 @@ class AgentMessageChunk:
     meta: Meta | None = None
 
 
+@final  # the wire encoder's text fast path keys on the exact class
 @attrs.frozen
 class UserMessageChunk:
     TAG: ClassVar[str] = "user_message_chunk"
@@ -239,6 +242,7 @@ class UserMessageChunk:
     meta: Meta | None = None
 
 
+@final  # the wire encoder's text fast path keys on the exact class
 @attrs.frozen
 class AgentThoughtChunk:
     TAG: ClassVar[str] = "agent_thought_chunk"

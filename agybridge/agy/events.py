@@ -152,6 +152,8 @@ def _make_converter() -> cattrs.Converter:
 
 
 _converter = _make_converter()
+#: The tagged union's hook (`cattrs.Converter.structure` takes a class, not a union).
+_structure_event = _converter.get_structure_hook(AgyEvent)
 
 
 def _exact_types(cls: type) -> dict[str, tuple[type, ...]]:
@@ -212,8 +214,8 @@ def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
     built without the converter when every field already has its exact type;
     None otherwise. The same value the converter builds: a generated-input
     test compares them."""
-    # Subscripts, not `.get` calls (this runs for every line): whatever is
-    # missing or not of the fast path (an unhashable event name included) raises.
+    # Whatever is missing or not of the fast path (an unhashable event name
+    # included) raises: the converter decides then.
     try:
         name = raw["event"]
         outer, inner, kinds = _FAST_SHAPES[name]
@@ -236,26 +238,22 @@ def fast_event(raw: dict[str, Any]) -> StepUpdateEvent | ResultEvent | None:
         return None
 
 
-#: `JSONDecoder.raw_decode` without its Python frame: the scanner it calls,
-#: which raises StopIteration where raw_decode raises "Expecting value".
-#: (Set by the decoder's __init__; typeshed does not declare it.)
-_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+#: One decoder for every line (json.loads makes a new one per call).
+_raw_decode = json.JSONDecoder().raw_decode
 
 
 def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
     """Parse one stdout line; never raises."""
-    if type(line) is bytes or isinstance(line, bytes):  # the exact type first: no call
-        text = line.decode("utf-8", "replace")
-    else:
-        text = line
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     try:
-        # The scanner skips json.loads' two whitespace regexes (agy's lines
-        # have none around them); anything else goes the long way.
-        raw, end = _scan_once(text, 0)
+        # agy writes no whitespace before its objects, so the decoder can start
+        # at once; a line it refuses (leading whitespace, an error to word)
+        # goes the long way.
+        raw, end = _raw_decode(text)
         rest = text[end:]
         if rest and not rest.isspace():
             raise ValueError("extra data")
-    except (ValueError, StopIteration):
+    except ValueError:
         try:
             raw = json.loads(text)
         except ValueError:
@@ -266,7 +264,7 @@ def parse_event(line: bytes | str) -> AgyEvent | MalformedLine:
     if fast is not None:
         return fast
     try:
-        event: AgyEvent = _converter.structure(raw, AgyEvent)  # type: ignore[arg-type]
+        event: AgyEvent = _structure_event(raw, AgyEvent)
     except _SHAPE_ERRORS as exc:
         lenient = _without_unreadable_fields(raw)
         if lenient is not None:

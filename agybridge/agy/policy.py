@@ -2,7 +2,7 @@
 
 Its own module, without the tree's machinery: the bridge's settings carry one
 before ``initialize`` is answered, and `agybridge.agy.tree` (procfs, signals)
-is loaded by the first agy invocation (issue 15, lazy start-up).
+is loaded by the first agy invocation (lazy start-up).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ DRAIN_AFTER_EXIT_S = 2.0
 #: stdin lines waiting for the writer; prompts are queued by the session, so
 #: more than a couple here means agy is not reading.
 STDIN_QUEUE_LINES = 4
-#: ``json.dumps(..., ensure_ascii=False)`` without a new encoder per call.
+#: ``json.dumps(..., ensure_ascii=False)``, with one encoder for every line.
 _encode_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
@@ -283,18 +283,17 @@ class AgyChild:
             deadline = trio.current_time() + DRAIN_AFTER_EXIT_S
             self._stdout_drain.deadline = self._stderr_drain.deadline = deadline
 
-    def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> Awaitable[None]:
-        # One message per read, however many lines: one hand-over to the owner
-        # (the reader awaits the sink's own send: no coroutine of ours per read).
+    async def _on_stdout_lines(self, lines: list[bytes | LineTooLongError]) -> None:
+        # One message per read, however many lines: one hand-over to the owner.
         events = tuple(map(self._stdout_event, lines))
-        return self._messages.send(ChildEvents(self.incarnation, events))
+        await self._messages.send(ChildEvents(self.incarnation, events))
 
     def _stdout_event(self, line: bytes | LineTooLongError) -> ChildEvent:
-        if type(line) is not bytes:
+        if isinstance(line, LineTooLongError):
             logger.error("agy[%s] stdout: %s", self.incarnation, line)
             return ChildEvent(self.incarnation, MalformedLine(line="", reason=str(line)))
         event = parse_event(line)
-        if type(event) is not StepUpdateEvent or event.step_update.step_type != "tool":
+        if not isinstance(event, StepUpdateEvent) or event.step_update.step_type != "tool":
             return ChildEvent(self.incarnation, event)
         # Tool steps are when agy grows children in groups of their own.
         if not self.exited.is_set():
@@ -364,8 +363,8 @@ async def _read_lines(
                 else:
                     framer.feed_eof()
                     read = framer.drain()
-                # Blank lines are dropped (a line is exactly bytes, else its error).
-                lines = [line for line in read if type(line) is not bytes or line.strip()]
+                # Blank lines are dropped (an over-long one is kept: its error).
+                lines = [line for line in read if not isinstance(line, bytes) or line.strip()]
                 if lines:
                     await on_lines(lines)
                 if not chunk:

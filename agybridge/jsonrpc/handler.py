@@ -44,8 +44,8 @@ class RequestContext:
         """Set by a handler to take over ``$/cancel_request`` (and answer normally).
 
         Once set, it stays set: set in ``request_received``, the request's task
-        needs no cancel scope of its own (most of what a short request costs the
-        peer), as nothing could cancel it.
+        runs without a cancel scope of its own (`task_scope`), as nothing could
+        cancel it.
         """
         return self._on_cancel
 
@@ -65,6 +65,18 @@ class RequestContext:
             self._on_cancel()
         else:
             self._own_scope().cancel(reason=f"$/cancel_request for request {self.request_id!r}")
+
+    def task_scope(self) -> trio.CancelScope | None:
+        """The cancel scope the request's task runs in, asked once as the task starts.
+
+        None when a handler took over ``$/cancel_request`` before then
+        (``on_cancel`` cannot be unset, so nothing could ever cancel that scope:
+        the task runs without one). Otherwise the request's own scope, already
+        cancelled if a ``$/cancel_request`` came first.
+        """
+        if self._on_cancel is not None:
+            return self._scope
+        return self._own_scope()
 
     def _own_scope(self) -> trio.CancelScope:
         if self._scope is None:

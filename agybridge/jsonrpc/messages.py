@@ -161,10 +161,10 @@ _raw_decode = json.JSONDecoder(parse_constant=_reject_constant).raw_decode
 
 
 def _decode(text: str) -> Any:
-    """``json.loads(text, parse_constant=...)``; a client's lines rarely have
-    whitespace around them, so ``raw_decode`` skips loads' whitespace regexes
-    (and its new decoder per call). Anything else, errors included, goes the
-    long way."""
+    """``json.loads(text, parse_constant=...)`` with one decoder for every
+    line: a client's lines rarely have whitespace around them, so the decoder
+    can start at the first character. Anything else, errors included (which
+    ``json.loads`` words), goes the long way."""
     try:
         obj, end = _raw_decode(text)
         if end == len(text):

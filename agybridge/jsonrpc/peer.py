@@ -3,11 +3,10 @@
 Theory of operation. `Peer.run` owns a nursery with two tasks:
 
 * the reader: ``receive_some`` -> `LineBuffer` -> `parse_message` -> dispatch. Each
-  incoming request runs in its own task (in a nursery the reader owns) inside its own
-  `trio.CancelScope`, so ``$/cancel_request`` can end it, unless its handler took
-  that over (``on_cancel``) before the task started. Notifications are awaited
-  inline, so their effects are ordered with respect to every later message (handlers
-  must be quick). Responses complete our pending outgoing requests.
+  incoming request runs in its own task (in a nursery the reader owns), where
+  ``$/cancel_request`` can end it (`IncomingRequests`, incoming.py). Notifications
+  are awaited inline, so their effects are ordered with respect to every later
+  message (handlers must be quick). Responses complete our pending outgoing requests.
 * the writer (`LineWriter`, writer.py): the only writer of ``send_stream``. Everyone
   else hands it complete lines, because a cancelled ``send_all`` can leave half a line
   on the wire (architecture.md, "Rules that came from measurements"). It writes a
@@ -40,7 +39,8 @@ import trio
 from ..lines import DEFAULT_MAX_LINE_BYTES, LineBuffer, LineTooLongError
 from ..pipes import receive_ready
 from .errors import PeerClosedError, RpcError
-from .handler import Handler, MessageContext, RequestContext
+from .handler import Handler, MessageContext
+from .incoming import IncomingRequests
 from .messages import (
     Invalid,
     Message,
@@ -53,7 +53,6 @@ from .messages import (
     notification_message,
     parse_message,
     request_message,
-    result_message,
 )
 from .writer import LineWriter
 
@@ -64,8 +63,6 @@ _RECEIVE_CHUNK_BYTES = 2**16
 # The protocol-level cancellation notification (ACP cancellation.mdx); other "$/..."
 # notifications may be ignored (acp/brief.md §1).
 _CANCEL_REQUEST = "$/cancel_request"
-#: What a request that needs no cancel scope of its own runs in.
-_NO_SCOPE = contextlib.nullcontext()
 
 
 @attrs.frozen
@@ -122,10 +119,7 @@ class Peer:
         self._max_line_bytes = max_line_bytes
         self._writer = LineWriter(send_stream, self._fail_pending)
         self._pending: dict[RequestId, _Pending] = {}
-        self._in_flight: dict[RequestId, RequestContext] = {}
-        self._requests_running = 0
-        #: Set when the last request in flight is done; made by a waiter (shutdown).
-        self._requests_idle: trio.Event | None = None
+        self._requests = IncomingRequests(handler, self._writer)
         self._next_id = 0
         self._seqs = itertools.count(first_seq) if seqs is None else seqs
         self._receive_closed = trio.Event()
@@ -219,21 +213,12 @@ class Peer:
         """Cancel every incoming request in flight, as ``$/cancel_request`` would
         (its handler's ``on_cancel``, else -32800), so each still gets its answer
         (shutdown). Returns how many there were."""
-        in_flight = list(self._in_flight.values())
-        for ctx in in_flight:
-            try:
-                ctx.cancel()
-            except Exception:
-                logger.exception("cancelling request %r (id %r) failed", ctx.method, ctx.request_id)
-        return len(in_flight)
+        return self._requests.cancel_all()
 
     async def wait_requests_done(self) -> None:
         """Return once no incoming request is in flight (each has handed its
         response to the writer); returns at once if none is."""
-        while self._requests_running:
-            if self._requests_idle is None:
-                self._requests_idle = trio.Event()
-            await self._requests_idle.wait()
+        await self._requests.wait_done()
 
     async def wait_send_broken(self) -> None:
         """Return once writing to the peer failed (EPIPE: nobody reads our output)."""
@@ -264,7 +249,7 @@ class Peer:
     def statistics(self) -> PeerStatistics:
         return PeerStatistics(
             pending_outgoing=len(self._pending),
-            requests_in_flight=self._requests_running,
+            requests_in_flight=self._requests.running,
             messages_received=self._messages_received,
             messages_sent=self._writer.lines_sent,
             parse_errors=self._parse_errors,
@@ -317,9 +302,9 @@ class Peer:
                     await self._writer.send(encode_message(error_message(None, error)))
                     continue
                 message = parse_message(line)
-                # Exact types (parse_message makes no subclass): no isinstance call.
-                if type(message) is Request:
-                    refusal = self._start_request(message, requests)
+                if isinstance(message, Request):
+                    self._messages_received += 1
+                    refusal = self._requests.start(message, next(self._seqs), requests)
                     if refusal is not None:
                         await self._writer.send(refusal)
                 else:
@@ -337,88 +322,20 @@ class Peer:
             entry.finish(None, PeerClosedError(reason))
 
     async def _dispatch(self, message: Message | None) -> None:
-        """Any message but a request (`_start_request`)."""
+        """Any message but a request (`IncomingRequests.start`)."""
         if message is None:
             return
-        if type(message) is Invalid:
+        if isinstance(message, Invalid):
             self._parse_errors += 1
             logger.warning("invalid incoming JSON-RPC message: %s", message.error)
             await self._writer.send(encode_message(error_message(message.id, message.error)))
             return
         seq = next(self._seqs)
         self._messages_received += 1
-        if type(message) is Notification:
+        if isinstance(message, Notification):
             await self._handle_notification(message, seq)
         elif isinstance(message, Response):
             self._handle_response(message)
-
-    def _start_request(self, message: Request, requests: trio.Nursery) -> bytes | None:
-        """Start the request's task; the line refusing it instead, if it must be."""
-        seq = next(self._seqs)
-        self._messages_received += 1
-        ctx = RequestContext(message.id, message.method, seq, message.no_escapes)
-        if message.id is not None:  # a null id cannot be targeted by $/cancel_request
-            if message.id in self._in_flight:
-                # Answering both would give the client two responses it cannot tell apart.
-                error = RpcError.invalid_request(f"request id {message.id!r} is already in use")
-                return encode_message(error_message(message.id, error))
-            self._in_flight[message.id] = ctx
-        try:
-            self._handler.request_received(message.method, message.params, ctx)
-        except Exception:
-            logger.exception("request_received for %r failed", message.method)
-        self._requests_running += 1
-        requests.start_soon(self._request_task, ctx, message.params, name=message.method)
-        return None
-
-    async def _request_task(self, ctx: RequestContext, params: Any) -> None:
-        try:
-            result: Any = None
-            error: RpcError | None = None
-            # A handler that took over $/cancel_request before the task started (a
-            # prompt: its turn is cancelled, and answered) keeps it (`on_cancel` is
-            # never unset), so the request needs no scope of its own, the costliest
-            # part of a short request's task.
-            scope = ctx._scope if ctx._on_cancel is not None else ctx._own_scope()
-            with scope if scope is not None else _NO_SCOPE:
-                try:
-                    result = await self._handler.handle_request(ctx.method, params, ctx)
-                except RpcError as exc:
-                    error = exc
-                except Exception as exc:
-                    logger.exception("request %r (id %r) failed", ctx.method, ctx.request_id)
-                    error = _internal_error(exc)
-            # Only our own scope's cancellation ($/cancel_request) lands here; when the
-            # whole peer is cancelled, Cancelled propagates and nobody answers.
-            if scope is not None and scope.cancelled_caught:
-                error = RpcError.request_cancelled()
-            # Forget the id before answering: a late $/cancel_request must not reach a
-            # handler that has already finished.
-            self._forget(ctx)
-            await self._writer.send(self._encode_response(ctx, result, error))
-        except BaseException:
-            self._forget(ctx)
-            raise
-        finally:
-            self._requests_running -= 1
-            if self._requests_running == 0 and self._requests_idle is not None:
-                self._requests_idle.set()
-                self._requests_idle = None
-
-    def _forget(self, ctx: RequestContext) -> None:
-        if self._in_flight.get(ctx.request_id) is ctx:
-            del self._in_flight[ctx.request_id]
-
-    def _encode_response(self, ctx: RequestContext, result: Any, error: RpcError | None) -> bytes:
-        if error is None:
-            message = result_message(ctx.request_id, result)
-        else:
-            message = error_message(ctx.request_id, error)
-        try:
-            return encode_message(message)
-        except (TypeError, ValueError) as exc:
-            logger.exception("response to %r (id %r) is not JSON", ctx.method, ctx.request_id)
-            return encode_message(error_message(ctx.request_id, _internal_error(exc)))
 
     async def _handle_notification(self, message: Notification, seq: int) -> None:
         if message.method == _CANCEL_REQUEST:
@@ -440,13 +357,7 @@ class Peer:
         if isinstance(request_id, bool) or not isinstance(request_id, int | str):
             logger.debug("ignoring %s with params %r", _CANCEL_REQUEST, params)
             return
-        ctx = self._in_flight.get(request_id)
-        if ctx is None:
-            return  # already answered, or never existed: nothing to do
-        try:
-            ctx.cancel()
-        except Exception:
-            logger.exception("on_cancel of request %r (id %r) failed", ctx.method, request_id)
+        self._requests.cancel(request_id)
 
     def _handle_response(self, message: Response) -> None:
         pending = self._pending.pop(message.id, None)
@@ -456,7 +367,3 @@ class Peer:
             logger.warning("the peer could not read one of our messages: %s", message.error)
         else:
             logger.warning("ignoring a response with unknown id %r", message.id)
-
-
-def _internal_error(exc: BaseException) -> RpcError:
-    return RpcError.internal_error(data={"details": f"{type(exc).__name__}: {exc}"})

@@ -91,8 +91,7 @@ class LineWriter:
         self._writing = False
         self._line_done = trio.Event()
         #: The writer waits in receive with nothing queued (set by the writer
-        #: as it parks, cleared by every hand-over through the channel: cheaper
-        #: than asking the channel for its statistics on every line).
+        #: as it parks, cleared by every hand-over through the channel).
         self._parked = False
         #: Lines written whole.
         self.lines_sent = 0
@@ -126,7 +125,7 @@ class LineWriter:
         if self.broken:
             await trio.lowlevel.checkpoint()
             return
-        if self._parked and not self._closed:  # `_idle`, inline: for every line
+        if self._idle():
             if self._send_nowait is not None:
                 self._write_now(lines)
                 return

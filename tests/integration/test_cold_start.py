@@ -61,6 +61,8 @@ DENIED = (
     "agybridge.acp.session_models",
     "agybridge.session.outlet",
     "agybridge.acp.content",
+    "agybridge.acp.attachments",
+    "agybridge.acp.prompt_error",
     "agybridge.workspace.mcp",
     "agybridge.store.db",
     "agybridge.store.connection",

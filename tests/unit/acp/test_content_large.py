@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agybridge.acp import content, models
+from agybridge.acp import attachments, models
 from agybridge.acp.content import PromptContentError, convert_prompt
 from agybridge.acp.limits import PromptLimits
 
@@ -39,9 +39,9 @@ def decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             raise AssertionError("a huge string was scanned")
         return problem(data)
 
-    problem = content._base64_problem
+    problem = attachments._base64_problem
     monkeypatch.setattr(base64, "b64decode", counting_decode)
-    monkeypatch.setattr(content, "_base64_problem", no_scan)
+    monkeypatch.setattr(attachments, "_base64_problem", no_scan)
     return calls
 
 

@@ -202,7 +202,7 @@ _JSON = st.recursive(
 def test_parse_event_reads_a_line_as_json_loads_does(
     value: Any, head: str, tail: str, as_bytes: bool
 ) -> None:
-    """The scanner called directly (no whitespace regexes) accepts and refuses
+    """The decoder started at the line's first character accepts and refuses
     what ``json.loads`` does: surrounding whitespace, trailing data."""
     text = head + json.dumps(value) + tail
     parsed = events.parse_event(text.encode() if as_bytes else text)
