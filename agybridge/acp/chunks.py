@@ -15,9 +15,10 @@ TextChunk: TypeAlias = models.AgentMessageChunk | models.AgentThoughtChunk | mod
 _CHUNK_CLASSES = (models.AgentMessageChunk, models.AgentThoughtChunk, models.UserMessageChunk)
 
 
-def plain_text_chunk(update: models.SessionUpdate) -> TextChunk | None:
-    """``update`` if it is a message, thought or user chunk of plain text (no
-    annotations, no ``_meta`` on it or its content); None otherwise."""
+def plain_text_chunk(update: models.SessionUpdate) -> tuple[TextChunk, str] | None:
+    """``update`` and its text if it is a message, thought or user chunk of
+    plain text (no annotations, no ``_meta`` on it or its content); None
+    otherwise."""
     if not isinstance(update, _CHUNK_CLASSES):
         return None
     content = update.content
@@ -28,4 +29,4 @@ def plain_text_chunk(update: models.SessionUpdate) -> TextChunk | None:
         or update.meta is not None
     ):
         return None
-    return update
+    return update, content.text

@@ -48,10 +48,10 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
     message_id: str | None = None
     middle = _NO_MESSAGE_ID
     for update in updates:
-        chunk = plain_text_chunk(update)
+        plain = plain_text_chunk(update)
         try:
-            if chunk is not None:
-                text: str = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
+            if plain is not None:
+                chunk, text = plain
                 encoded = _dump_str(text).encode()
                 if chunk.message_id != message_id:
                     # Cached (never empty): a call only to make one. May raise:

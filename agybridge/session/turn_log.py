@@ -87,10 +87,10 @@ class TurnLog:
         fresh, self._fresh = self._fresh, []
         entries = self._entries
         for update in fresh:
-            chunk = plain_text_chunk(update)
-            if chunk is not None:
+            plain = plain_text_chunk(update)
+            if plain is not None:
+                chunk, text = plain
                 key = (type(chunk), chunk.message_id)
-                text: str = chunk.content.text  # type: ignore[union-attr]  # plain: TextContent
                 last = entries[-1] if entries else None
                 if type(last) is _TextRun and last.key == key:
                     last.add(text)
