@@ -72,7 +72,8 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
 
 def _flat_update(update: models.SessionUpdate) -> bytes | None:
     """The ``update`` object of a plain usage or session info update, else None."""
-    # Exact types (no isinstance call): a subclass takes the general path.
+    # The exact classes whose wire form is written here: a subclass (it may
+    # add fields) takes the general path.
     if type(update) is models.UsageUpdate:
         used, size = update.used, update.size
         if update.cost is None and update.meta is None and type(used) is type(size) is int:
