@@ -54,8 +54,8 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
                 chunk, text = plain
                 encoded = _dump_str(text).encode()
                 if chunk.message_id != message_id:
-                    # Cached (never empty): a call only to make one. May raise:
-                    # then it is kept as it was.
+                    # The encoded id, made once per message id. May raise
+                    # (an id that cannot be encoded): then kept as it was.
                     middle = _middles.get(chunk.message_id) or _middle(chunk.message_id)
                     message_id = chunk.message_id
                 parts += (head, encoded, middle, _TAILS[type(chunk)])

@@ -72,8 +72,7 @@ class PromptWork:
     prompt_journalled: bool = False
     #: Deadlines of the current attempt (cancelled when it ends).
     timers: AttemptScopes = attrs.Factory(AttemptScopes)
-    #: The answer is set (a flag of its own: asked on every answer and release,
-    #: where the event's ``is_set`` would be a call).
+    #: The answer is set (the first answer wins: exactly one per prompt).
     answered: bool = attrs.field(default=False, init=False)
     _done: trio.Event = attrs.Factory(trio.Event)
     _result: PromptResult | None = None

@@ -7,7 +7,8 @@ a client attaching replays the run as one chunk (clients concatenate chunks
 either way). Everything else is kept as sent. The oldest entries go beyond
 ``max_entries``, and :attr:`TurnLog.lost` counts the updates they held.
 Updates are merged a few hundred at a time, or when the log is read: logging
-a batch is one call, and a short turn (cleared once journalled) is never merged.
+a batch only appends it, and a short turn (cleared once journalled) is never
+merged at all.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ class TurnLog:
         self._entries: collections.deque[models.SessionUpdate | _TextRun] = collections.deque()
         self._max = max_entries
         self._lost = 0
-        #: Updates logged but not merged into the entries yet: logging a batch
-        #: is then one call, and most turns are cleared before this fills.
+        #: Updates logged but not merged into the entries yet (most turns are
+        #: cleared before this fills).
         self._fresh: list[models.SessionUpdate] = []
 
     @property
