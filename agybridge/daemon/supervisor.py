@@ -36,6 +36,7 @@ import trio
 
 from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
+from ..attach.relay import EXIT_DAEMON_RUNNING
 from ..config import Settings
 from ..jsonrpc import PeerClosedError, RpcError
 from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
@@ -298,7 +299,10 @@ def run_daemon(settings: Settings, socket_path: Path, ready_fd: int | None = Non
     """``agybridge daemon``: the process exit status."""
     try:
         trio.run(serve_daemon, settings, socket_path, ready_fd)
-    except (DaemonRunningError, SocketPathError, PermissionError) as exc:
+    except DaemonRunningError as exc:
+        print(f"agybridge daemon: {exc}", file=sys.stderr)
+        return EXIT_DAEMON_RUNNING
+    except (SocketPathError, PermissionError) as exc:  # attach.trust's refusals included
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return 1
     except StorePathError as exc:

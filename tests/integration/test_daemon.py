@@ -461,7 +461,7 @@ async def test_second_daemon_refuses_and_socket_is_private(
         await client.initialize()
         pid = (await supervisor.status())["pid"]
         second = await supervisor.command("daemon")
-        assert second.returncode == 1
+        assert second.returncode == 3  # EXIT_DAEMON_RUNNING: attach connects to the first
         message = second.stderr.decode()
         assert "already running" in message and f"pid {pid}" in message, message
         assert stat.S_IMODE(supervisor.socket.stat().st_mode) == 0o600
