@@ -49,7 +49,13 @@ from ..server import (
 )
 from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
-from ..store import AsyncStore, StorePathError
+from ..store import (
+    AsyncStore,
+    StoreInUseError,
+    StorePathError,
+    claim_for_daemon,
+    release_claim,
+)
 from .connection import Connection
 from .listener import DaemonRunningError, SocketPathError, own_socket_path, peer_allowed
 from .status import status_of
@@ -257,15 +263,23 @@ async def serve_daemon(settings: Settings, socket_path: Path, ready_fd: int | No
         DaemonRunningError: another daemon owns ``socket_path``.
     """
     async with own_socket_path(socket_path) as listener:
-        # As the stdio bridge does: what dead bridges left, then a watchdog
-        # that ends this daemon's agy children if it is killed.
-        await end_orphans(remove_orphaned_roots)
-        async with watched(runtime_bases(), DIR_PREFIX):
-            store = await open_store(settings.db_path)
-            try:
-                await _serve_ready(Daemon(settings, socket_path, store), listener, ready_fd)
-            finally:
-                await store.aclose()
+        # The only writer of its database (store/claim.py): taken after the
+        # socket, so a second daemon on one socket names the first by it.
+        db = settings.db_path
+        claim = claim_for_daemon(db, str(socket_path)) if db is not None else None
+        try:
+            # As the stdio bridge does: what dead bridges left, then a watchdog
+            # that ends this daemon's agy children if it is killed.
+            await end_orphans(remove_orphaned_roots)
+            async with watched(runtime_bases(), DIR_PREFIX):
+                store = await open_store(settings.db_path)
+                try:
+                    await _serve_ready(Daemon(settings, socket_path, store), listener, ready_fd)
+                finally:
+                    await store.aclose()
+        finally:
+            if claim is not None:
+                release_claim(claim, daemon=True)
 
 
 async def _serve_ready(
@@ -303,6 +317,9 @@ def run_daemon(settings: Settings, socket_path: Path, ready_fd: int | None = Non
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return EXIT_DAEMON_RUNNING
     except (SocketPathError, PermissionError) as exc:  # attach.trust's refusals included
+        print(f"agybridge daemon: {exc}", file=sys.stderr)
+        return 1
+    except StoreInUseError as exc:
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return 1
     except StorePathError as exc:

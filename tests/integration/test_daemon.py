@@ -810,3 +810,56 @@ def _update_meta(message: dict[str, Any]) -> dict[str, Any]:
     update = (message.get("params") or {}).get("update") or {}
     meta: dict[str, Any] = (update.get("_meta") or {}).get("agybridge") or {}
     return meta
+
+
+async def test_a_second_daemon_or_a_bridge_on_the_same_database_refuses_and_no_turn_is_lost(
+    supervisor: Supervisor, harness: Harness, short_dir: Path
+) -> None:
+    """Issue 28: a daemon on another socket (one environment with
+    XDG_RUNTIME_DIR, one without) and a stdio bridge refuse the database a
+    daemon has, naming it; every turn of the first is in the history after."""
+    prompt = {"prompt": [{"type": "text", "text": "[fake-agy:echo] one"}]}
+    async with supervisor.attach() as client:
+        await client.initialize()
+        session_id = await client.new_session(harness.tmp_path)
+        first = await client.request("session/prompt", {"sessionId": session_id, **prompt})
+        assert stop_reason(first) == "end_turn", first
+        pid = (await supervisor.status())["pid"]
+        other = short_dir / "other" / "agybridge.sock"
+        with trio.fail_after(WAIT_S):
+            second = await trio.run_process(
+                [*BRIDGE_CMD, "daemon"],
+                env={**supervisor.env(), "AGYBRIDGE_SOCKET": str(other)},
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            bridge = await trio.run_process(
+                list(BRIDGE_CMD),
+                env=supervisor.env(),
+                stdin=b"",
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        message = second.stderr.decode()
+        assert second.returncode == 1, message
+        assert f"pid {pid}, socket {supervisor.socket}" in message, message
+        assert not other.exists()
+        told = bridge.stderr.decode()
+        assert bridge.returncode == 2 and "agybridge attach" in told, told
+        assert f"pid {pid}" in told and bridge.stdout == b"", told
+        prompt["prompt"][0]["text"] = "[fake-agy:echo] two"
+        again = await client.request("session/prompt", {"sessionId": session_id, **prompt})
+        assert stop_reason(again) == "end_turn", again
+    await supervisor.stop()
+    async with harness.open_bridge() as after:  # the daemon is gone: the database is free
+        await after.initialize()
+        loaded = await after.request(
+            "session/load",
+            {"sessionId": session_id, "cwd": str(harness.tmp_path), "mcpServers": []},
+        )
+        assert "result" in loaded, loaded
+        said = [u["content"]["text"] for u in after.updates(session_id, "user_message_chunk")]
+        assert said == ["[fake-agy:echo] one", "[fake-agy:echo] two"], said
+    await harness.assert_no_leftovers()
