@@ -154,9 +154,11 @@ def stop_main(argv: list[str]) -> int:
 
 def format_status(status: dict[str, Any]) -> str:
     """The human table of ``agybridge status``."""
+    frozen = status.get("clientsNotReading") or 0
+    not_reading = f" ({frozen} not reading: detached)" if frozen else ""
     lines = [
         f"daemon pid {status['pid']}, up {_duration(status['uptimeS'])}, "
-        f"RSS {status['rssBytes'] / 2**20:.1f} MiB, {status['clients']} client(s)",
+        f"RSS {status['rssBytes'] / 2**20:.1f} MiB, {status['clients']} client(s){not_reading}",
         f"socket {status['socket']}",
     ]
     sessions = status["sessions"]

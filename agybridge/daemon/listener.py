@@ -135,3 +135,16 @@ def peer_allowed(sock: socket.socket | trio.socket.SocketType, expected_uid: int
         )
         return False
     return True
+
+
+def take_queued(listener: trio.socket.SocketType) -> list[trio.socket.SocketType]:
+    """The connections waiting in the listen queue, taken without waiting."""
+    taken: list[trio.socket.SocketType] = []
+    with socket.socket(fileno=os.dup(listener.fileno())) as dup:
+        dup.setblocking(False)
+        while True:
+            try:
+                sock, _ = dup.accept()
+            except BlockingIOError:
+                return taken
+            taken.append(trio.socket.from_stdlib_socket(sock))

@@ -25,15 +25,18 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import math
 import os
 import signal
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from ..acp import models
 from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
 from ..attach.relay import EXIT_DAEMON_RUNNING
@@ -49,6 +52,7 @@ from ..server import (
 )
 from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
+from ..session.outlet import detached_notice
 from ..store import (
     AsyncStore,
     StoreInUseError,
@@ -57,7 +61,14 @@ from ..store import (
     release_claim,
 )
 from .connection import Connection
-from .listener import DaemonRunningError, SocketPathError, own_socket_path, peer_allowed
+from .interrupted import PromptNotes, journal_interrupted
+from .listener import (
+    DaemonRunningError,
+    SocketPathError,
+    own_socket_path,
+    peer_allowed,
+    take_queued,
+)
 from .status import status_of
 
 logger = logging.getLogger(__name__)
@@ -70,7 +81,14 @@ RESPONSE_FLUSH_S = 1.0
 class Daemon:
     """The supervisor's state: sessions, connections, shutdown."""
 
-    def __init__(self, settings: Settings, socket_path: Path, store: AsyncStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        socket_path: Path,
+        store: AsyncStore,
+        *,
+        prompt_notes: PromptNotes | None = None,
+    ) -> None:
         self.settings = settings
         self.socket_path = socket_path
         self.store = store
@@ -95,63 +113,142 @@ class Daemon:
         )
         #: Permission questions waiting for an answer, per session.
         self.questions: Counter[str] = Counter()
-        #: Set when a client comes or goes (the idle-exit watch looks again).
-        self._activity = trio.Event()
+        #: The prompts being served, kept in the store (interrupted.py).
+        self.prompt_notes = prompt_notes
+        #: Connections accepted and not ended (counted before their task starts).
+        self._accepted = 0
+        #: The wait for the next connection, while there is one: its deadline
+        #: is the idle exit's.
+        self._accepting: trio.CancelScope | None = None
+        #: From shutdown on, a client that does not read is given up at this time.
+        self._clients_deadline = math.inf
 
     # --- connections --------------------------------------------------------
 
     async def serve_connection(self, stream: trio.SocketStream) -> None:
         """One client, until it closes the connection (or shutdown)."""
-        async with stream:
-            if not peer_allowed(stream.socket, os.getuid()):
-                return
-            number = self._next_connection
-            self._next_connection += 1
-            connection = Connection(
-                number,
-                stream,
-                self,
-                doctor=functools.partial(
-                    doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
-                ),
-                seqs=self.seqs,
-            )
-            self.connections[number] = connection
+        try:
+            async with stream:
+                if peer_allowed(stream.socket, os.getuid()):
+                    await self._serve_client(stream)
+        finally:
+            self._accepted -= 1
             self._note_activity()
-            logger.info("client %d connected", number)
-            try:
+
+    async def _serve_client(self, stream: trio.SocketStream) -> None:
+        number = self._next_connection
+        self._next_connection += 1
+        connection = Connection(
+            number,
+            stream,
+            self,
+            doctor=functools.partial(
+                doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
+            ),
+            seqs=self.seqs,
+        )
+        self.connections[number] = connection
+        logger.info("client %d connected", number)
+        try:
+            async with trio.open_nursery() as watching:
+                watching.start_soon(self._watch_reading, connection, watching)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(connection.peer.run)
                     await connection.peer.wait_receive_closed()
                     self.detach(connection)
                     # peer.run ends once this client's requests are answered;
                     # a prompt's answer waits for its turn (then is dropped).
-            finally:
-                self.detach(connection)
-                del self.connections[number]
-                self._note_activity()
-                logger.info("client %d gone", number)
+                watching.cancel_scope.cancel(reason="the client is gone")
+        finally:
+            self.detach(connection)
+            del self.connections[number]
+            logger.info("client %d gone", number)
+
+    # --- idle exit ------------------------------------------------------------
+
+    def _idle_deadline(self) -> float:
+        idle_s = self.settings.daemon_idle_exit_s
+        if idle_s <= 0 or self._accepted or len(self.manager):
+            return math.inf
+        return trio.current_time() + idle_s
 
     def _note_activity(self) -> None:
-        self._activity.set()
-        self._activity = trio.Event()
+        """A client came or went: the idle exit's deadline moves."""
+        if self._accepting is not None:
+            self._accepting.deadline = self._idle_deadline()
 
-    async def _idle_exit_task(self, idle_s: float) -> None:
-        """Stop once no client and no session was there for ``idle_s``
-        (sessions end through clients' requests, so clients going away is
-        when to look)."""
+    async def _accept(self, listener: trio.socket.SocketType, nursery: trio.Nursery) -> None:
+        """Serve every connection (in ``nursery``). With an idle exit set, stop
+        listening once no client and no session were there for that long:
+        what is queued already is served, then the socket is closed with no
+        checkpoint in between, so a client is served or refused (``attach``
+        then starts a new daemon), never accepted and dropped (issue 28)."""
         while True:
-            activity = self._activity
-            if self.connections or len(self.manager):
-                await activity.wait()
+            with trio.CancelScope(deadline=self._idle_deadline()) as accepting:
+                self._accepting = accepting
+                try:
+                    sock, _ = await listener.accept()
+                finally:
+                    self._accepting = None
+                self._serve(nursery, sock)
+            if not accepting.cancelled_caught:
                 continue
-            with trio.move_on_after(idle_s):
-                await activity.wait()
-            if activity.is_set():
+            queued = take_queued(listener)
+            for sock in queued:
+                self._serve(nursery, sock)
+            if queued:
                 continue
-            logger.info("no client and no session for %.0f s: exiting", idle_s)
+            listener.close()
+            logger.info(
+                "no client and no session for %.0f s: exiting", self.settings.daemon_idle_exit_s
+            )
             self.shutdown.set()
             return
+
+    def _serve(self, nursery: trio.Nursery, sock: trio.socket.SocketType) -> None:
+        self._accepted += 1
+        self._note_activity()
+        nursery.start_soon(self.serve_connection, trio.SocketStream(sock))
+
+    # --- clients that stop reading --------------------------------------------
+
+    async def _watch_reading(self, connection: Connection, nursery: trio.Nursery) -> None:
+        """Detach ``connection`` from its sessions once it has taken nothing of
+        what it was sent for the read timeout (at shutdown: once the grace is
+        over): their turns go on, their updates are kept as for a client that
+        left, and a frozen editor stalls no turn (issue 28)."""
+        bound = self.settings.client_read_timeout_s
+        output = connection.output
+        while True:
+            since = output.stuck_since
+            if since is None:
+                connection.not_reading_since = None
+                await output.wait_changed()
+                continue
+            deadline = min(since + bound if bound > 0 else math.inf, self._clients_deadline)
+            if trio.current_time() < deadline:
+                with trio.move_on_at(deadline):
+                    await output.wait_changed()
+                continue
+            if connection.not_reading_since is None:
+                connection.not_reading_since = since
+                self._give_up(connection, nursery, trio.current_time() - since)
+            await output.wait_changed()
+
+    def _give_up(self, connection: Connection, nursery: trio.Nursery, waited_s: float) -> None:
+        reason = f"the client did not read what it was sent for {waited_s:.0f} s"
+        logger.warning("client %d: %s: detached from its sessions", connection.number, reason)
+        for session in self.manager.live():
+            if session.outlet.client is connection.sink:
+                # let_go: a hand-over stuck on this client is given up too.
+                session.outlet.let_go(self._daemon_sink)
+                # Queued behind what it has not read: it learns why nothing follows.
+                notice = (detached_notice(reason),)
+                nursery.start_soon(connection.sink, session.session_id, notice)
+
+    async def _daemon_sink(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
+        """Never attached: the closer `let_go` is given when the daemon lets a client go."""
+        raise AssertionError("the daemon's own sink is never attached")  # pragma: no cover
 
     def detach(self, connection: Connection) -> None:
         """The client is gone: its sessions lose it (and, with
@@ -227,26 +324,38 @@ class Daemon:
                 sign_in=self.sign_in,
             )
             nursery.start_soon(_watch_signals, self)
-            if self.settings.daemon_idle_exit_s > 0:
-                nursery.start_soon(self._idle_exit_task, self.settings.daemon_idle_exit_s)
-            listeners = [trio.SocketListener(listener)]
-            nursery.start_soon(trio.serve_listeners, self.serve_connection, listeners)
+            if self.prompt_notes is not None:
+                nursery.start_soon(self.prompt_notes.run)
+            nursery.start_soon(self._accept, listener, nursery)
             ready.set()
             await self.shutdown.wait()
-            budget = self.stop_budget_s
-            with trio.move_on_after(budget) as scope:
-                await self.manager.close_all()
-            if scope.cancelled_caught:
-                logger.warning("sessions did not close within %.1f s; cancelling", budget)
-            for connection in list(self.connections.values()):
-                connection.peer.cancel_requests()  # every request still gets its answer
-            with trio.move_on_after(RESPONSE_FLUSH_S):
-                for connection in list(self.connections.values()):
-                    await connection.peer.wait_requests_done()
-                    await connection.peer.flush()
-            peers = [connection.peer for connection in self.connections.values()]
-            await finish_lines(peers, self.settings.shutdown_grace_s)
+            await self._shut_down()
             nursery.cancel_scope.cancel(reason="daemon stopped")
+
+    async def _shut_down(self) -> None:
+        """Every session closed within the stop budget, every answer flushed to
+        the clients that read; one that does not is given the shutdown grace
+        from now, and no more."""
+        grace = self.settings.shutdown_grace_s
+        self._clients_deadline = trio.current_time() + grace
+        for connection in self.connections.values():
+            connection.output.poke()  # their watchers: the bound is the grace now
+        budget = self.stop_budget_s
+        with trio.move_on_after(budget) as scope:
+            await self.manager.close_all()
+        if scope.cancelled_caught:
+            logger.warning("sessions did not close within %.1f s; cancelling", budget)
+        for connection in list(self.connections.values()):
+            connection.peer.cancel_requests()  # every request still gets its answer
+        # A client given up (it did not read for its bound, or for the grace
+        # since shutdown began) is waited for no more.
+        reading = [c.peer for c in self.connections.values() if c.not_reading_since is None]
+        with trio.move_on_after(RESPONSE_FLUSH_S):
+            for peer in reading:
+                await peer.wait_requests_done()
+                await peer.flush()
+        left = max(self._clients_deadline - trio.current_time(), RESPONSE_FLUSH_S)
+        await finish_lines(reading, left)
 
 
 async def _watch_signals(daemon: Daemon) -> None:
@@ -274,7 +383,14 @@ async def serve_daemon(settings: Settings, socket_path: Path, ready_fd: int | No
             async with watched(runtime_bases(), DIR_PREFIX):
                 store = await open_store(settings.db_path)
                 try:
-                    await _serve_ready(Daemon(settings, socket_path, store), listener, ready_fd)
+                    await journal_interrupted(store)
+                    notes = PromptNotes(store)
+                    daemon = Daemon(settings, socket_path, store, prompt_notes=notes)
+                    try:
+                        await _serve_ready(daemon, listener, ready_fd)
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await notes.flush()  # none left: a clean stop
                 finally:
                     await store.aclose()
         finally:

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -862,4 +863,41 @@ async def test_a_second_daemon_or_a_bridge_on_the_same_database_refuses_and_no_t
         assert "result" in loaded, loaded
         said = [u["content"]["text"] for u in after.updates(session_id, "user_message_chunk")]
         assert said == ["[fake-agy:echo] one", "[fake-agy:echo] two"], said
+    await harness.assert_no_leftovers()
+
+
+async def test_a_daemon_killed_mid_turn_is_reported_and_the_turn_is_in_the_history(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """SIGKILL of the daemon while a prompt runs: attach answers the prompt
+    (and every other request it relayed) with an error naming the cause,
+    says so on stderr and exits 1; the next daemon journals the interrupted
+    turn, so the next session/load shows it. No agy is left running."""
+    async with supervisor.attach() as client:
+        session_id, prompt = await _start_slow_turn(client, harness.tmp_path)
+        other = await client.start_request("session/list", {})
+        pid = (await supervisor.status())["pid"]
+        os.kill(pid, signal.SIGKILL)
+        answer = await client.response(prompt)
+        assert answer["error"]["code"] == -32603, answer
+        assert "daemon closed the connection before answering" in answer["error"]["message"]
+        listed = await client.response(other)
+        assert "result" in listed or listed["error"]["code"] == -32603, listed
+        with trio.fail_after(WAIT_S):
+            assert await client.process.wait() == 1
+    said = (harness.tmp_path / "bridge-stderr.log").read_text()
+    assert "closed the connection" in said and "answered with an error" in said, said
+    await harness.assert_no_leftovers(timeout_s=WAIT_S)  # the watchdog ended its agy
+    async with supervisor.attach() as again:  # a new daemon
+        await again.initialize()
+        loaded = await again.request(
+            "session/load",
+            {"sessionId": session_id, "cwd": str(harness.tmp_path), "mcpServers": []},
+        )
+        assert "result" in loaded, loaded
+        said = [u["content"]["text"] for u in again.updates(session_id, "user_message_chunk")]
+        assert said == ["count for me"], said
+        answered = again.message_text(session_id)
+        assert f"the agybridge daemon, pid {pid}, stopped before it ended" in answered, answered
+    await supervisor.stop()
     await harness.assert_no_leftovers()
