@@ -285,7 +285,8 @@ async def test_the_newer_client_drives_and_the_older_is_told(
             "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
         )
         assert refused["error"]["code"] == -32600
-        assert "session/load" in refused["error"]["message"]
+        message = refused["error"]["message"]
+        assert "session/load" in message and "session/close and session/delete" in message
         for method, params in (
             ("session/set_config_option", {"configId": "mode", "value": "plan"}),
             ("session/set_mode", {"modeId": "plan"}),
