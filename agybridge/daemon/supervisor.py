@@ -236,7 +236,7 @@ class Daemon:
             await output.wait_changed()
 
     def _give_up(self, connection: Connection, nursery: trio.Nursery, waited_s: float) -> None:
-        reason = f"the client did not read what it was sent for {waited_s:.0f} s"
+        reason = f"the client did not read what it was sent for {waited_s:.1f} s"
         logger.warning("client %d: %s: detached from its sessions", connection.number, reason)
         for session in self.manager.live():
             if session.outlet.client is connection.sink:

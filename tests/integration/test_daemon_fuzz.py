@@ -79,6 +79,8 @@ class Conn:
         self.next_id = 0
         self.eof = False
         self.dropped = False
+        #: When it stopped reading (clock stamps).
+        self.stalls: list[int] = []
         self.reading = trio.Event()
         self.reading.set()
         self._changed = trio.Event()
@@ -276,6 +278,7 @@ class Run:
             conn.reading.set()  # its reader sees the closed stream
         elif step.op == "stall":
             conn.reading = trio.Event()
+            conn.stalls.append(next(self.clock))
         elif step.op == "unstall":
             conn.reading.set()
         elif step.op == "new":
@@ -391,9 +394,31 @@ class Run:
                         ended.setdefault(str(session), []).append(entry.at)
             return ended
 
+        def closed_by_others(conn: Conn) -> dict[str, list[int]]:
+            closed: dict[str, list[int]] = {}
+            for other in self.conns:
+                if other is conn:
+                    continue
+                for entry in other.log():
+                    method = entry.message.get("method")
+                    if entry.direction != "c2a" or method not in (
+                        "session/close",
+                        "session/delete",
+                    ):
+                        continue
+                    answer = other.answer(entry.message.get("id"))
+                    if answer is not None and "result" in answer:
+                        session = str(entry.message.get("params", {}).get("sessionId"))
+                        closed.setdefault(session, []).append(entry.at)
+            return closed
+
         for conn in self.conns:
             found = check_connection(
-                conn.log(), complete=not conn.dropped, ended_elsewhere=ended_by_others(conn)
+                conn.log(),
+                complete=not conn.dropped,
+                ended_elsewhere=ended_by_others(conn),
+                closed_elsewhere=closed_by_others(conn),
+                stalls=conn.stalls,
             )
             found += [f"schema: {p}" for p in conn.validator.problems]
             self.problems += [f"{conn.name}: {p}" for p in found]
@@ -444,6 +469,11 @@ def test_plans_are_deterministic_and_varied() -> None:
     ops = {step.op for plan in plans for step in plan.steps}
     assert ops == set(get_args(Op))
     assert {plan.clients for plan in plans} == {2, 3}
+    # Issue 28's rules are exercised at the CI seeds: a close or delete, and a
+    # stall with a read timeout short enough to detach the stalled client.
+    ci = [make_plan(seed) for seed in range(DEFAULT_SEEDS)]
+    assert any(step.op in ("close", "delete") for plan in ci for step in plan.steps)
+    assert any(plan.env["AGYBRIDGE_CLIENT_READ_TIMEOUT_S"] == "0.3" for plan in ci)
 
 
 def test_checker_finds_each_violation() -> None:
@@ -519,6 +549,15 @@ def test_checker_finds_each_violation() -> None:
     taken = log(*new, told, load, ok(3, {}), chunk)
     assert check_connection(taken, complete=True)
     assert check_connection(taken, complete=True, ended_elsewhere={"s": [99]}) == []
+    # Another client's close of a session this one drives: it is told.
+    driven = log(*new)
+    assert any(
+        "never told" in p
+        for p in check_connection(driven, complete=True, closed_elsewhere={"s": [5]})
+    )
+    assert check_connection(driven, complete=True, closed_elsewhere={"s": [5]}, stalls=[3]) == []
+    told_closed = log(*new, told)
+    assert check_connection(told_closed, complete=True, closed_elsewhere={"s": [5]}) == []
     # A prompt written together with a later cancel never ends end_turn.
     both = [
         *log(*new),
