@@ -45,16 +45,11 @@ from smokekit import (
     DEFAULT_REPORT_DIR,
     FAKE_AGY,
     base_env,
-    facts_markdown,
-    fmt,
     kill_processes,
-    machine_facts,
     marked_processes,
     start_daemon,
     stop_daemon,
-    summarize,
-    utc_stamp,
-    write_reports,
+    timing_report,
 )
 
 TARGET_MS = 200.0
@@ -199,42 +194,27 @@ def _report(
         "status": "agybridge status --json: spawn → exit",
         "python": "python -c print() (interpreter floor)",
     }
-    stats = {key: summarize(values) for key, values in rows.items()}
-    worst = stats["socket"]["max"]
-    met = worst is not None and worst <= TARGET_MS
-    lines = [
-        f"# agybridge status with {args.sessions} busy sessions ({running} running)",
-        "",
-        facts_markdown(facts := machine_facts()),
-        "",
-        "| row | n | median ms | p90 ms | max ms |",
-        "|---|---|---|---|---|",
-    ]
-    for key, title in titles.items():
-        s = stats[key]
-        lines.append(
-            f"| {title} | {s['n']} | {fmt(s['median'])} | {fmt(s['p90'])} | {fmt(s['max'])} |"
-        )
-    lines += [
-        "",
-        f"Target: every answer of the daemon ≤ {TARGET_MS:g} ms — {'met' if met else 'NOT met'}.",
-        *(f"- FAILED: {failure}" for failure in failures),
-    ]
-    data: dict[str, Any] = {
-        "ok": not failures,
-        "target_ms": TARGET_MS,
-        "target_met": met,
-        "sessions": args.sessions,
-        "running": running,
-        "rows": {key: {"title": titles[key], **stats[key]} for key in titles},
-        "failures": failures,
-        "leftovers": leftovers,
-        "machine": facts,
-    }
-    markdown = "\n".join(lines)
-    write_reports(args.report_dir, "bench-status", utc_stamp(), data, markdown)
-    print(markdown)
-    return 0 if not failures else 1
+
+    def verdict(stats: dict[str, dict[str, float | int | None]]) -> tuple[bool, str]:
+        worst = stats["socket"]["max"]
+        met = worst is not None and worst <= TARGET_MS
+        line = f"Target: every answer of the daemon ≤ {TARGET_MS:g} ms — "
+        return met, line + ("met." if met else "NOT met.")
+
+    return timing_report(
+        args.report_dir,
+        "bench-status",
+        heading=f"# agybridge status with {args.sessions} busy sessions ({running} running)",
+        rows={key: (title, rows[key]) for key, title in titles.items()},
+        verdict=verdict,
+        failures=failures,
+        extra={
+            "target_ms": TARGET_MS,
+            "sessions": args.sessions,
+            "running": running,
+            "leftovers": leftovers,
+        },
+    )
 
 
 def main() -> int:
