@@ -226,7 +226,7 @@ def start_daemon(path: str) -> None:
             stderr=stderr,
             pass_fds=(ready_w,),
             start_new_session=True,
-            env={**os.environ, "AGYBRIDGE_SOCKET": path, **_started_daemon_defaults()},
+            env={**os.environ, "AGYBRIDGE_SOCKET": path, **started_daemon_defaults()},
         )
     except OSError as exc:
         os.close(ready_r)
@@ -256,7 +256,7 @@ def start_daemon(path: str) -> None:
 STARTED_IDLE_TIMEOUT_S = "1800"
 
 
-def _started_daemon_defaults() -> dict[str, str]:
+def started_daemon_defaults() -> dict[str, str]:
     if "AGYBRIDGE_IDLE_TIMEOUT_S" in os.environ:
         return {}
     return {"AGYBRIDGE_IDLE_TIMEOUT_S": STARTED_IDLE_TIMEOUT_S}

@@ -468,8 +468,13 @@ async def test_second_daemon_refuses_and_socket_is_private(
         assert "already running" in message and f"pid {pid}" in message, message
         assert stat.S_IMODE(supervisor.socket.stat().st_mode) == 0o600
         assert stat.S_IMODE(supervisor.socket_dir.stat().st_mode) == 0o700
-        assert (await supervisor.status())["pid"] == pid  # the first one is untouched
+        status = await supervisor.status()
+        assert status["pid"] == pid  # the first one is untouched
+        # Editors only: not status's own connection, nor the second daemon's try.
+        assert (status["clients"], status["clientsNotReading"]) == (1, 0), status
     await supervisor.stop()
+    # Nothing left beside the start-up log: no socket, no lock, no .start.
+    assert os.listdir(supervisor.socket_dir) == ["daemon-stderr.log"]
     await harness.assert_no_leftovers()
 
 

@@ -10,9 +10,12 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import trio
 
-from agybridge.attach.relay import INTERNAL_ERROR, Relay
+from agybridge.attach import relay as relay_module
+from agybridge.attach.relay import INTERNAL_ERROR, Relay, connect
+from agybridge.attach.trust import UntrustedError
 
 
 def _line(message: dict[str, Any]) -> bytes:
@@ -105,3 +108,46 @@ async def test_a_daemon_that_dies_leaves_no_relayed_request_unanswered() -> None
         assert "daemon closed the connection before answering" in error["error"]["message"]
     assert (relay.unanswered_at_close, relay.daemon_closed_first) == (2, True)
     assert "closed the connection" in relay.ending("/run/agybridge.sock")
+
+
+async def test_after_stdin_ends_a_running_prompts_answer_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The editor sent a prompt and closed stdin: once everything else is
+    answered attach ends, though the daemon keeps the connection open for the
+    prompt (its turn goes on there); it used to linger for EOF_DRAIN_S."""
+    monkeypatch.setattr(relay_module, "EOF_DRAIN_S", 3600.0)  # would hang the test if waited
+    ours, daemon = socket.socketpair()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    relay = Relay(ours, in_r, out_w, _no_reconnect)
+    requests = [_request(1, "session/list"), _request(2, "session/prompt")]
+    os.write(in_w, b"".join(requests))
+    os.close(in_w)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, relay.run)
+            assert await trio.to_thread.run_sync(_read_lines, daemon, 2) == requests
+            daemon.sendall(_line({"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}))
+    relay.close()
+    daemon.close()
+    os.close(out_w)
+    assert _answers(out_r) == [{"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}]
+    assert (relay.unanswered_at_close, relay.daemon_closed_first) == (0, False)
+
+
+def test_a_socket_path_too_long_is_a_sentence() -> None:
+    path = "/tmp/" + "x" * 120 + "/agybridge.sock"
+    with pytest.raises(UntrustedError) as caught:
+        connect(path)
+    message = str(caught.value)
+    assert "too long for a Unix socket" in message and "AGYBRIDGE_SOCKET" in message, message
+
+
+def test_a_daemon_attach_starts_stops_idle_agy_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AGYBRIDGE_IDLE_TIMEOUT_S", raising=False)
+    assert relay_module.started_daemon_defaults() == {"AGYBRIDGE_IDLE_TIMEOUT_S": "1800"}
+    monkeypatch.setenv("AGYBRIDGE_IDLE_TIMEOUT_S", "0")
+    assert relay_module.started_daemon_defaults() == {}
