@@ -11,12 +11,22 @@ session outlives the connection that opened it:
   them;
 * a permission question goes to the client attached to its session, and
   waits for one while none is (the hook's own timeout still applies);
+* a connection that reads nothing of what it was sent for the read timeout
+  is detached from its sessions the same way (and told), so a frozen editor
+  stalls no turn (:mod:`.output` knows since when it has not read);
 * ``_agybridge/status`` and ``_agybridge/stop`` are answered on the same
-  socket (ACP leaves ``_`` names to extensions).
+  socket (ACP leaves ``_`` names to extensions);
+* each prompt being served is noted in the store (:mod:`.interrupted`), so
+  the next daemon can journal a turn this one's death cut off.
+
+The idle exit (AGYBRIDGE_DAEMON_IDLE_EXIT_S) is the deadline of the wait for
+the next connection: a client is served, or refused (``attach`` then starts a
+new daemon), never accepted and dropped.
 
 Shutdown (``stop``, SIGTERM, SIGINT, SIGHUP): every session is closed (every
 prompt answered cancelled, every agy child reaped) within the stop budget,
-the answers are flushed to the clients still connected, then everything is
+the answers are flushed to the clients still connected (one that does not
+read gets the shutdown grace from the stop on, no more), then everything is
 cancelled and the socket removed.
 """
 
@@ -30,13 +40,11 @@ import os
 import signal
 import sys
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from ..acp import models
 from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
 from ..attach.relay import EXIT_DAEMON_RUNNING
@@ -52,7 +60,6 @@ from ..server import (
 )
 from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
-from ..session.outlet import detached_notice
 from ..store import (
     AsyncStore,
     StoreInUseError,
@@ -69,6 +76,7 @@ from .listener import (
     peer_allowed,
     take_queued,
 )
+from .readers import ReadWatch
 from .status import status_of
 
 logger = logging.getLogger(__name__)
@@ -120,8 +128,8 @@ class Daemon:
         #: The wait for the next connection, while there is one: its deadline
         #: is the idle exit's.
         self._accepting: trio.CancelScope | None = None
-        #: From shutdown on, a client that does not read is given up at this time.
-        self._clients_deadline = math.inf
+        #: Detaches a client that stops reading.
+        self.read_watch = ReadWatch(self.manager, settings.client_read_timeout_s)
 
     # --- connections --------------------------------------------------------
 
@@ -151,7 +159,7 @@ class Daemon:
         logger.info("client %d connected", number)
         try:
             async with trio.open_nursery() as watching:
-                watching.start_soon(self._watch_reading, connection, watching)
+                watching.start_soon(self.read_watch.watch, connection, watching)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(connection.peer.run)
                     await connection.peer.wait_receive_closed()
@@ -209,46 +217,6 @@ class Daemon:
         self._accepted += 1
         self._note_activity()
         nursery.start_soon(self.serve_connection, trio.SocketStream(sock))
-
-    # --- clients that stop reading --------------------------------------------
-
-    async def _watch_reading(self, connection: Connection, nursery: trio.Nursery) -> None:
-        """Detach ``connection`` from its sessions once it has taken nothing of
-        what it was sent for the read timeout (at shutdown: once the grace is
-        over): their turns go on, their updates are kept as for a client that
-        left, and a frozen editor stalls no turn (issue 28)."""
-        bound = self.settings.client_read_timeout_s
-        output = connection.output
-        while True:
-            since = output.stuck_since
-            if since is None:
-                connection.not_reading_since = None
-                await output.wait_changed()
-                continue
-            deadline = min(since + bound if bound > 0 else math.inf, self._clients_deadline)
-            if trio.current_time() < deadline:
-                with trio.move_on_at(deadline):
-                    await output.wait_changed()
-                continue
-            if connection.not_reading_since is None:
-                connection.not_reading_since = since
-                self._give_up(connection, nursery, trio.current_time() - since)
-            await output.wait_changed()
-
-    def _give_up(self, connection: Connection, nursery: trio.Nursery, waited_s: float) -> None:
-        reason = f"the client did not read what it was sent for {waited_s:.1f} s"
-        logger.warning("client %d: %s: detached from its sessions", connection.number, reason)
-        for session in self.manager.live():
-            if session.outlet.client is connection.sink:
-                # let_go: a hand-over stuck on this client is given up too.
-                session.outlet.let_go(self._daemon_sink)
-                # Queued behind what it has not read: it learns why nothing follows.
-                notice = (detached_notice(reason),)
-                nursery.start_soon(connection.sink, session.session_id, notice)
-
-    async def _daemon_sink(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
-        """Never attached: the closer `let_go` is given when the daemon lets a client go."""
-        raise AssertionError("the daemon's own sink is never attached")  # pragma: no cover
 
     def detach(self, connection: Connection) -> None:
         """The client is gone: its sessions lose it (and, with
@@ -337,9 +305,7 @@ class Daemon:
         the clients that read; one that does not is given the shutdown grace
         from now, and no more."""
         grace = self.settings.shutdown_grace_s
-        self._clients_deadline = trio.current_time() + grace
-        for connection in self.connections.values():
-            connection.output.poke()  # their watchers: the bound is the grace now
+        self.read_watch.shutting_down(grace, self.connections.values())
         budget = self.stop_budget_s
         with trio.move_on_after(budget) as scope:
             await self.manager.close_all()
@@ -354,7 +320,7 @@ class Daemon:
             for peer in reading:
                 await peer.wait_requests_done()
                 await peer.flush()
-        left = max(self._clients_deadline - trio.current_time(), RESPONSE_FLUSH_S)
+        left = max(self.read_watch.deadline - trio.current_time(), RESPONSE_FLUSH_S)
         await finish_lines(reading, left)
 
 
