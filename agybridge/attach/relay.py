@@ -83,10 +83,6 @@ def main(argv: list[str]) -> int:
         relay.run()
     except KeyboardInterrupt:
         return 130
-    except AttachError as exc:  # a reconnect that failed
-        relay.close()
-        print(f"agybridge attach: {exc}", file=sys.stderr)
-        return 1
     finally:
         relay.close()
     if relay.unanswered_at_close or relay.daemon_closed_first:
@@ -388,6 +384,8 @@ class Relay:
         self.unanswered_at_close = 0
         #: The daemon closed the connection while the editor was still there.
         self.daemon_closed_first = False
+        #: Why connecting again failed, if it did.
+        self.reconnect_error: str | None = None
 
     def close(self) -> None:
         self._sock.close()
@@ -401,9 +399,10 @@ class Relay:
             if self.unanswered_at_close
             else ""
         )
+        again = f"; connecting again failed: {self.reconnect_error}" if self.reconnect_error else ""
         return (
             f"the daemon on {path} closed the connection (stopped, or died: see "
-            f"`agybridge logs` and {where}){unanswered}"
+            f"`agybridge logs` and {where}){unanswered}{again}"
         )
 
     def run(self) -> None:
@@ -502,16 +501,22 @@ class Relay:
     def _daemon_gone(self) -> None:
         """The connection ended: made again if it ended before the daemon's
         first byte, else every request still unanswered gets an error."""
+        cause = "it was stopped, or died: see `agybridge logs`"
         if self._sent is not None and self._reconnects_left:
             self._reconnects_left -= 1
             self._sock.close()
-            self._sock = self._reconnect()
-            self._sock.setblocking(False)
-            self._up[:0] = self._sent
-            self._sent = bytearray()
-            self._requests.cut_line("down")
-            self._drain_until = None  # shut the new connection's sending side too
-            return
+            try:
+                self._sock = self._reconnect()
+            except AttachError as exc:
+                self.reconnect_error = str(exc)
+                cause = f"and no new daemon answers: {exc}"
+            else:
+                self._sock.setblocking(False)
+                self._up[:0] = self._sent
+                self._sent = bytearray()
+                self._requests.cut_line("down")
+                self._drain_until = None  # shut the new connection's sending side too
+                return
         if not self._daemon_open:
             return
         self._daemon_open = False
@@ -522,8 +527,7 @@ class Relay:
                 self._down += b"\n"  # what follows is a line of its own
             self.unanswered_at_close = len(unanswered)
             self._down += self._requests.errors(
-                "the agybridge daemon closed the connection before answering (it was "
-                "stopped, or died: see `agybridge logs`)"
+                f"the agybridge daemon closed the connection before answering ({cause})"
             )
 
 

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from agybridge.attach import relay as relay_module
-from agybridge.attach.relay import INTERNAL_ERROR, Relay, connect
+from agybridge.attach.relay import INTERNAL_ERROR, AttachError, Relay, connect
 from agybridge.attach.trust import UntrustedError
 
 
@@ -151,3 +151,29 @@ def test_a_daemon_attach_starts_stops_idle_agy_unless_told_otherwise(
     assert relay_module.started_daemon_defaults() == {"AGYBRIDGE_IDLE_TIMEOUT_S": "1800"}
     monkeypatch.setenv("AGYBRIDGE_IDLE_TIMEOUT_S", "0")
     assert relay_module.started_daemon_defaults() == {}
+
+
+async def test_when_no_new_daemon_answers_the_request_gets_an_error_saying_why() -> None:
+    """Closed before its first answer, and connecting again fails: the editor's
+    request is answered with an error that says so (not left unanswered)."""
+    ours, daemon = socket.socketpair()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+
+    def no_daemon() -> socket.socket:
+        raise AttachError("the daemon exited during start-up")
+
+    relay = Relay(ours, in_r, out_w, no_daemon)
+    os.write(in_w, _request(1, "initialize"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.to_thread.run_sync, relay.run)
+        await trio.to_thread.run_sync(_read_lines, daemon, 1)
+        daemon.close()
+    relay.close()
+    os.close(in_w)
+    os.close(out_w)
+    (error,) = _answers(out_r)
+    assert error["id"] == 1 and error["error"]["code"] == INTERNAL_ERROR, error
+    assert "no new daemon answers: the daemon exited during start-up" in error["error"]["message"]
+    assert relay.unanswered_at_close == 1 and relay.daemon_closed_first
+    assert "connecting again failed" in relay.ending("/run/agybridge.sock")
