@@ -27,7 +27,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, get_args
 
@@ -81,6 +81,8 @@ class Conn:
         self.dropped = False
         #: When it stopped reading (clock stamps).
         self.stalls: list[int] = []
+        #: Called whenever something arrives (the run waits on every connection).
+        self.on_wake: Callable[[], None] | None = None
         self.reading = trio.Event()
         self.reading.set()
         self._changed = trio.Event()
@@ -111,14 +113,27 @@ class Conn:
                 return message
         return None
 
-    def unanswered(self) -> list[int]:
+    def unanswered(self, lost: Mapping[str, int] | None = None) -> list[int]:
+        """Requests not answered yet, but (``lost``: session -> when a client was
+        let go from it for not reading, issue 28) those of such a session sent
+        before: a permission question of theirs waits for a client to open the
+        session again (these clients do not), so their answers may come only
+        at stop."""
+        log = self.log()
+        lost = lost or {}
         sent = [  # requests only: the answers to the daemon's questions have ids too
             e.message["id"]
-            for e in self.log()
-            if e.direction == "c2a" and "id" in e.message and "method" in e.message
+            for e in log
+            if e.direction == "c2a"
+            and "id" in e.message
+            and "method" in e.message
+            and e.at > lost.get(str(e.message.get("params", {}).get("sessionId")), -1)
         ]
         sent = [i for i in sent if isinstance(i, int)]
         return [i for i in sent if self.answer(i) is None]
+
+    def lost_for_not_reading(self) -> dict[str, int]:
+        return _lost_for_not_reading(self.log())
 
     async def wait_for(self, condition: Any) -> Any:
         while True:
@@ -174,9 +189,22 @@ class Conn:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+        if self.on_wake is not None:
+            self.on_wake()
 
     def log(self) -> list[Entry]:
         return entries(self.records)
+
+
+def _lost_for_not_reading(log: list[Entry]) -> dict[str, int]:
+    """Session -> when this connection was told it was let go for not reading."""
+    lost: dict[str, int] = {}
+    for entry in log:
+        update = (entry.message.get("params") or {}).get("update") or {}
+        meta = (update.get("_meta") or {}).get("agybridge") or {}
+        if meta.get("attached") is False and "did not read" in str(meta.get("reason")):
+            lost.setdefault(str(entry.message["params"].get("sessionId")), entry.at)
+    return lost
 
 
 class Run:
@@ -193,6 +221,10 @@ class Run:
         self.clock = itertools.count()
         #: When each dropped connection was dropped (clock stamps).
         self.drops: list[int] = []
+        #: When the stop was sent (every answer read after it may be cancelled).
+        self.stop_at = 2**62
+        #: Set when anything arrives on any connection.
+        self._arrived = trio.Event()
         self.modes: list[str] = []
         self.cwds = [tmp / f"ws{slot}" for slot in range(2)]
         for cwd in self.cwds:
@@ -277,7 +309,8 @@ class Run:
             await conn.stream.aclose()
             conn.reading.set()  # its reader sees the closed stream
         elif step.op == "stall":
-            conn.reading = trio.Event()
+            if conn.reading.is_set():  # its reader may wait on the unset one already
+                conn.reading = trio.Event()
             conn.stalls.append(next(self.clock))
         elif step.op == "unstall":
             conn.reading.set()
@@ -302,6 +335,7 @@ class Run:
     async def _connect(self, nursery: trio.Nursery, client: int) -> None:
         stream = await trio.open_unix_socket(str(self.socket))
         conn = Conn(f"client {client} connection {len(self.conns)}", stream, self.clock)
+        conn.on_wake = self._wake_any
         self.conns.append(conn)
         self.current[client] = conn
         nursery.start_soon(conn.read)
@@ -353,23 +387,42 @@ class Run:
             return [conn.request("session/resume", {**params, "cwd": cwd})]
         return [conn.request(f"session/{step.op}", params)]  # close, delete
 
+    def _lost(self) -> dict[str, int]:
+        """Session -> when the first client was let go from it for not reading."""
+        lost: dict[str, int] = {}
+        for conn in self.conns:
+            for session, at in conn.lost_for_not_reading().items():
+                lost[session] = min(at, lost.get(session, at))
+        return lost
+
+    def _due(self) -> dict[str, list[int]]:
+        lost = self._lost()
+        due = {c.name: c.unanswered(lost) for c in self.current.values() if not c.eof}
+        return {name: ids for name, ids in due.items() if ids}
+
+    def _wake_any(self) -> None:
+        self._arrived.set()
+        self._arrived = trio.Event()
+
     async def _settle(self) -> None:
         """Every connection reads again; the answers still due arrive."""
         for conn in self.current.values():
             conn.reading.set()
         with trio.move_on_after(SETTLE_S):
-            for conn in self.current.values():
-                await conn.wait_for(lambda c=conn: not c.unanswered())
-        for conn in self.current.values():
-            if conn.unanswered() and not conn.eof:
-                self.problems.append(
-                    f"{conn.name}: requests {conn.unanswered()} not answered "
-                    f"{SETTLE_S} s after the plan ended"
-                )
+            while True:
+                arrived = self._arrived
+                if not self._due():
+                    break
+                await arrived.wait()
+        for name, ids in self._due().items():
+            self.problems.append(
+                f"{name}: requests {ids} not answered {SETTLE_S} s after the plan ended"
+            )
 
     async def _stop(self) -> None:
         stream = await trio.open_unix_socket(str(self.socket))
         conn = Conn("stop", stream, self.clock)
+        self.stop_at = next(self.clock)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.read)
             answer = await conn.call("_agybridge/stop", {"timeoutS": 5})
@@ -380,7 +433,9 @@ class Run:
     def _check(self) -> None:
         cancelling = self.plan.env.get("AGYBRIDGE_ON_DISCONNECT") == "cancel"
         logs = [(conn.name, conn.log()) for conn in self.conns]
-        self.problems += check_cancels(logs, self.drops if cancelling else [])
+        # Written before a prompt's cancelled answer was read, the stop caused it.
+        causes = [*(self.drops if cancelling else []), self.stop_at]
+        self.problems += check_cancels(logs, causes)
 
         def ended_by_others(conn: Conn) -> dict[str, list[int]]:
             ended: dict[str, list[int]] = {}
