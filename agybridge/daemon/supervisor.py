@@ -301,9 +301,10 @@ class Daemon:
             nursery.cancel_scope.cancel(reason="daemon stopped")
 
     async def _shut_down(self) -> None:
-        """Every session closed within the stop budget, every answer flushed to
-        the clients that read; one that does not is given the shutdown grace
-        from now, and no more."""
+        """Every session closed within the stop budget, then every client's
+        answers flushed and the line in progress finished: a client that reads
+        gets `RESPONSE_FLUSH_S` at least, one that does not the shutdown grace
+        from the stop on, and no more."""
         grace = self.settings.shutdown_grace_s
         self.read_watch.shutting_down(grace, self.connections.values())
         budget = self.stop_budget_s
@@ -311,17 +312,36 @@ class Daemon:
             await self.manager.close_all()
         if scope.cancelled_caught:
             logger.warning("sessions did not close within %.1f s; cancelling", budget)
-        for connection in list(self.connections.values()):
+        connections = list(self.connections.values())
+        for connection in connections:
             connection.peer.cancel_requests()  # every request still gets its answer
-        # A client given up (it did not read for its bound, or for the grace
-        # since shutdown began) is waited for no more.
-        reading = [c.peer for c in self.connections.values() if c.not_reading_since is None]
-        with trio.move_on_after(RESPONSE_FLUSH_S):
-            for peer in reading:
-                await peer.wait_requests_done()
-                await peer.flush()
-        left = max(self.read_watch.deadline - trio.current_time(), RESPONSE_FLUSH_S)
-        await finish_lines(reading, left)
+        closed_at = trio.current_time()
+        deadline = self.read_watch.deadline
+        async with trio.open_nursery() as nursery:
+            for connection in connections:
+                # One given up for not reading may be reading again, slowly:
+                # the rest of the grace, not nothing.
+                end = deadline
+                if connection.not_reading_since is None:
+                    end = max(deadline, closed_at + RESPONSE_FLUSH_S)
+                nursery.start_soon(_flush_client, connection, end)
+
+
+async def _flush_client(connection: Connection, end: float) -> None:
+    """``connection``'s answers flushed, then its line in progress finished, by ``end``."""
+    if connection.peer.writing:
+        logger.info("shutdown: finishing the line being written to client %d", connection.number)
+    with trio.move_on_at(end):
+        await connection.peer.wait_requests_done()
+        await connection.peer.flush()
+    left = end - trio.current_time()
+    if left > 0:
+        await finish_lines([connection.peer], left)
+    elif connection.peer.writing:
+        logger.warning(
+            "client %d did not read within the shutdown grace: stopping mid-line",
+            connection.number,
+        )
 
 
 async def _watch_signals(daemon: Daemon) -> None:
