@@ -83,7 +83,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     smoke.add_argument("smoke_args", nargs=argparse.REMAINDER)  # for --help; main() routes
     daemon = commands.add_parser(
-        "daemon", help="run the workstation supervisor in the foreground (systemd, launchd)"
+        "daemon",
+        help="run the workstation supervisor in the foreground (systemd, launchd)",
+        description="Run the workstation supervisor in the foreground: one per user and "
+        "session database, it owns every session and agy child; editors reach it with "
+        "`agybridge attach` (which starts it when none runs). It listens on "
+        "AGYBRIDGE_SOCKET (default $XDG_RUNTIME_DIR/agybridge/agybridge.sock, else "
+        "$TMPDIR/agybridge-<uid>/agybridge.sock) in a directory of the user's alone, and "
+        "stops on SIGTERM, SIGINT, SIGHUP or `agybridge stop`. Exit status: 0 stopped, "
+        "1 cannot start (another daemon has the database, an unsafe or unusable socket "
+        "path), 2 a bad database path, 3 another daemon has the socket.",
     )
     daemon.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     # These parse their own options (main() routes them before this parser).

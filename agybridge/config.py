@@ -72,6 +72,9 @@ class Settings:
     #: The daemon exits after this long with no session and no client
     #: (AGYBRIDGE_DAEMON_IDLE_EXIT_S; 0: never).
     daemon_idle_exit_s: float = 0.0
+    #: The daemon detaches a client that reads nothing of what it was sent
+    #: for this long (AGYBRIDGE_CLIENT_READ_TIMEOUT_S; 0: never).
+    client_read_timeout_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -117,6 +120,7 @@ class Settings:
             trace=_flag(env, "AGYBRIDGE_TRACE"),
             on_disconnect=on_disconnect,
             daemon_idle_exit_s=_seconds(env, "AGYBRIDGE_DAEMON_IDLE_EXIT_S", 0.0),
+            client_read_timeout_s=_seconds(env, "AGYBRIDGE_CLIENT_READ_TIMEOUT_S", 10.0),
             staging_dir=env.get("AGYBRIDGE_STAGING_DIR") or default_staging_dir(),
             keep_staging=keep,
             prompt_limits=limits,

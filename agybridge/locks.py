@@ -1,4 +1,6 @@
-"""`EagerLock`: a lock for the hot paths, taken without a pass through the scheduler.
+"""`EagerLock`: a lock for the hot paths, taken without a pass through the
+scheduler; `try_file_lock`: an ``flock`` between processes (one daemon per
+session database, store/claim.py).
 
 ``trio.Lock`` (and ``trio.CapacityLimiter``) yield even when free, and a ``Lock``
 also registers its holder so a task that dies holding it breaks it. Neither is
@@ -8,6 +10,9 @@ journal write should not make each of them wait for the scheduler.
 """
 
 from __future__ import annotations
+
+import fcntl
+import os
 
 import trio
 
@@ -58,3 +63,24 @@ class EagerLock:
         # but may still be counted: then nobody is woken and the lock is free.
         if not (self._waiting and self._lot.unpark()):
             self._held = False
+
+
+def try_file_lock(path: str, *, exclusive: bool) -> int | None:
+    """``path`` opened (created 0600 if missing, never through a symlink) and
+    ``flock``-ed without waiting: its fd, held until closed; None when another
+    process holds a conflicting lock on it.
+
+    Raises:
+        OSError: it cannot be opened (``ELOOP``: it is a symlink).
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o600)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

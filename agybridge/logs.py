@@ -87,10 +87,11 @@ def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None
 
 
 def make_private_dir(path: Path) -> None:
-    """Create ``path`` 0700 (parents too); an existing dir of ours is tightened."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.stat().st_uid == os.geteuid():
-        path.chmod(0o700)
+    """Create ``path`` 0700 (parents too) if it is missing. An existing one is
+    left as it is: it may be a directory the user shares on purpose (the log
+    file itself is 0600), and it was not ours to chmod (issue 28)."""
+    if not path.is_dir():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):

@@ -34,7 +34,16 @@ from .jsonrpc import Peer, PipeSendStream
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
 from .session.deps import AskClient
-from .store import AsyncStore, StoreError, StorePathError, StoreUnavailableError, check_path
+from .store import (
+    AsyncStore,
+    StoreError,
+    StoreInUseError,
+    StorePathError,
+    StoreUnavailableError,
+    check_path,
+    claim_for_bridge,
+    release_claim,
+)
 
 if TYPE_CHECKING:
     from .store import LegacyPaths, Store
@@ -95,18 +104,24 @@ async def serve(
         logger.info("AGYBRIDGE_TRACE=1: tracing every message (secrets redacted)")
         receive_stream = TracingReceiveStream(receive_stream)
         send_stream = TracingSendStream(send_stream)
-    store = deferred_store(settings.db_path)
+    # Shared with other stdio bridges, never with a daemon (store/claim.py).
+    claim = claim_for_bridge(settings.db_path) if settings.db_path is not None else None
     try:
-        await _serve(
-            receive_stream,
-            send_stream,
-            settings,
-            store,
-            handle_signals=handle_signals,
-            own_processes=own_processes,
-        )
+        store = deferred_store(settings.db_path)
+        try:
+            await _serve(
+                receive_stream,
+                send_stream,
+                settings,
+                store,
+                handle_signals=handle_signals,
+                own_processes=own_processes,
+            )
+        finally:
+            await store.aclose()
     finally:
-        await store.aclose()
+        if claim is not None:
+            release_claim(claim, daemon=False)
 
 
 def deferred_store(path: Path | None) -> AsyncStore:
@@ -422,7 +437,7 @@ def run(settings: Settings) -> int:
     error, reported on stderr)."""
     try:
         trio.run(serve_stdio, settings)
-    except StorePathError as exc:
+    except (StorePathError, StoreInUseError) as exc:
         print(f"agybridge: {exc}", file=sys.stderr)
         return 2
     return 0

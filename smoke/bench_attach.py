@@ -36,22 +36,16 @@ import tempfile
 import uuid
 from pathlib import Path
 from time import perf_counter
-from typing import Any
 
 from smokekit import (
     DEFAULT_REPORT_DIR,
     FAKE_AGY,
     base_env,
-    facts_markdown,
-    fmt,
     kill_processes,
-    machine_facts,
     marked_processes,
     start_daemon,
     stop_daemon,
-    summarize,
-    utc_stamp,
-    write_reports,
+    timing_report,
 )
 
 TARGET_MS = 60.0
@@ -149,40 +143,21 @@ def _report(
         "python": "python -c print() (interpreter floor)",
         "socket": "initialize over the socket (daemon only)",
     }
-    stats = {key: summarize(values) for key, values in rows.items()}
-    median = stats["attach"]["median"]
-    met = median is not None and median <= TARGET_MS
-    lines = [
-        "# agybridge attach start-up",
-        "",
-        facts_markdown(facts := machine_facts()),
-        "",
-        "| row | n | median ms | p90 ms | max ms |",
-        "|---|---|---|---|---|",
-    ]
-    for key, title in titles.items():
-        s = stats[key]
-        lines.append(
-            f"| {title} | {s['n']} | {fmt(s['median'])} | {fmt(s['p90'])} | {fmt(s['max'])} |"
-        )
-    lines += [
-        "",
-        f"Target: median ≤ {TARGET_MS:g} ms — {'met' if met else 'NOT met'}.",
-        *(f"- FAILED: {failure}" for failure in failures),
-    ]
-    data: dict[str, Any] = {
-        "ok": not failures,
-        "target_ms": TARGET_MS,
-        "target_met": met,
-        "rows": {key: {"title": titles[key], **stats[key]} for key in titles},
-        "failures": failures,
-        "leftovers": leftovers,
-        "machine": facts,
-    }
-    markdown = "\n".join(lines)
-    write_reports(args.report_dir, "bench-attach", utc_stamp(), data, markdown)
-    print(markdown)
-    return 0 if not failures else 1
+
+    def verdict(stats: dict[str, dict[str, float | int | None]]) -> tuple[bool, str]:
+        median = stats["attach"]["median"]
+        met = median is not None and median <= TARGET_MS
+        return met, f"Target: median ≤ {TARGET_MS:g} ms — {'met' if met else 'NOT met'}."
+
+    return timing_report(
+        args.report_dir,
+        "bench-attach",
+        heading="# agybridge attach start-up",
+        rows={key: (title, rows[key]) for key, title in titles.items()},
+        verdict=verdict,
+        failures=failures,
+        extra={"target_ms": TARGET_MS, "leftovers": leftovers},
+    )
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -630,3 +630,48 @@ def describe_error(exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"
     # One line, so that it fits a Markdown list item.
     return " ⏎ ".join(line for line in text[:600].splitlines() if line.strip())
+
+
+def timing_report(
+    report_dir: Path,
+    name: str,
+    *,
+    heading: str,
+    rows: Mapping[str, tuple[str, Iterable[float]]],
+    verdict: Callable[[dict[str, dict[str, float | int | None]]], tuple[bool, str]],
+    failures: Sequence[str],
+    extra: Mapping[str, Any],
+) -> int:
+    """A timing benchmark's report: ``rows`` (key -> title, ms values) as a
+    median / p90 / max table under ``heading`` and the machine's facts,
+    ``verdict(stats)`` -> (target met, its line), the failures; written as
+    JSON and Markdown (``name``), printed. The exit status: 1 if anything failed."""
+    stats = {key: summarize(values) for key, (_, values) in rows.items()}
+    met, target_line = verdict(stats)
+    lines = [
+        heading,
+        "",
+        facts_markdown(facts := machine_facts()),
+        "",
+        "| row | n | median ms | p90 ms | max ms |",
+        "|---|---|---|---|---|",
+    ]
+    for key, (title, _) in rows.items():
+        row = stats[key]
+        lines.append(
+            f"| {title} | {row['n']} | {fmt(row['median'])} | {fmt(row['p90'])} "
+            f"| {fmt(row['max'])} |"
+        )
+    lines += ["", target_line, *(f"- FAILED: {failure}" for failure in failures)]
+    data: dict[str, Any] = {
+        "ok": not failures,
+        "target_met": met,
+        **extra,
+        "rows": {key: {"title": title, **stats[key]} for key, (title, _) in rows.items()},
+        "failures": list(failures),
+        "machine": facts,
+    }
+    markdown = "\n".join(lines)
+    write_reports(report_dir, name, utc_stamp(), data, markdown)
+    print(markdown)
+    return 0 if not failures else 1

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from .acp_wire import Harness
+from .other_user import reachable_tmp  # noqa: F401  # a fixture for the tests that need a second user
 
 # Deterministic property tests: the same examples on every run and machine, and
 # no per-example deadline (a loaded 2-core CI machine must not make them flaky).

@@ -31,6 +31,8 @@ MODES = ("ask", "safe", "autonomous")
 #: The error codes a request of a session may be answered with here: not
 #: attached to this client, unknown session, request cancelled (daemon stop).
 SESSION_ERRORS = frozenset({-32600, -32002, -32800})
+#: A read timeout short enough for a plan to end with a client detached for not reading.
+FREEZING_TIMEOUT = "0.3"
 #: The session that never existed.
 GHOST = -1
 GHOST_ID = "sess_" + "0" * 32
@@ -123,6 +125,11 @@ def make_plan(seed: int) -> Plan:
         "AGYBRIDGE_SIGINT_GRACE_S": "0.5",
         "AGYBRIDGE_SIGTERM_GRACE_S": "0.5",
         "AGYBRIDGE_ON_DISCONNECT": rng.choice(("keep", "keep", "cancel")),
+        # A stalled client is detached after this (issue 28). Its own draw, so
+        # that the plans of the seeds from before it stay the same.
+        "AGYBRIDGE_CLIENT_READ_TIMEOUT_S": random.Random(seed * 7919 + 28).choice(
+            (FREEZING_TIMEOUT, FREEZING_TIMEOUT, "1", "10")
+        ),
     }
     steps: list[Step] = [Step("connect", c) for c in range(clients)]
     steps.append(Step("new", 0, 0))
@@ -171,6 +178,19 @@ def make_plan(seed: int) -> Plan:
             steps.append(Step(op, client, slot(), pick=rng.randrange(100)))
         else:
             steps.append(Step(op, client, slot()))
+    if env["AGYBRIDGE_CLIENT_READ_TIMEOUT_S"] == FREEZING_TIMEOUT:
+        # A client that stops reading while its own turn floods it is detached
+        # (issue 28). No draws: the steps before stay those of older plans.
+        if 0 not in connected:
+            steps.append(Step("connect", 0))
+        steps += [
+            Step("load", 0, 0),
+            Step("stall", 0),
+            Step("prompt", 0, 0, texts=("[fake-agy:flood] 20000",)),
+            Step("sleep", seconds=1.0),
+            Step("unstall", 0),
+        ]
+        stalled.discard(0)
     for client in sorted(stalled):
         steps.append(Step("unstall", client))
     return Plan(seed=seed, clients=clients, env=env, steps=tuple(steps))
@@ -256,6 +276,23 @@ def _session_of(message: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _opened_at(log: Sequence[Entry], requests: Mapping[Any, Entry]) -> dict[str, int]:
+    """Session -> when this connection read the last successful answer to its
+    session/new, load or resume of it."""
+    found: dict[str, int] = {}
+    for entry in log:
+        request = requests.get(entry.message.get("id"))
+        if entry.direction != "a2c" or "method" in entry.message or request is None:
+            continue
+        result = entry.message.get("result")
+        method = request.message.get("method")
+        if method == "session/new" and isinstance(result, dict):
+            found[str(result.get("sessionId"))] = entry.at
+        elif method in OPENS and result is not None:
+            found[_session_of(request.message) or ""] = entry.at
+    return found
+
+
 def _update(message: Mapping[str, Any]) -> dict[str, Any]:
     update = (message.get("params") or {}).get("update")
     return update if isinstance(update, dict) else {}
@@ -278,6 +315,8 @@ def check_connection(
     complete: bool,
     ghost: str = GHOST_ID,
     ended_elsewhere: Mapping[str, Sequence[int]] | None = None,
+    closed_elsewhere: Mapping[str, Sequence[int]] | None = None,
+    stalls: Sequence[int] = (),
 ) -> list[str]:
     """Violations in one connection's wire log:
 
@@ -308,7 +347,13 @@ def check_connection(
       a close or delete, written after this connection's last open of the
       session, may have cut off;
     - a prompt written together with a later session/cancel of its session
-      (one write) never ends ``end_turn``.
+      (one write) never ends ``end_turn``;
+    - (``complete``) a connection that still drives a session at its end was
+      told ``attached: false`` if another connection's close or delete of it
+      (``closed_elsewhere``: when written, answered with a result) was written
+      after this connection read the answer to its last open of it — unless
+      this connection stalled after that (``stalls``): the notice is given a
+      bound, and a client not reading is let go without it (issue 28).
     """
     problems: list[str] = []
     requests: dict[Any, Entry] = {}
@@ -472,6 +517,19 @@ def check_connection(
             last_open[session] = entry.at
     ended = ended_elsewhere or {}
     if complete:
+        opened_at = _opened_at(log, requests)
+        for session, state in driving.items():
+            # Written after this client read its open's answer, the close ran after the open.
+            since = opened_at.get(session, -1)
+            if state is not True or any(at > since for at in stalls):
+                continue
+            later = [at for at in (closed_elsewhere or {}).get(session, ()) if at > since]
+            if later:
+                problems.append(
+                    f"{session}: still driven here at the end, though another client's "
+                    f"close or delete of it (written at {later[0]}) was answered: never told "
+                    "attached: false"
+                )
         for session, first in unowned.items():
             if any(at > last_open.get(session, -1) for at in ended.get(session, ())):
                 continue  # let go by another client's close or delete: told nothing more

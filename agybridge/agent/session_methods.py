@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import trio
+
 from ..acp import codec, models
 from ..acp.content import PromptContentError
 from ..acp.limits import PromptLimits
@@ -21,7 +23,7 @@ from ..jsonrpc import ErrorCode, RpcError
 from ..session import Session, SessionError, SessionManager
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError, LaunchSettings
-from ..session.outlet import ClientSink
+from ..session.outlet import DETACH_NOTICE_S, ClientSink, detached_notice
 from ..session.spec import SessionSpec
 from ..store import AsyncStore, InvalidCursorError
 from ..translate.history import replay_updates
@@ -218,7 +220,7 @@ class SessionMethods:
         return codec.unstructure(response)
 
     async def delete_session(self, request: models.SessionIdParams, call: Request) -> Any:
-        self._let_go(request.session_id)
+        await self._let_go(request.session_id, "deleted")
         await self._manager.close(request.session_id)
         await self._require_store().delete_session(request.session_id)
         return {}  # deleting what does not exist is not an error (idempotent)
@@ -237,17 +239,27 @@ class SessionMethods:
                 ErrorCode.INVALID_REQUEST,
                 f"session {session_id!r} is not attached to this client (another "
                 "client opened it, or it was detached): session/load or session/resume it "
-                "here to take it over",
+                "here to take it over (session/close and session/delete work from any "
+                "client; the one attached is told)",
                 {"sessionId": session_id},
             )
         return session
 
-    def _let_go(self, session_id: str) -> None:
-        """Closing a session another client has (the daemon): that client is not
-        waited on (it may have stopped reading)."""
+    async def _let_go(self, session_id: str, how: str) -> None:
+        """Closing or deleting a session another client drives (the daemon; any
+        client may, README "Two clients"): that client is not waited on (it
+        may have stopped reading) and is told, as when another client opens
+        it, with an ``attached: false`` notice (given `DETACH_NOTICE_S` at most)."""
         live = self._manager.get(session_id)
-        if live is not None:
-            live.outlet.let_go(self._client)
+        if live is None:
+            return
+        driver = live.outlet.client
+        live.outlet.let_go(self._client)
+        if driver is None or driver is self._client or live.outlet.client is driver:
+            return  # nobody else drove it (or a bridge of one client)
+        notice = detached_notice(f"the session was {how} by another client")
+        with trio.move_on_after(DETACH_NOTICE_S):
+            await driver(session_id, (notice,))
 
     def _require_store(self) -> AsyncStore:
         store = self._manager.store
@@ -331,7 +343,7 @@ class SessionMethods:
         return codec.unstructure(models.PromptResponse(stop_reason=models.STOP_END_TURN))
 
     async def close_session(self, request: models.SessionIdParams, call: Request) -> Any:
-        self._let_go(request.session_id)
+        await self._let_go(request.session_id, "closed")
         if not await self._manager.close(request.session_id):
             raise unknown_session(request.session_id)
         return {}

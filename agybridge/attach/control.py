@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import fcntl
 import json
-import os
-import signal
 import socket
 import sys
 from typing import Any
 
 from .paths import lock_path, socket_path
-from .relay import connect
+from .relay import connect, wait_lock_free
+from .trust import UntrustedError
 
 #: Answering status is quick; this only bounds a daemon that hangs.
 REQUEST_TIMEOUT_S = 10.0
@@ -26,6 +24,9 @@ DEFAULT_STOP_TIMEOUT_S = 10.0
 #: After the connections close, how long the daemon may take to let go of its lock
 #: (closing its store and watchdog, removing its socket).
 LOCK_RELEASE_S = 15.0
+#: A daemon exiting as it accepted the connection (idle exit) closes it unanswered:
+#: asked again this many times (then nothing listens, or a new daemon does).
+ATTEMPTS = 3
 
 
 class ControlError(Exception):
@@ -38,14 +39,39 @@ def call(
     """Send one request; returns the open connection and the result.
 
     Raises:
-        ControlError: nothing listens at ``path``, or the daemon answered an error.
+        ControlError: nothing listens at ``path``, the socket is not to be
+            trusted (attach/trust.py), or the daemon answered an error.
     """
+    for attempt in range(1, ATTEMPTS + 1):
+        sock = _connect(path)
+        try:
+            return sock, _ask(sock, method, params, timeout_s)
+        except _Unanswered:
+            sock.close()
+            if attempt == ATTEMPTS:
+                raise ControlError("the daemon closed the connection without answering") from None
+        except BaseException:
+            sock.close()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Unanswered(Exception):
+    pass
+
+
+def _connect(path: str) -> socket.socket:
     try:
-        sock = connect(path)
+        return connect(path)
     except (FileNotFoundError, ConnectionRefusedError):
         raise ControlError(f"no agybridge daemon is running (nothing listens on {path})") from None
+    except UntrustedError as exc:
+        raise ControlError(str(exc)) from None
     except OSError as exc:
         raise ControlError(f"cannot connect to {path}: {exc}") from None
+
+
+def _ask(sock: socket.socket, method: str, params: Any, timeout_s: float) -> Any:
     sock.settimeout(timeout_s)
     message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
     try:
@@ -56,14 +82,14 @@ def call(
             if answer.get("id") == 1:
                 break
         else:
-            raise ControlError("the daemon closed the connection without answering")
+            raise _Unanswered
+    except (ConnectionResetError, BrokenPipeError):
+        raise _Unanswered from None
     except (OSError, ValueError) as exc:
-        sock.close()
         raise ControlError(f"the daemon did not answer {method}: {exc}") from None
     if "error" in answer:
-        sock.close()
         raise ControlError(f"the daemon answered an error: {answer['error'].get('message')}")
-    return sock, answer.get("result")
+    return answer.get("result")
 
 
 def status_main(argv: list[str]) -> int:
@@ -119,41 +145,20 @@ def stop_main(argv: list[str]) -> int:
     # The connections close before the daemon is done (its socket file, its
     # lock): "stopped" once the lock it holds for its whole life is free, so
     # that a daemon started right after does not find it running.
-    if not _wait_lock_free(lock_path(path), LOCK_RELEASE_S):
+    if not wait_lock_free(lock_path(path), LOCK_RELEASE_S):
         print(f"agybridge stop: daemon pid {result.get('pid')} is still running", file=sys.stderr)
         return 1
     print(f"agybridge daemon (pid {result.get('pid')}) stopped")
     return 0
 
 
-def _wait_lock_free(path: str, timeout_s: float) -> bool:
-    """Wait until nobody holds ``path``'s flock (or it is gone); False after ``timeout_s``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True  # removed: its daemon is releasing it
-    previous = signal.signal(signal.SIGALRM, _raise_timeout)
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # waits for the daemon's exclusive lock itself
-    except TimeoutError:
-        return False
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        os.close(fd)
-    return True
-
-
-def _raise_timeout(signum: int, frame: object) -> None:
-    raise TimeoutError
-
-
 def format_status(status: dict[str, Any]) -> str:
     """The human table of ``agybridge status``."""
+    frozen = status.get("clientsNotReading") or 0
+    not_reading = f" ({frozen} not reading: detached)" if frozen else ""
     lines = [
         f"daemon pid {status['pid']}, up {_duration(status['uptimeS'])}, "
-        f"RSS {status['rssBytes'] / 2**20:.1f} MiB, {status['clients']} client(s)",
+        f"RSS {status['rssBytes'] / 2**20:.1f} MiB, {status['clients']} client(s){not_reading}",
         f"socket {status['socket']}",
     ]
     sessions = status["sessions"]

@@ -1,29 +1,40 @@
 """``agybridge attach``: relay ACP bytes between stdio and the daemon.
 
 What an editor launches instead of ``agybridge``. It connects to the daemon's
-socket (starting the daemon, detached, if none answers) and copies bytes both
-ways without looking at them: the daemon speaks ACP, framing included. One
-thread, one ``poll`` loop, non-blocking fds with a bounded buffer per
-direction, so neither side can stall the other's traffic.
+socket (starting the daemon, detached, if none answers; the directory and the
+listener's uid are checked first, attach/trust.py) and copies bytes both ways
+as they are: the daemon speaks ACP, framing included. It reads only the ids of
+the requests and answers going by, so that a daemon that goes away leaves no
+request of the editor's unanswered. One thread, one ``poll`` loop,
+non-blocking fds with a bounded buffer per direction, so neither side can
+stall the other's traffic.
 
 Ends when the editor closes stdin (what is read is delivered first, and the
 answers the daemon sends back are relayed until it closes the connection, for
-``EOF_DRAIN_S`` at most: a running prompt is not waited for; the daemon
-detaches this client's sessions, their turns go on), when the daemon closes
-the connection (stop), or when the editor stops reading.
+``EOF_DRAIN_S`` at most; a running prompt's answer is not waited for: the
+daemon detaches this client's sessions, their turns go on), when the daemon
+closes the connection (stop, or its death: exit status 1 and a line on
+stderr), or when the editor stops reading.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import fcntl
 import os
 import select
+import signal
 import socket
 import sys
 import time
 
-from .paths import STDERR_NAME, ensure_private_dir, socket_path
+from .paths import STDERR_NAME, lock_path, socket_path, start_path
+from .trust import UntrustedError, check_peer, check_socket_dir, make_socket_dir, open_lock_file
+
+TYPE_CHECKING = False  # not `typing`'s: attach does not import it (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 CHUNK_BYTES = 2**16
 #: Per direction; reading pauses while this much waits to be written.
@@ -33,6 +44,18 @@ START_TIMEOUT_S = 60.0
 #: After the editor closed stdin, how long the answers still on their way are
 #: relayed (the daemon closes the connection sooner once each is answered).
 EOF_DRAIN_S = 5.0
+#: How long a daemon that holds the socket's lock but does not answer (it is
+#: exiting: idle exit, stop) may take to let go of it.
+LOCK_RELEASE_S = 15.0
+#: Connections closed before their first answer (a daemon exiting as it
+#: accepted them) are made again this many times.
+RECONNECTS = 3
+#: The longest path a Unix socket can have (sun_path, with its NUL).
+MAX_SOCKET_PATH_BYTES = 107
+#: ``agybridge daemon``'s exit status when another daemon has the socket.
+EXIT_DAEMON_RUNNING = 3
+#: JSON-RPC internal error: what an unanswered request gets when the daemon goes away.
+INTERNAL_ERROR = -32603
 
 
 class AttachError(Exception):
@@ -49,29 +72,43 @@ def main(argv: list[str]) -> int:
     if argv:
         print(f"agybridge attach: unexpected arguments {argv!r}", file=sys.stderr)
         return 2
+    path = socket_path()
     try:
-        sock = connect_or_start(socket_path())
+        sock = connect_or_start(path)
     except AttachError as exc:
         print(f"agybridge attach: {exc}", file=sys.stderr)
         return 1
+    relay = Relay(sock, sys.stdin.fileno(), sys.stdout.fileno(), lambda: connect_or_start(path))
     try:
-        relay(sock, sys.stdin.fileno(), sys.stdout.fileno())
+        relay.run()
     except KeyboardInterrupt:
         return 130
     finally:
-        sock.close()
+        relay.close()
+    if relay.unanswered_at_close or relay.daemon_closed_first:
+        print(f"agybridge attach: {relay.ending(path)}", file=sys.stderr)
+        return 1
     return 0
 
 
 def connect(path: str) -> socket.socket:
-    """A connection to the daemon at ``path``.
+    """A connection to the daemon at ``path``, checked before a byte is sent:
+    the directory is the user's alone and the listener runs as the user.
 
     Raises:
+        UntrustedError: the directory or the listener is another user's.
         OSError: nothing listens there (FileNotFoundError, ConnectionRefusedError).
     """
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
+        raise UntrustedError(
+            f"{path} is too long for a Unix socket (at most {MAX_SOCKET_PATH_BYTES} bytes); "
+            "set AGYBRIDGE_SOCKET to a shorter path in a directory of your own (mode 0700)"
+        )
+    check_socket_dir(os.path.dirname(path) or ".")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
+        check_peer(sock, path)
     except BaseException:
         sock.close()
         raise
@@ -79,28 +116,54 @@ def connect(path: str) -> socket.socket:
 
 
 def connect_or_start(path: str) -> socket.socket:
-    """Connect, starting the daemon first if nothing listens at ``path``."""
+    """Connect, starting the daemon first if nothing listens at ``path``.
+
+    Raises:
+        AttachError: the path is not trusted, or no daemon could be started.
+    """
     try:
         return connect(path)
     except (FileNotFoundError, ConnectionRefusedError):
         pass
-    except OSError as exc:
-        raise AttachError(f"cannot connect to {path}: {exc}") from None
+    except OSError as exc:  # UntrustedError included: its message is the sentence
+        raise AttachError(
+            str(exc) if isinstance(exc, UntrustedError) else f"cannot connect to {path}: {exc}"
+        ) from None
     try:
-        ensure_private_dir(os.path.dirname(path))
-        starting = os.open(path + ".start", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        make_socket_dir(os.path.dirname(path))
+        starting = open_lock_file(start_path(path))
     except OSError as exc:
         raise AttachError(str(exc)) from None
     try:
         # Editors start several agents at once: one attach starts the daemon,
         # the others wait for it here, then connect.
         fcntl.flock(starting, fcntl.LOCK_EX)
+        sock = _connect_or_start_locked(path)
+        # Answering now: later attaches connect without it (removed while
+        # held, so one waiting for it connects too; nothing is left after stop).
+        with contextlib.suppress(OSError):
+            os.unlink(start_path(path))
+        return sock
+    finally:
+        os.close(starting)
+
+
+def _connect_or_start_locked(path: str) -> socket.socket:
+    for _ in range(RECONNECTS):
         try:
             return connect(path)
         except (FileNotFoundError, ConnectionRefusedError):
-            start_daemon(path)
-    finally:
-        os.close(starting)
+            pass
+        except OSError as exc:
+            raise AttachError(str(exc)) from None
+        # A daemon that holds the lock and does not answer is exiting (idle
+        # exit, stop): it lets go of the lock last, then a new one may start.
+        if not wait_lock_free(lock_path(path), LOCK_RELEASE_S):
+            raise AttachError(
+                f"a daemon holds {lock_path(path)} but does not answer on {path} "
+                f"after {LOCK_RELEASE_S:.0f} s; see `agybridge status` and its log"
+            )
+        start_daemon(path)
     try:
         return connect(path)
     except OSError as exc:
@@ -110,30 +173,63 @@ def connect_or_start(path: str) -> socket.socket:
         ) from None
 
 
+def wait_lock_free(path: str, timeout_s: float) -> bool:
+    """Wait until nobody holds ``path``'s flock (or it is gone); False after ``timeout_s``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return True  # removed: its daemon is releasing it
+    except OSError as exc:
+        raise AttachError(f"cannot open {path}: {exc}") from None
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits for the daemon's exclusive lock itself
+    except TimeoutError:
+        return False
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.close(fd)
+    return True
+
+
+def _raise_timeout(signum: int, frame: object) -> None:
+    raise TimeoutError
+
+
 def start_daemon(path: str) -> None:
     """Start ``agybridge daemon`` detached (own session, no stdio of ours) and
     wait until it listens: it writes one byte to a pipe once it does, and
-    closing the pipe without it means it exited."""
+    closing the pipe without it means it exited (when another daemon took
+    the socket first, that one answers: not an error)."""
     import subprocess  # noqa: PLC0415  # only when starting: keeps the common path light
 
     ready_r, ready_w = os.pipe()
     stderr_path = os.path.join(os.path.dirname(path), STDERR_NAME)
     try:
-        with open(stderr_path, "ab") as stderr:
-            subprocess.Popen(
-                [sys.executable, "-m", "agybridge", "daemon", "--ready-fd", str(ready_w)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                pass_fds=(ready_w,),
-                start_new_session=True,
-                env={**os.environ, "AGYBRIDGE_SOCKET": path},
-            )
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        stderr = os.open(stderr_path, flags, 0o600)
+    except OSError as exc:
+        os.close(ready_r)
+        os.close(ready_w)
+        raise AttachError(f"cannot write {stderr_path}: {exc}") from None
+    try:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "agybridge", "daemon", "--ready-fd", str(ready_w)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            pass_fds=(ready_w,),
+            start_new_session=True,
+            env={**os.environ, "AGYBRIDGE_SOCKET": path, **started_daemon_defaults()},
+        )
     except OSError as exc:
         os.close(ready_r)
         raise AttachError(f"could not start the daemon: {exc}") from None
     finally:
         os.close(ready_w)
+        os.close(stderr)
     try:
         ready, _, _ = select.select([ready_r], [], [], START_TIMEOUT_S)
         if not ready:
@@ -142,11 +238,24 @@ def start_daemon(path: str) -> None:
                 f"see {stderr_path}"
             )
         if os.read(ready_r, 1) != b"R":
+            if daemon.wait(START_TIMEOUT_S) == EXIT_DAEMON_RUNNING:
+                return  # another one took the socket first: connect to it
             raise AttachError(
                 f"the daemon exited during start-up; its last words:\n{_tail(stderr_path)}"
             )
     finally:
         os.close(ready_r)
+
+
+#: A daemon started on demand keeps no idle agy for ever: a detached
+#: session's agy is stopped after this long unless the user set otherwise.
+STARTED_IDLE_TIMEOUT_S = "1800"
+
+
+def started_daemon_defaults() -> dict[str, str]:
+    if "AGYBRIDGE_IDLE_TIMEOUT_S" in os.environ:
+        return {}
+    return {"AGYBRIDGE_IDLE_TIMEOUT_S": STARTED_IDLE_TIMEOUT_S}
 
 
 def _tail(path: str, lines: int = 5) -> str:
@@ -158,80 +267,268 @@ def _tail(path: str, lines: int = 5) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def relay(sock: socket.socket, in_fd: int, out_fd: int) -> None:
-    """Copy ``in_fd`` → ``sock`` and ``sock`` → ``out_fd`` until one side ends."""
-    sock.setblocking(False)
-    os.set_blocking(in_fd, False)
-    os.set_blocking(out_fd, False)
-    sock_fd = sock.fileno()
-    up = bytearray()  # editor -> daemon
-    down = bytearray()  # daemon -> editor
-    editor_open = daemon_open = True
-    # poll(), not epoll: stdio may be a regular file, which epoll refuses.
-    poller = select.poll()
-    interest: dict[int, int] = {}
-    drain_until: float | None = None
-    while True:
-        if not editor_open and not up and drain_until is None:
-            # The editor is done (its sessions stay with the daemon): the
-            # daemon sees EOF and answers what it has read; relay that.
-            try:
-                sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                daemon_open = False  # it is gone already
-            drain_until = time.monotonic() + EOF_DRAIN_S
-        if not daemon_open and not down:
+class _DaemonGone(Exception):
+    """The connection to the daemon broke while attach wrote to it."""
+
+
+class _Requests:
+    """The editor's requests the daemon has not answered yet, found by reading
+    the lines both ways (ids only: the bytes themselves are relayed as they are).
+
+    Lines are only cut here; they are parsed in batches, when enough are
+    waiting or the answer is needed (``json`` costs attach's start-up a
+    quarter of its imports: it is not loaded before the first batch)."""
+
+    #: Parse once this much waits (bounds the memory the raw lines take).
+    BATCH_BYTES = 2**20
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[Any, str]] = {}  # id as JSON -> (id, method)
+        self._partial = {"up": bytearray(), "down": bytearray()}
+        self._lines: dict[str, list[bytes]] = {"up": [], "down": []}
+        self._waiting_bytes = 0
+
+    def feed(self, direction: str, data: bytes) -> None:
+        partial = self._partial[direction]
+        partial += data
+        if b"\n" not in data:
             return
-        timeout_ms = None
-        if drain_until is not None:
-            timeout_ms = max(0, int((drain_until - time.monotonic()) * 1000))
-            if not timeout_ms:
+        *lines, rest = partial.split(b"\n")
+        self._partial[direction] = bytearray(rest)
+        self._lines[direction] += map(bytes, lines)
+        self._waiting_bytes += len(partial) - len(rest)
+        if self._waiting_bytes > self.BATCH_BYTES:
+            self._parse()
+
+    def _parse(self) -> None:
+        """Every line waiting: requests sent (up) first, then answers (down):
+        an answer always comes after its request."""
+        import json  # noqa: PLC0415  # see the class docstring
+
+        for direction in ("up", "down"):
+            lines, self._lines[direction] = self._lines[direction], []
+            for line in lines:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue  # the daemon answers a line it cannot parse itself
+                if not isinstance(message, dict) or "id" not in message:
+                    continue
+                key = json.dumps(message["id"])
+                if direction == "up" and isinstance(message.get("method"), str):
+                    self._pending[key] = (message["id"], message["method"])
+                elif direction == "down" and "method" not in message:
+                    self._pending.pop(key, None)
+        self._waiting_bytes = 0
+
+    @property
+    def pending(self) -> list[tuple[Any, str]]:
+        """(id, method) of each request sent and not answered."""
+        self._parse()
+        return list(self._pending.values())
+
+    def cut_line(self, direction: str) -> bool:
+        """A line of ``direction`` is incomplete (forgotten: it never ends)."""
+        cut = bool(self._partial[direction])
+        self._partial[direction] = bytearray()
+        return cut
+
+    def only_prompts(self) -> bool:
+        """Every unanswered request is a prompt (its answer is not waited for
+        once the editor is gone: the turn goes on in the daemon)."""
+        return all(method == "session/prompt" for _, method in self.pending)
+
+    def errors(self, message: str) -> bytes:
+        """An error answer to each unanswered request (then none is pending)."""
+        import json  # noqa: PLC0415  # see the class docstring
+
+        error = {"code": INTERNAL_ERROR, "message": message}
+        answers = [
+            {"jsonrpc": "2.0", "id": request_id, "error": error} for request_id, _ in self.pending
+        ]
+        self._pending.clear()
+        return b"".join(json.dumps(answer).encode() + b"\n" for answer in answers)
+
+
+class Relay:
+    """Copy ``in_fd`` → the daemon and the daemon → ``out_fd`` until one side ends.
+
+    A connection the daemon closes before its first byte (an idle daemon
+    exiting as it accepted it) is made again (``reconnect``) and what was sent
+    on it sent again. A daemon that goes away later leaves every request it
+    was sent and did not answer answered with an error (``unanswered_at_close``).
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        in_fd: int,
+        out_fd: int,
+        reconnect: Callable[[], socket.socket],
+    ) -> None:
+        self._sock = sock
+        self._in_fd = in_fd
+        self._out_fd = out_fd
+        self._reconnect = reconnect
+        self._reconnects_left = RECONNECTS
+        self._up = bytearray()  # editor -> daemon
+        self._down = bytearray()  # daemon -> editor
+        #: What this connection was sent before the daemon's first byte (None:
+        #: answered, or too much to keep).
+        self._sent: bytearray | None = bytearray()
+        self._requests = _Requests()
+        self._editor_open = True
+        self._daemon_open = True
+        self._drain_until: float | None = None
+        #: Requests answered with an error because the daemon went away.
+        self.unanswered_at_close = 0
+        #: The daemon closed the connection while the editor was still there.
+        self.daemon_closed_first = False
+        #: Why connecting again failed, if it did.
+        self.reconnect_error: str | None = None
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def ending(self, path: str) -> str:
+        """The line for stderr when the daemon went away first."""
+        where = os.path.join(os.path.dirname(path), STDERR_NAME)
+        unanswered = (
+            f"; {self.unanswered_at_close} request(s) it had not answered were answered "
+            "with an error"
+            if self.unanswered_at_close
+            else ""
+        )
+        again = f"; connecting again failed: {self.reconnect_error}" if self.reconnect_error else ""
+        return (
+            f"the daemon on {path} closed the connection (stopped, or died: see "
+            f"`agybridge logs` and {where}){unanswered}{again}"
+        )
+
+    def run(self) -> None:
+        os.set_blocking(self._in_fd, False)
+        os.set_blocking(self._out_fd, False)
+        self._sock.setblocking(False)
+        # poll(), not epoll: stdio may be a regular file, which epoll refuses.
+        poller = select.poll()
+        interest: dict[int, int] = {}
+        while True:
+            if not self._editor_open and not self._up and self._drain_until is None:
+                # The editor is done (its sessions stay with the daemon): the
+                # daemon sees EOF and answers what it has read; relay that.
+                try:
+                    self._sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    self._daemon_gone()
+                self._drain_until = time.monotonic() + EOF_DRAIN_S
+            if not self._daemon_open and not self._down:
                 return
-        wanted: dict[int, int] = {in_fd: 0, out_fd: 0, sock_fd: 0}
-        if editor_open and len(up) < BUFFER_LIMIT_BYTES:
-            wanted[in_fd] |= select.POLLIN
-        if down:
-            wanted[out_fd] |= select.POLLOUT
-        if daemon_open and len(down) < BUFFER_LIMIT_BYTES:
-            wanted[sock_fd] |= select.POLLIN
-        if up:
-            wanted[sock_fd] |= select.POLLOUT
-        for fd, mask in wanted.items():
-            if interest.get(fd, 0) != mask:
-                if mask:
-                    poller.register(fd, mask)  # registering again modifies
-                elif fd in interest:
-                    poller.unregister(fd)
-                interest[fd] = mask
-        try:
-            for fd, events in poller.poll(timeout_ms):
-                # POLLHUP/POLLERR: read to learn EOF or the error.
-                readable = events & (select.POLLIN | select.POLLHUP | select.POLLERR)
-                if fd == sock_fd:
-                    if readable and interest[fd] & select.POLLIN:
-                        data = _recv(sock)
-                        if data is not None:
-                            daemon_open = bool(data)
-                            down += data
-                    if events & select.POLLOUT and up:
-                        del up[: _send(sock, up)]
-                    if (
-                        events & (select.POLLHUP | select.POLLERR)
-                        and not interest[fd] & select.POLLIN
-                    ):
-                        return  # the daemon went away while we only wrote
-                    continue
-                if fd == in_fd and readable and interest[fd] & select.POLLIN:
-                    data = _read(in_fd)
-                    if data is not None:
-                        editor_open = bool(data)
-                        up += data
-                if fd == out_fd and events & (select.POLLERR | select.POLLHUP) and not down:
-                    continue
-                if fd == out_fd and down:
-                    del down[: _write(out_fd, down)]
-        except BrokenPipeError:
-            return  # the editor stopped reading, or the daemon went away
+            timeout_ms = None
+            if self._drain_until is not None and self._daemon_open:
+                if self._requests.only_prompts() and not self._down:
+                    return  # everything else is answered; a prompt's answer is not waited for
+                timeout_ms = max(0, int((self._drain_until - time.monotonic()) * 1000))
+                if not timeout_ms:
+                    return
+            sock_fd = self._sock.fileno()
+            wanted: dict[int, int] = {self._in_fd: 0, self._out_fd: 0, sock_fd: 0}
+            if self._editor_open and len(self._up) < BUFFER_LIMIT_BYTES:
+                wanted[self._in_fd] |= select.POLLIN
+            if self._down:
+                wanted[self._out_fd] |= select.POLLOUT
+            if self._daemon_open and len(self._down) < BUFFER_LIMIT_BYTES:
+                wanted[sock_fd] |= select.POLLIN
+            if self._up and self._daemon_open:
+                wanted[sock_fd] |= select.POLLOUT
+            for fd in [fd for fd in interest if fd not in wanted]:  # a reconnect's old socket
+                del interest[fd]
+                poller.unregister(fd)
+            for fd, mask in wanted.items():
+                if interest.get(fd, 0) != mask:
+                    if mask:
+                        poller.register(fd, mask)  # registering again modifies
+                    elif fd in interest:
+                        poller.unregister(fd)
+                    interest[fd] = mask
+            try:
+                for fd, events in poller.poll(timeout_ms):
+                    if fd == sock_fd:
+                        self._on_daemon(events, interest[fd])
+                    else:
+                        self._on_editor(fd, events, interest[fd])
+            except BrokenPipeError:
+                return  # the editor stopped reading
+
+    def _on_daemon(self, events: int, interest: int) -> None:
+        # POLLHUP/POLLERR: read to learn EOF or the error.
+        readable = events & (select.POLLIN | select.POLLHUP | select.POLLERR)
+        if readable and interest & select.POLLIN:
+            data = _recv(self._sock)
+            if data == b"":
+                self._daemon_gone()
+                return
+            if data is not None:
+                self._sent = None
+                self._requests.feed("down", data)
+                self._down += data
+        if events & select.POLLOUT and self._up:
+            try:
+                sent = _send(self._sock, self._up)
+            except _DaemonGone:
+                self._daemon_gone()
+                return
+            if self._sent is not None:
+                self._sent += self._up[:sent]
+                if len(self._sent) > BUFFER_LIMIT_BYTES:
+                    self._sent = None  # too much to send again
+            del self._up[:sent]
+        if events & (select.POLLHUP | select.POLLERR) and not interest & select.POLLIN:
+            self._daemon_gone()  # it went away while we only wrote
+
+    def _on_editor(self, fd: int, events: int, interest: int) -> None:
+        readable = events & (select.POLLIN | select.POLLHUP | select.POLLERR)
+        if fd == self._in_fd and readable and interest & select.POLLIN:
+            data = _read(self._in_fd)
+            if data is not None:
+                self._editor_open = bool(data)
+                self._requests.feed("up", data)
+                self._up += data
+        if fd == self._out_fd and events & (select.POLLERR | select.POLLHUP) and not self._down:
+            return
+        if fd == self._out_fd and self._down:
+            del self._down[: _write(self._out_fd, self._down)]
+
+    def _daemon_gone(self) -> None:
+        """The connection ended: made again if it ended before the daemon's
+        first byte, else every request still unanswered gets an error."""
+        cause = "it was stopped, or died: see `agybridge logs`"
+        if self._sent is not None and self._reconnects_left:
+            self._reconnects_left -= 1
+            self._sock.close()
+            try:
+                self._sock = self._reconnect()
+            except AttachError as exc:
+                self.reconnect_error = str(exc)
+                cause = f"and no new daemon answers: {exc}"
+            else:
+                self._sock.setblocking(False)
+                self._up[:0] = self._sent
+                self._sent = bytearray()
+                self._requests.cut_line("down")
+                self._drain_until = None  # shut the new connection's sending side too
+                return
+        if not self._daemon_open:
+            return
+        self._daemon_open = False
+        self.daemon_closed_first = self._editor_open
+        unanswered = self._requests.pending
+        if unanswered:
+            if self._requests.cut_line("down"):
+                self._down += b"\n"  # what follows is a line of its own
+            self.unanswered_at_close = len(unanswered)
+            self._down += self._requests.errors(
+                f"the agybridge daemon closed the connection before answering ({cause})"
+            )
 
 
 def _recv(sock: socket.socket) -> bytes | None:
@@ -249,8 +546,8 @@ def _send(sock: socket.socket, data: bytearray) -> int:
         return sock.send(data)
     except BlockingIOError:
         return 0
-    except ConnectionResetError as exc:
-        raise BrokenPipeError(errno.EPIPE, "the daemon went away") from exc
+    except (ConnectionResetError, BrokenPipeError) as exc:
+        raise _DaemonGone from exc
 
 
 def _read(fd: int) -> bytes | None:

@@ -21,8 +21,10 @@ from ..acp import models
 from ..agent import AcpAgent, send_updates_via
 from ..jsonrpc import ErrorCode, MessageContext, Peer, RequestContext, RpcError
 from ..session.outlet import ClientSink
+from .output import ClientOutput
 
 if TYPE_CHECKING:
+    from .interrupted import PromptNotes
     from .supervisor import Daemon
 
 logger = logging.getLogger(__name__)
@@ -61,13 +63,23 @@ class Connection:
             client_gone=self.gone,
         )
         self._socket = stream.socket
+        #: Knows since when the client has not read what it was sent.
+        self.output = ClientOutput(stream.socket)
+        #: When the daemon detached it for not reading (None: it reads).
+        self.not_reading_since: float | None = None
+        self._handler = _Handler(self.agent, daemon, daemon.prompt_notes)
         self.peer = Peer(
             stream,
-            stream,
-            _Handler(self.agent, daemon),
+            self.output,
+            self._handler,
             max_line_bytes=settings.max_line_bytes,
             seqs=seqs,
         )
+
+    @property
+    def acp_client(self) -> bool:
+        """It sent ACP (not only ``status`` or ``stop``): a client ``status`` counts."""
+        return self._handler.acp
 
     def gone(self) -> bool:
         """The client has left for good: writing to it failed, or it closed
@@ -81,14 +93,18 @@ class Connection:
 
 
 class _Handler:
-    """The daemon's control methods, then ACP (jsonrpc ``Handler``)."""
+    """The daemon's control methods, then ACP (jsonrpc ``Handler``); each
+    prompt is noted while it is served (interrupted.py)."""
 
-    def __init__(self, agent: AcpAgent, daemon: Daemon) -> None:
+    def __init__(self, agent: AcpAgent, daemon: Daemon, notes: PromptNotes | None) -> None:
         self._agent = agent
         self._daemon = daemon
+        self._notes = notes
+        self.acp = False
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
         if method not in CONTROL_METHODS:
+            self.acp = True
             self._agent.request_received(method, params, ctx)
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
@@ -96,9 +112,16 @@ class _Handler:
             return self._daemon.status()
         if method == "_agybridge/stop":
             return self._daemon.stop(_stop_budget(params))
-        return await self._agent.handle_request(method, params, ctx)
+        if method != "session/prompt" or self._notes is None:
+            return await self._agent.handle_request(method, params, ctx)
+        note = self._notes.started(params)
+        try:
+            return await self._agent.handle_request(method, params, ctx)
+        finally:
+            self._notes.ended(note)
 
     async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
+        self.acp = True
         await self._agent.handle_notification(method, params, ctx)
 
 

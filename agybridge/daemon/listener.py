@@ -4,9 +4,13 @@
   decides which daemon owns the socket path: a second daemon refuses to
   start, naming the first one's pid; a socket file left by a dead daemon
   (its lock is free) is replaced.
-* The directory is 0700 and the socket 0600 (made under a umask, so there
-  is no moment it is open to others), and every connection's peer uid is
-  checked with ``SO_PEERCRED`` where the platform has it.
+* The directory must be the user's alone (``attach.trust``: not a symlink,
+  0700 or stricter, nothing above it writable by others), the lock file is
+  opened without following a symlink, and a symlink at the socket path is
+  refused, not replaced: the daemon never follows a link it did not make.
+* The socket is 0600 (made under a umask, so there is no moment it is open
+  to others), and every connection's peer uid is checked (``SO_PEERCRED``
+  where the platform has it).
 """
 
 from __future__ import annotations
@@ -17,13 +21,13 @@ import logging
 import os
 import socket
 import stat
-import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import trio
 
-from ..attach.paths import ensure_private_dir, lock_path
+from ..attach.paths import lock_path
+from ..attach.trust import make_socket_dir, open_lock_file, peer_uid
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +52,8 @@ async def own_socket_path(path: Path) -> AsyncIterator[trio.socket.SocketType]:
         DaemonRunningError: another daemon holds the lock.
         SocketPathError: something other than a socket is at ``path``, or
             nothing can listen there (e.g. a path too long for a socket).
-        PermissionError: the directory belongs to another user.
+        UntrustedError: the directory or the lock file is one another user
+            could control (attach/trust.py).
     """
     lock_fd = _take_lock(path)
     try:
@@ -83,8 +88,8 @@ def _lock_path(path: Path) -> Path:
 def _take_lock(path: Path) -> int:
     """The lock file's fd, locked and naming this pid; a stale socket file
     is removed (holding the lock, nobody else can be listening there)."""
-    ensure_private_dir(str(path.parent))
-    lock_fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    make_socket_dir(str(path.parent))
+    lock_fd = open_lock_file(str(_lock_path(path)))
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -99,13 +104,14 @@ def _take_lock(path: Path) -> int:
         found = path.lstat()
     except FileNotFoundError:
         found = None
-    if found is not None and not (stat.S_ISSOCK(found.st_mode) or stat.S_ISLNK(found.st_mode)):
+    if found is not None and not stat.S_ISSOCK(found.st_mode):
         # Only a socket (a dead daemon's) is ours to replace: a mistyped
-        # AGYBRIDGE_SOCKET must not delete somebody's file.
+        # AGYBRIDGE_SOCKET must not delete somebody's file, nor a link be followed.
         os.close(lock_fd)
         _remove(_lock_path(path))
+        what = "a symlink" if stat.S_ISLNK(found.st_mode) else "not a socket"
         raise SocketPathError(
-            f"{path} exists and is not a socket: remove it, or set AGYBRIDGE_SOCKET to another path"
+            f"{path} exists and is {what}: remove it, or set AGYBRIDGE_SOCKET to another path"
         )
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
@@ -120,22 +126,25 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def peer_uid(sock: socket.socket | trio.socket.SocketType) -> int | None:
-    """The connected peer's uid, or None where the platform cannot tell."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None  # macOS: the 0700 directory is the check
-    creds = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
-
-
 def peer_allowed(sock: socket.socket | trio.socket.SocketType, expected_uid: int) -> bool:
     """Only the daemon's own user may connect."""
-    uid = peer_uid(sock)
+    uid = peer_uid(sock)  # macOS: LOCAL_PEERCRED (attach/trust.py)
     if uid is not None and uid != expected_uid:
         logger.warning(
             "refused a connection from uid %d (the daemon runs as %d)", uid, expected_uid
         )
         return False
     return True
+
+
+def take_queued(listener: trio.socket.SocketType) -> list[trio.socket.SocketType]:
+    """The connections waiting in the listen queue, taken without waiting."""
+    taken: list[trio.socket.SocketType] = []
+    with socket.socket(fileno=os.dup(listener.fileno())) as dup:
+        dup.setblocking(False)
+        while True:
+            try:
+                sock, _ = dup.accept()
+            except BlockingIOError:
+                return taken
+            taken.append(trio.socket.from_stdlib_socket(sock))

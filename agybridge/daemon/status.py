@@ -18,12 +18,15 @@ if TYPE_CHECKING:
 
 
 def status_of(daemon: Daemon) -> dict[str, Any]:
+    # Editors only: not this status request's own connection, nor one gone.
+    clients = [c for c in daemon.connections.values() if c.acp_client and not c.gone()]
     return {
         "pid": os.getpid(),
         "uptimeS": round(trio.current_time() - daemon.started_at, 1),
         "rssBytes": rss_bytes(),
         "socket": str(daemon.socket_path),
-        "clients": len(daemon.connections),
+        "clients": len(clients),
+        "clientsNotReading": sum(c.not_reading_since is not None for c in clients),
         "onDisconnect": daemon.settings.on_disconnect,
         "sessions": [
             _session_status(session, daemon.questions.get(session.session_id, 0))

@@ -11,12 +11,22 @@ session outlives the connection that opened it:
   them;
 * a permission question goes to the client attached to its session, and
   waits for one while none is (the hook's own timeout still applies);
+* a connection that reads nothing of what it was sent for the read timeout
+  is detached from its sessions the same way (and told), so a frozen editor
+  stalls no turn (:mod:`.output` knows since when it has not read);
 * ``_agybridge/status`` and ``_agybridge/stop`` are answered on the same
-  socket (ACP leaves ``_`` names to extensions).
+  socket (ACP leaves ``_`` names to extensions);
+* each prompt being served is noted in the store (:mod:`.interrupted`), so
+  the next daemon can journal a turn this one's death cut off.
+
+The idle exit (AGYBRIDGE_DAEMON_IDLE_EXIT_S) is the deadline of the wait for
+the next connection: a client is served, or refused (``attach`` then starts a
+new daemon), never accepted and dropped.
 
 Shutdown (``stop``, SIGTERM, SIGINT, SIGHUP): every session is closed (every
 prompt answered cancelled, every agy child reaped) within the stop budget,
-the answers are flushed to the clients still connected, then everything is
+the answers are flushed to the clients still connected (one that does not
+read gets the shutdown grace from the stop on, no more), then everything is
 cancelled and the socket removed.
 """
 
@@ -25,6 +35,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import math
 import os
 import signal
 import sys
@@ -36,6 +47,7 @@ import trio
 
 from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
+from ..attach.relay import EXIT_DAEMON_RUNNING
 from ..config import Settings
 from ..jsonrpc import PeerClosedError, RpcError
 from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
@@ -48,9 +60,23 @@ from ..server import (
 )
 from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
-from ..store import AsyncStore, StorePathError
+from ..store import (
+    AsyncStore,
+    StoreInUseError,
+    StorePathError,
+    claim_for_daemon,
+    release_claim,
+)
 from .connection import Connection
-from .listener import DaemonRunningError, SocketPathError, own_socket_path, peer_allowed
+from .interrupted import PromptNotes, journal_interrupted
+from .listener import (
+    DaemonRunningError,
+    SocketPathError,
+    own_socket_path,
+    peer_allowed,
+    take_queued,
+)
+from .readers import ReadWatch
 from .status import status_of
 
 logger = logging.getLogger(__name__)
@@ -63,7 +89,14 @@ RESPONSE_FLUSH_S = 1.0
 class Daemon:
     """The supervisor's state: sessions, connections, shutdown."""
 
-    def __init__(self, settings: Settings, socket_path: Path, store: AsyncStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        socket_path: Path,
+        store: AsyncStore,
+        *,
+        prompt_notes: PromptNotes | None = None,
+    ) -> None:
         self.settings = settings
         self.socket_path = socket_path
         self.store = store
@@ -88,63 +121,102 @@ class Daemon:
         )
         #: Permission questions waiting for an answer, per session.
         self.questions: Counter[str] = Counter()
-        #: Set when a client comes or goes (the idle-exit watch looks again).
-        self._activity = trio.Event()
+        #: The prompts being served, kept in the store (interrupted.py).
+        self.prompt_notes = prompt_notes
+        #: Connections accepted and not ended (counted before their task starts).
+        self._accepted = 0
+        #: The wait for the next connection, while there is one: its deadline
+        #: is the idle exit's.
+        self._accepting: trio.CancelScope | None = None
+        #: Detaches a client that stops reading.
+        self.read_watch = ReadWatch(self.manager, settings.client_read_timeout_s)
 
     # --- connections --------------------------------------------------------
 
     async def serve_connection(self, stream: trio.SocketStream) -> None:
         """One client, until it closes the connection (or shutdown)."""
-        async with stream:
-            if not peer_allowed(stream.socket, os.getuid()):
-                return
-            number = self._next_connection
-            self._next_connection += 1
-            connection = Connection(
-                number,
-                stream,
-                self,
-                doctor=functools.partial(
-                    doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
-                ),
-                seqs=self.seqs,
-            )
-            self.connections[number] = connection
+        try:
+            async with stream:
+                if peer_allowed(stream.socket, os.getuid()):
+                    await self._serve_client(stream)
+        finally:
+            self._accepted -= 1
             self._note_activity()
-            logger.info("client %d connected", number)
-            try:
+
+    async def _serve_client(self, stream: trio.SocketStream) -> None:
+        number = self._next_connection
+        self._next_connection += 1
+        connection = Connection(
+            number,
+            stream,
+            self,
+            doctor=functools.partial(
+                doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
+            ),
+            seqs=self.seqs,
+        )
+        self.connections[number] = connection
+        logger.info("client %d connected", number)
+        try:
+            async with trio.open_nursery() as watching:
+                watching.start_soon(self.read_watch.watch, connection, watching)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(connection.peer.run)
                     await connection.peer.wait_receive_closed()
                     self.detach(connection)
                     # peer.run ends once this client's requests are answered;
                     # a prompt's answer waits for its turn (then is dropped).
-            finally:
-                self.detach(connection)
-                del self.connections[number]
-                self._note_activity()
-                logger.info("client %d gone", number)
+                watching.cancel_scope.cancel(reason="the client is gone")
+        finally:
+            self.detach(connection)
+            del self.connections[number]
+            logger.info("client %d gone", number)
+
+    # --- idle exit ------------------------------------------------------------
+
+    def _idle_deadline(self) -> float:
+        idle_s = self.settings.daemon_idle_exit_s
+        if idle_s <= 0 or self._accepted or len(self.manager):
+            return math.inf
+        return trio.current_time() + idle_s
 
     def _note_activity(self) -> None:
-        self._activity.set()
-        self._activity = trio.Event()
+        """A client came or went: the idle exit's deadline moves."""
+        if self._accepting is not None:
+            self._accepting.deadline = self._idle_deadline()
 
-    async def _idle_exit_task(self, idle_s: float) -> None:
-        """Stop once no client and no session was there for ``idle_s``
-        (sessions end through clients' requests, so clients going away is
-        when to look)."""
+    async def _accept(self, listener: trio.socket.SocketType, nursery: trio.Nursery) -> None:
+        """Serve every connection (in ``nursery``). With an idle exit set, stop
+        listening once no client and no session were there for that long:
+        what is queued already is served, then the socket is closed with no
+        checkpoint in between, so a client is served or refused (``attach``
+        then starts a new daemon), never accepted and dropped (issue 28)."""
         while True:
-            activity = self._activity
-            if self.connections or len(self.manager):
-                await activity.wait()
+            with trio.CancelScope(deadline=self._idle_deadline()) as accepting:
+                self._accepting = accepting
+                try:
+                    sock, _ = await listener.accept()
+                finally:
+                    self._accepting = None
+                self._serve(nursery, sock)
+            if not accepting.cancelled_caught:
                 continue
-            with trio.move_on_after(idle_s):
-                await activity.wait()
-            if activity.is_set():
+            queued = take_queued(listener)
+            for sock in queued:
+                self._serve(nursery, sock)
+            if queued:
                 continue
-            logger.info("no client and no session for %.0f s: exiting", idle_s)
+            listener.close()
+            logger.info(
+                "no client and no session for %.0f s: exiting", self.settings.daemon_idle_exit_s
+            )
             self.shutdown.set()
             return
+
+    def _serve(self, nursery: trio.Nursery, sock: trio.socket.SocketType) -> None:
+        self._accepted += 1
+        self._note_activity()
+        nursery.start_soon(self.serve_connection, trio.SocketStream(sock))
 
     def detach(self, connection: Connection) -> None:
         """The client is gone: its sessions lose it (and, with
@@ -220,26 +292,56 @@ class Daemon:
                 sign_in=self.sign_in,
             )
             nursery.start_soon(_watch_signals, self)
-            if self.settings.daemon_idle_exit_s > 0:
-                nursery.start_soon(self._idle_exit_task, self.settings.daemon_idle_exit_s)
-            listeners = [trio.SocketListener(listener)]
-            nursery.start_soon(trio.serve_listeners, self.serve_connection, listeners)
+            if self.prompt_notes is not None:
+                nursery.start_soon(self.prompt_notes.run)
+            nursery.start_soon(self._accept, listener, nursery)
             ready.set()
             await self.shutdown.wait()
-            budget = self.stop_budget_s
-            with trio.move_on_after(budget) as scope:
-                await self.manager.close_all()
-            if scope.cancelled_caught:
-                logger.warning("sessions did not close within %.1f s; cancelling", budget)
-            for connection in list(self.connections.values()):
-                connection.peer.cancel_requests()  # every request still gets its answer
-            with trio.move_on_after(RESPONSE_FLUSH_S):
-                for connection in list(self.connections.values()):
-                    await connection.peer.wait_requests_done()
-                    await connection.peer.flush()
-            peers = [connection.peer for connection in self.connections.values()]
-            await finish_lines(peers, self.settings.shutdown_grace_s)
+            await self._shut_down()
             nursery.cancel_scope.cancel(reason="daemon stopped")
+
+    async def _shut_down(self) -> None:
+        """Every session closed within the stop budget, then every client's
+        answers flushed and the line in progress finished: a client that reads
+        gets `RESPONSE_FLUSH_S` at least, one that does not the shutdown grace
+        from the stop on, and no more."""
+        grace = self.settings.shutdown_grace_s
+        self.read_watch.shutting_down(grace, self.connections.values())
+        budget = self.stop_budget_s
+        with trio.move_on_after(budget) as scope:
+            await self.manager.close_all()
+        if scope.cancelled_caught:
+            logger.warning("sessions did not close within %.1f s; cancelling", budget)
+        connections = list(self.connections.values())
+        for connection in connections:
+            connection.peer.cancel_requests()  # every request still gets its answer
+        closed_at = trio.current_time()
+        deadline = self.read_watch.deadline
+        async with trio.open_nursery() as nursery:
+            for connection in connections:
+                # One given up for not reading may be reading again, slowly:
+                # the rest of the grace, not nothing.
+                end = deadline
+                if connection.not_reading_since is None:
+                    end = max(deadline, closed_at + RESPONSE_FLUSH_S)
+                nursery.start_soon(_flush_client, connection, end)
+
+
+async def _flush_client(connection: Connection, end: float) -> None:
+    """``connection``'s answers flushed, then its line in progress finished, by ``end``."""
+    if connection.peer.writing:
+        logger.info("shutdown: finishing the line being written to client %d", connection.number)
+    with trio.move_on_at(end):
+        await connection.peer.wait_requests_done()
+        await connection.peer.flush()
+    left = end - trio.current_time()
+    if left > 0:
+        await finish_lines([connection.peer], left)
+    elif connection.peer.writing:
+        logger.warning(
+            "client %d did not read within the shutdown grace: stopping mid-line",
+            connection.number,
+        )
 
 
 async def _watch_signals(daemon: Daemon) -> None:
@@ -256,15 +358,30 @@ async def serve_daemon(settings: Settings, socket_path: Path, ready_fd: int | No
         DaemonRunningError: another daemon owns ``socket_path``.
     """
     async with own_socket_path(socket_path) as listener:
-        # As the stdio bridge does: what dead bridges left, then a watchdog
-        # that ends this daemon's agy children if it is killed.
-        await end_orphans(remove_orphaned_roots)
-        async with watched(runtime_bases(), DIR_PREFIX):
-            store = await open_store(settings.db_path)
-            try:
-                await _serve_ready(Daemon(settings, socket_path, store), listener, ready_fd)
-            finally:
-                await store.aclose()
+        # The only writer of its database (store/claim.py): taken after the
+        # socket, so a second daemon on one socket names the first by it.
+        db = settings.db_path
+        claim = claim_for_daemon(db, str(socket_path)) if db is not None else None
+        try:
+            # As the stdio bridge does: what dead bridges left, then a watchdog
+            # that ends this daemon's agy children if it is killed.
+            await end_orphans(remove_orphaned_roots)
+            async with watched(runtime_bases(), DIR_PREFIX):
+                store = await open_store(settings.db_path)
+                try:
+                    await journal_interrupted(store)
+                    notes = PromptNotes(store)
+                    daemon = Daemon(settings, socket_path, store, prompt_notes=notes)
+                    try:
+                        await _serve_ready(daemon, listener, ready_fd)
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await notes.flush()  # none left: a clean stop
+                finally:
+                    await store.aclose()
+        finally:
+            if claim is not None:
+                release_claim(claim, daemon=True)
 
 
 async def _serve_ready(
@@ -298,7 +415,13 @@ def run_daemon(settings: Settings, socket_path: Path, ready_fd: int | None = Non
     """``agybridge daemon``: the process exit status."""
     try:
         trio.run(serve_daemon, settings, socket_path, ready_fd)
-    except (DaemonRunningError, SocketPathError, PermissionError) as exc:
+    except DaemonRunningError as exc:
+        print(f"agybridge daemon: {exc}", file=sys.stderr)
+        return EXIT_DAEMON_RUNNING
+    except (SocketPathError, PermissionError) as exc:  # attach.trust's refusals included
+        print(f"agybridge daemon: {exc}", file=sys.stderr)
+        return 1
+    except StoreInUseError as exc:
         print(f"agybridge daemon: {exc}", file=sys.stderr)
         return 1
     except StorePathError as exc:

@@ -11,6 +11,10 @@ from ..lazy import exports
 
 if TYPE_CHECKING:
     from .aio import AsyncStore as AsyncStore
+    from .claim import StoreInUseError as StoreInUseError
+    from .claim import claim_for_bridge as claim_for_bridge
+    from .claim import claim_for_daemon as claim_for_daemon
+    from .claim import release_claim as release_claim
     from .db import DEFAULT_LIST_LIMIT as DEFAULT_LIST_LIMIT
     from .db import MAX_LIST_LIMIT as MAX_LIST_LIMIT
     from .db import SCHEMA_VERSION as SCHEMA_VERSION
@@ -47,6 +51,7 @@ __getattr__ = exports(
     __name__,
     {
         ".aio": ("AsyncStore",),
+        ".claim": ("StoreInUseError", "claim_for_bridge", "claim_for_daemon", "release_claim"),
         ".db": (
             "DEFAULT_LIST_LIMIT",
             "MAX_LIST_LIMIT",

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -284,7 +285,8 @@ async def test_the_newer_client_drives_and_the_older_is_told(
             "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
         )
         assert refused["error"]["code"] == -32600
-        assert "session/load" in refused["error"]["message"]
+        message = refused["error"]["message"]
+        assert "session/load" in message and "session/close and session/delete" in message
         for method, params in (
             ("session/set_config_option", {"configId": "mode", "value": "plan"}),
             ("session/set_mode", {"modeId": "plan"}),
@@ -461,13 +463,18 @@ async def test_second_daemon_refuses_and_socket_is_private(
         await client.initialize()
         pid = (await supervisor.status())["pid"]
         second = await supervisor.command("daemon")
-        assert second.returncode == 1
+        assert second.returncode == 3  # EXIT_DAEMON_RUNNING: attach connects to the first
         message = second.stderr.decode()
         assert "already running" in message and f"pid {pid}" in message, message
         assert stat.S_IMODE(supervisor.socket.stat().st_mode) == 0o600
         assert stat.S_IMODE(supervisor.socket_dir.stat().st_mode) == 0o700
-        assert (await supervisor.status())["pid"] == pid  # the first one is untouched
+        status = await supervisor.status()
+        assert status["pid"] == pid  # the first one is untouched
+        # Editors only: not status's own connection, nor the second daemon's try.
+        assert (status["clients"], status["clientsNotReading"]) == (1, 0), status
     await supervisor.stop()
+    # Nothing left beside the start-up log: no socket, no lock, no .start.
+    assert os.listdir(supervisor.socket_dir) == ["daemon-stderr.log"]
     await harness.assert_no_leftovers()
 
 
@@ -810,3 +817,93 @@ def _update_meta(message: dict[str, Any]) -> dict[str, Any]:
     update = (message.get("params") or {}).get("update") or {}
     meta: dict[str, Any] = (update.get("_meta") or {}).get("agybridge") or {}
     return meta
+
+
+async def test_a_second_daemon_or_a_bridge_on_the_same_database_refuses_and_no_turn_is_lost(
+    supervisor: Supervisor, harness: Harness, short_dir: Path
+) -> None:
+    """Issue 28: a daemon on another socket (one environment with
+    XDG_RUNTIME_DIR, one without) and a stdio bridge refuse the database a
+    daemon has, naming it; every turn of the first is in the history after."""
+    prompt = {"prompt": [{"type": "text", "text": "[fake-agy:echo] one"}]}
+    async with supervisor.attach() as client:
+        await client.initialize()
+        session_id = await client.new_session(harness.tmp_path)
+        first = await client.request("session/prompt", {"sessionId": session_id, **prompt})
+        assert stop_reason(first) == "end_turn", first
+        pid = (await supervisor.status())["pid"]
+        other = short_dir / "other" / "agybridge.sock"
+        with trio.fail_after(WAIT_S):
+            second = await trio.run_process(
+                [*BRIDGE_CMD, "daemon"],
+                env={**supervisor.env(), "AGYBRIDGE_SOCKET": str(other)},
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            bridge = await trio.run_process(
+                list(BRIDGE_CMD),
+                env=supervisor.env(),
+                stdin=b"",
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        message = second.stderr.decode()
+        assert second.returncode == 1, message
+        assert f"pid {pid}, socket {supervisor.socket}" in message, message
+        assert not other.exists()
+        told = bridge.stderr.decode()
+        assert bridge.returncode == 2 and "agybridge attach" in told, told
+        assert f"pid {pid}" in told and bridge.stdout == b"", told
+        prompt["prompt"][0]["text"] = "[fake-agy:echo] two"
+        again = await client.request("session/prompt", {"sessionId": session_id, **prompt})
+        assert stop_reason(again) == "end_turn", again
+    await supervisor.stop()
+    async with harness.open_bridge() as after:  # the daemon is gone: the database is free
+        await after.initialize()
+        loaded = await after.request(
+            "session/load",
+            {"sessionId": session_id, "cwd": str(harness.tmp_path), "mcpServers": []},
+        )
+        assert "result" in loaded, loaded
+        said = [u["content"]["text"] for u in after.updates(session_id, "user_message_chunk")]
+        assert said == ["[fake-agy:echo] one", "[fake-agy:echo] two"], said
+    await harness.assert_no_leftovers()
+
+
+async def test_a_daemon_killed_mid_turn_is_reported_and_the_turn_is_in_the_history(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """SIGKILL of the daemon while a prompt runs: attach answers the prompt
+    (and every other request it relayed) with an error naming the cause,
+    says so on stderr and exits 1; the next daemon journals the interrupted
+    turn, so the next session/load shows it. No agy is left running."""
+    async with supervisor.attach() as client:
+        session_id, prompt = await _start_slow_turn(client, harness.tmp_path)
+        other = await client.start_request("session/list", {})
+        pid = (await supervisor.status())["pid"]
+        os.kill(pid, signal.SIGKILL)
+        answer = await client.response(prompt)
+        assert answer["error"]["code"] == -32603, answer
+        assert "daemon closed the connection before answering" in answer["error"]["message"]
+        listed = await client.response(other)
+        assert "result" in listed or listed["error"]["code"] == -32603, listed
+        with trio.fail_after(WAIT_S):
+            assert await client.process.wait() == 1
+    said = (harness.tmp_path / "bridge-stderr.log").read_text()
+    assert "closed the connection" in said and "answered with an error" in said, said
+    await harness.assert_no_leftovers(timeout_s=WAIT_S)  # the watchdog ended its agy
+    async with supervisor.attach() as again:  # a new daemon
+        await again.initialize()
+        loaded = await again.request(
+            "session/load",
+            {"sessionId": session_id, "cwd": str(harness.tmp_path), "mcpServers": []},
+        )
+        assert "result" in loaded, loaded
+        said = [u["content"]["text"] for u in again.updates(session_id, "user_message_chunk")]
+        assert said == ["count for me"], said
+        answered = again.message_text(session_id)
+        assert f"the agybridge daemon, pid {pid}, stopped before it ended" in answered, answered
+    await supervisor.stop()
+    await harness.assert_no_leftovers()

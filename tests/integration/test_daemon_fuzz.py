@@ -27,7 +27,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, get_args
 
@@ -79,6 +79,10 @@ class Conn:
         self.next_id = 0
         self.eof = False
         self.dropped = False
+        #: When it stopped reading (clock stamps).
+        self.stalls: list[int] = []
+        #: Called whenever something arrives (the run waits on every connection).
+        self.on_wake: Callable[[], None] | None = None
         self.reading = trio.Event()
         self.reading.set()
         self._changed = trio.Event()
@@ -109,14 +113,27 @@ class Conn:
                 return message
         return None
 
-    def unanswered(self) -> list[int]:
+    def unanswered(self, lost: Mapping[str, int] | None = None) -> list[int]:
+        """Requests not answered yet, but (``lost``: session -> when a client was
+        let go from it for not reading, issue 28) those of such a session sent
+        before: a permission question of theirs waits for a client to open the
+        session again (these clients do not), so their answers may come only
+        at stop."""
+        log = self.log()
+        lost = lost or {}
         sent = [  # requests only: the answers to the daemon's questions have ids too
             e.message["id"]
-            for e in self.log()
-            if e.direction == "c2a" and "id" in e.message and "method" in e.message
+            for e in log
+            if e.direction == "c2a"
+            and "id" in e.message
+            and "method" in e.message
+            and e.at > lost.get(str(e.message.get("params", {}).get("sessionId")), -1)
         ]
         sent = [i for i in sent if isinstance(i, int)]
         return [i for i in sent if self.answer(i) is None]
+
+    def lost_for_not_reading(self) -> dict[str, int]:
+        return _lost_for_not_reading(self.log())
 
     async def wait_for(self, condition: Any) -> Any:
         while True:
@@ -172,9 +189,22 @@ class Conn:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+        if self.on_wake is not None:
+            self.on_wake()
 
     def log(self) -> list[Entry]:
         return entries(self.records)
+
+
+def _lost_for_not_reading(log: list[Entry]) -> dict[str, int]:
+    """Session -> when this connection was told it was let go for not reading."""
+    lost: dict[str, int] = {}
+    for entry in log:
+        update = (entry.message.get("params") or {}).get("update") or {}
+        meta = (update.get("_meta") or {}).get("agybridge") or {}
+        if meta.get("attached") is False and "did not read" in str(meta.get("reason")):
+            lost.setdefault(str(entry.message["params"].get("sessionId")), entry.at)
+    return lost
 
 
 class Run:
@@ -191,6 +221,10 @@ class Run:
         self.clock = itertools.count()
         #: When each dropped connection was dropped (clock stamps).
         self.drops: list[int] = []
+        #: When the stop was sent (every answer read after it may be cancelled).
+        self.stop_at = 2**62
+        #: Set when anything arrives on any connection.
+        self._arrived = trio.Event()
         self.modes: list[str] = []
         self.cwds = [tmp / f"ws{slot}" for slot in range(2)]
         for cwd in self.cwds:
@@ -275,7 +309,9 @@ class Run:
             await conn.stream.aclose()
             conn.reading.set()  # its reader sees the closed stream
         elif step.op == "stall":
-            conn.reading = trio.Event()
+            if conn.reading.is_set():  # its reader may wait on the unset one already
+                conn.reading = trio.Event()
+            conn.stalls.append(next(self.clock))
         elif step.op == "unstall":
             conn.reading.set()
         elif step.op == "new":
@@ -299,6 +335,7 @@ class Run:
     async def _connect(self, nursery: trio.Nursery, client: int) -> None:
         stream = await trio.open_unix_socket(str(self.socket))
         conn = Conn(f"client {client} connection {len(self.conns)}", stream, self.clock)
+        conn.on_wake = self._wake_any
         self.conns.append(conn)
         self.current[client] = conn
         nursery.start_soon(conn.read)
@@ -350,23 +387,42 @@ class Run:
             return [conn.request("session/resume", {**params, "cwd": cwd})]
         return [conn.request(f"session/{step.op}", params)]  # close, delete
 
+    def _lost(self) -> dict[str, int]:
+        """Session -> when the first client was let go from it for not reading."""
+        lost: dict[str, int] = {}
+        for conn in self.conns:
+            for session, at in conn.lost_for_not_reading().items():
+                lost[session] = min(at, lost.get(session, at))
+        return lost
+
+    def _due(self) -> dict[str, list[int]]:
+        lost = self._lost()
+        due = {c.name: c.unanswered(lost) for c in self.current.values() if not c.eof}
+        return {name: ids for name, ids in due.items() if ids}
+
+    def _wake_any(self) -> None:
+        self._arrived.set()
+        self._arrived = trio.Event()
+
     async def _settle(self) -> None:
         """Every connection reads again; the answers still due arrive."""
         for conn in self.current.values():
             conn.reading.set()
         with trio.move_on_after(SETTLE_S):
-            for conn in self.current.values():
-                await conn.wait_for(lambda c=conn: not c.unanswered())
-        for conn in self.current.values():
-            if conn.unanswered() and not conn.eof:
-                self.problems.append(
-                    f"{conn.name}: requests {conn.unanswered()} not answered "
-                    f"{SETTLE_S} s after the plan ended"
-                )
+            while True:
+                arrived = self._arrived
+                if not self._due():
+                    break
+                await arrived.wait()
+        for name, ids in self._due().items():
+            self.problems.append(
+                f"{name}: requests {ids} not answered {SETTLE_S} s after the plan ended"
+            )
 
     async def _stop(self) -> None:
         stream = await trio.open_unix_socket(str(self.socket))
         conn = Conn("stop", stream, self.clock)
+        self.stop_at = next(self.clock)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.read)
             answer = await conn.call("_agybridge/stop", {"timeoutS": 5})
@@ -377,7 +433,9 @@ class Run:
     def _check(self) -> None:
         cancelling = self.plan.env.get("AGYBRIDGE_ON_DISCONNECT") == "cancel"
         logs = [(conn.name, conn.log()) for conn in self.conns]
-        self.problems += check_cancels(logs, self.drops if cancelling else [])
+        # Written before a prompt's cancelled answer was read, the stop caused it.
+        causes = [*(self.drops if cancelling else []), self.stop_at]
+        self.problems += check_cancels(logs, causes)
 
         def ended_by_others(conn: Conn) -> dict[str, list[int]]:
             ended: dict[str, list[int]] = {}
@@ -391,9 +449,31 @@ class Run:
                         ended.setdefault(str(session), []).append(entry.at)
             return ended
 
+        def closed_by_others(conn: Conn) -> dict[str, list[int]]:
+            closed: dict[str, list[int]] = {}
+            for other in self.conns:
+                if other is conn:
+                    continue
+                for entry in other.log():
+                    method = entry.message.get("method")
+                    if entry.direction != "c2a" or method not in (
+                        "session/close",
+                        "session/delete",
+                    ):
+                        continue
+                    answer = other.answer(entry.message.get("id"))
+                    if answer is not None and "result" in answer:
+                        session = str(entry.message.get("params", {}).get("sessionId"))
+                        closed.setdefault(session, []).append(entry.at)
+            return closed
+
         for conn in self.conns:
             found = check_connection(
-                conn.log(), complete=not conn.dropped, ended_elsewhere=ended_by_others(conn)
+                conn.log(),
+                complete=not conn.dropped,
+                ended_elsewhere=ended_by_others(conn),
+                closed_elsewhere=closed_by_others(conn),
+                stalls=conn.stalls,
             )
             found += [f"schema: {p}" for p in conn.validator.problems]
             self.problems += [f"{conn.name}: {p}" for p in found]
@@ -444,6 +524,11 @@ def test_plans_are_deterministic_and_varied() -> None:
     ops = {step.op for plan in plans for step in plan.steps}
     assert ops == set(get_args(Op))
     assert {plan.clients for plan in plans} == {2, 3}
+    # Issue 28's rules are exercised at the CI seeds: a close or delete, and a
+    # stall with a read timeout short enough to detach the stalled client.
+    ci = [make_plan(seed) for seed in range(DEFAULT_SEEDS)]
+    assert any(step.op in ("close", "delete") for plan in ci for step in plan.steps)
+    assert any(plan.env["AGYBRIDGE_CLIENT_READ_TIMEOUT_S"] == "0.3" for plan in ci)
 
 
 def test_checker_finds_each_violation() -> None:
@@ -519,6 +604,15 @@ def test_checker_finds_each_violation() -> None:
     taken = log(*new, told, load, ok(3, {}), chunk)
     assert check_connection(taken, complete=True)
     assert check_connection(taken, complete=True, ended_elsewhere={"s": [99]}) == []
+    # Another client's close of a session this one drives: it is told.
+    driven = log(*new)
+    assert any(
+        "never told" in p
+        for p in check_connection(driven, complete=True, closed_elsewhere={"s": [5]})
+    )
+    assert check_connection(driven, complete=True, closed_elsewhere={"s": [5]}, stalls=[3]) == []
+    told_closed = log(*new, told)
+    assert check_connection(told_closed, complete=True, closed_elsewhere={"s": [5]}) == []
     # A prompt written together with a later cancel never ends end_turn.
     both = [
         *log(*new),

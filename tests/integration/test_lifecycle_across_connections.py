@@ -374,3 +374,30 @@ async def test_a_close_from_another_client_does_not_wait_for_one_that_stopped_re
         closed = await bridge.b.request(method, {"sessionId": session_id})
         assert closed["result"] == {}, closed
         assert bridge.daemon.manager.get(session_id) is None
+
+
+@pytest.mark.parametrize(
+    ("method", "how"), [("session/close", "closed"), ("session/delete", "deleted")]
+)
+async def test_the_client_driving_a_session_another_client_closes_is_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, how: str
+) -> None:
+    """Issue 28: close and delete work from any client (the session is
+    theirs too), and the client that drove it learns why nothing more comes:
+    ``attached: false`` with the reason, as when another client opens it."""
+    async with _two_clients(tmp_path, monkeypatch) as bridge:
+        session_id = await bridge.stored_session()
+        loaded = await _answered(bridge.load(bridge.a, session_id))
+        assert "result" in loaded, loaded
+        closed = await bridge.b.request(method, {"sessionId": session_id})
+        assert closed["result"] == {}, closed
+        while True:
+            message = await bridge.a.receive()
+            update = message.get("params", {}).get("update", {})
+            meta = (update.get("_meta") or {}).get("agybridge", {})
+            if meta.get("attached") is False:
+                break
+        assert message["params"]["sessionId"] == session_id
+        assert meta["reason"] == f"the session was {how} by another client", meta
+        refused = await bridge.a.prompt(session_id, "hi")
+        assert refused["error"]["code"] == UNKNOWN_SESSION, refused

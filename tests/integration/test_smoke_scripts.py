@@ -101,6 +101,25 @@ def test_bench_attach_runs_and_writes_reports(tmp_path: Path) -> None:
     assert "Target: median ≤ 60 ms" in done.stdout
 
 
+def test_bench_status_runs_small_and_writes_reports(tmp_path: Path) -> None:
+    """The status benchmark with 2 busy sessions: both run, every status is
+    answered, nothing is left behind (its speed verdict is not asserted)."""
+    done = _run(
+        "bench_status.py",
+        "--sessions",
+        "2",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-status")
+    assert report["ok"] is True and report["leftovers"] == [] and report["running"] == 2
+
+
 def test_bench_scale_runs_small_and_writes_reports(tmp_path: Path) -> None:
     """The scale benchmark in a small configuration: every streaming turn ends
     end_turn, nothing is left running, the reports are written."""

@@ -35,6 +35,18 @@ def test_truncated_keeps_short_text_and_names_the_size_of_long() -> None:
     assert truncated(b"\xff" * 3, 10) == "\ufffd" * 3
 
 
+def test_an_existing_log_directory_keeps_its_mode(tmp_path: Path, restore_logging: None) -> None:
+    """AGYBRIDGE_LOG_FILE in a directory that exists (a shared one, the home
+    directory): the file is 0600, the directory is not chmodded."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    log_file = shared / "agybridge.log"
+    assert configure_logging(log_file) == log_file
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+
+
 def test_log_file_and_rotations_are_private(tmp_path: Path, restore_logging: None) -> None:
     """0600 file in a new 0700 directory, also after rotation, also for an old 0644 file."""
     log_file = tmp_path / "new" / "agybridge.log"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agybridge.attach import control
+from agybridge.attach.relay import wait_lock_free
 
 HOLDER = """
 import fcntl, os, sys
@@ -28,13 +28,13 @@ def test_waits_for_the_lock_and_is_bounded(tmp_path: Path) -> None:
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        assert control._wait_lock_free(str(lock), 0.2) is False  # held: bounded
+        assert wait_lock_free(str(lock), 0.2) is False  # held: bounded
     finally:
         assert holder.stdin is not None
         holder.stdin.close()  # the holder exits, which frees the lock
         holder.wait(timeout=30)
-    assert control._wait_lock_free(str(lock), 30) is True
+    assert wait_lock_free(str(lock), 30) is True
 
 
 def test_a_lock_file_already_gone_is_free(tmp_path: Path) -> None:
-    assert control._wait_lock_free(str(tmp_path / "none.lock"), 1) is True
+    assert wait_lock_free(str(tmp_path / "none.lock"), 1) is True

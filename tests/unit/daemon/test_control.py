@@ -22,3 +22,16 @@ def test_stop_refuses_a_timeout_that_is_not_a_number_of_seconds(
     assert exited.value.code == 2
     assert "--timeout" in capsys.readouterr().err
     assert asked == []
+
+
+def test_daemon_help_says_what_it_does_and_its_exit_statuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agybridge import cli  # noqa: PLC0415  # the full CLI, for its parser
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["daemon", "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "workstation supervisor" in text and "agybridge attach" in text, text
+    assert "AGYBRIDGE_SOCKET" in text and "3 another daemon has the socket" in text, text

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from agybridge.attach.trust import UntrustedError
 from agybridge.daemon.listener import SocketPathError, own_socket_path
 
 
@@ -55,16 +56,49 @@ async def test_a_path_too_long_for_a_socket_is_a_sentence(tmp_path: Path) -> Non
     assert os.listdir(path.parent) == []
 
 
-async def test_a_directory_of_the_users_keeps_its_mode(tmp_path: Path) -> None:
-    """AGYBRIDGE_SOCKET in an existing directory (the home directory, a project):
-    its permissions are not changed; the socket itself is the owner's alone."""
+@pytest.mark.parametrize("mode", [0o755, 0o777])
+async def test_a_directory_others_may_reach_is_refused_and_kept(tmp_path: Path, mode: int) -> None:
+    """AGYBRIDGE_SOCKET in an existing directory others may enter or write
+    (the home directory, a shared one): refused before anything is made in it,
+    and its permissions are not changed (issue 28)."""
     home = tmp_path / "home"
     home.mkdir()
-    home.chmod(0o755)
+    home.chmod(mode)
     path = home / "agybridge.sock"
-    async with own_socket_path(path):
-        assert os.stat(path).st_mode & 0o777 == 0o600
-    assert home.stat().st_mode & 0o777 == 0o755
+    with pytest.raises(UntrustedError, match=f"mode {mode:04o}") as caught:
+        async with own_socket_path(path):
+            pass  # pragma: no cover
+    assert str(home) in str(caught.value)
+    assert home.stat().st_mode & 0o777 == mode
+    assert os.listdir(home) == []
+
+
+async def test_a_symlinked_lock_file_is_never_written_through(tmp_path: Path) -> None:
+    """Another user (or a mistake) left the lock file a symlink: the daemon
+    refuses to start and the file it points to is untouched."""
+    path = tmp_path / "run" / "s.sock"
+    path.parent.mkdir(mode=0o700)
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    path.with_name("s.sock.lock").symlink_to(target)
+    with pytest.raises(UntrustedError, match="symlink"):
+        async with own_socket_path(path):
+            pass  # pragma: no cover
+    assert target.read_text() == "keep me"
+    assert path.with_name("s.sock.lock").is_symlink()
+
+
+async def test_a_symlink_at_the_socket_path_is_refused_and_kept(tmp_path: Path) -> None:
+    """Only a dead daemon's socket is replaced; a symlink is not followed nor removed."""
+    path = tmp_path / "run" / "s.sock"
+    path.parent.mkdir(mode=0o700)
+    target = tmp_path / "elsewhere.sock"
+    path.symlink_to(target)
+    with pytest.raises(SocketPathError, match="is a symlink") as caught:
+        async with own_socket_path(path):
+            pass  # pragma: no cover
+    assert str(path) in str(caught.value)
+    assert path.is_symlink() and not target.exists()
 
 
 async def test_a_missing_directory_is_made_private(tmp_path: Path) -> None:
