@@ -13,7 +13,7 @@ import select
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -24,8 +24,26 @@ from ..session.outlet import ClientSink
 from .output import ClientOutput
 
 if TYPE_CHECKING:
+    from ..agent.auth import SignInState
+    from ..config import Settings
+    from ..session import SessionManager
+    from ..session.catalog import CatalogService
     from .interrupted import PromptNotes
-    from .supervisor import Daemon
+
+
+class Daemon(Protocol):
+    """What a connection uses of the daemon that accepted it (``supervisor.py``'s
+    ``Daemon``): what every client shares, and the daemon's control methods."""
+
+    settings: Settings
+    manager: SessionManager
+    catalog: CatalogService
+    sign_in: SignInState
+    prompt_notes: PromptNotes | None
+
+    def status(self) -> dict[str, Any]: ...
+
+    def stop(self, budget_s: float | None) -> dict[str, Any]: ...
 
 logger = logging.getLogger(__name__)
 

@@ -7,14 +7,32 @@ import os
 import resource
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from ..session import Session
 
 if TYPE_CHECKING:
-    from .supervisor import Daemon
+    from ..config import Settings
+    from ..session import SessionManager
+    from .connection import Connection
+
+
+class Daemon(Protocol):
+    """What ``status`` reads of the daemon (``supervisor.py``'s ``Daemon``)."""
+
+    settings: Settings
+    manager: SessionManager
+    socket_path: Path
+    started_at: float
+    questions: Counter[str]
+
+    @property
+    def connections(self) -> Mapping[int, Connection]: ...
 
 
 def status_of(daemon: Daemon) -> dict[str, Any]:
