@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from .paths import lock_path, socket_path
-from .relay import connect, wait_lock_free
+from .start import connect, wait_lock_free
 from .trust import UntrustedError
 
 #: Answering status is quick; this only bounds a daemon that hangs.

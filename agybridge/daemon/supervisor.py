@@ -47,7 +47,7 @@ import trio
 
 from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
-from ..attach.relay import EXIT_DAEMON_RUNNING
+from ..attach.start import EXIT_DAEMON_RUNNING
 from ..config import Settings
 from ..jsonrpc import PeerClosedError, RpcError
 from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases

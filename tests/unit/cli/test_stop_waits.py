@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agybridge.attach.relay import wait_lock_free
+from agybridge.attach.start import wait_lock_free
 
 HOLDER = """
 import fcntl, os, sys

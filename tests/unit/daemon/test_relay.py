@@ -14,7 +14,9 @@ import pytest
 import trio
 
 from agybridge.attach import relay as relay_module
-from agybridge.attach.relay import INTERNAL_ERROR, AttachError, Relay, connect
+from agybridge.attach import start as start_module
+from agybridge.attach.relay import INTERNAL_ERROR, Relay
+from agybridge.attach.start import AttachError, connect
 from agybridge.attach.trust import UntrustedError
 
 
@@ -148,9 +150,9 @@ def test_a_daemon_attach_starts_stops_idle_agy_unless_told_otherwise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("AGYBRIDGE_IDLE_TIMEOUT_S", raising=False)
-    assert relay_module.started_daemon_defaults() == {"AGYBRIDGE_IDLE_TIMEOUT_S": "1800"}
+    assert start_module.started_daemon_defaults() == {"AGYBRIDGE_IDLE_TIMEOUT_S": "1800"}
     monkeypatch.setenv("AGYBRIDGE_IDLE_TIMEOUT_S", "0")
-    assert relay_module.started_daemon_defaults() == {}
+    assert start_module.started_daemon_defaults() == {}
 
 
 async def test_when_no_new_daemon_answers_the_request_gets_an_error_saying_why() -> None:
