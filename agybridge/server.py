@@ -15,7 +15,6 @@ import functools
 import gc
 import logging
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from .agent.auth import SignInState
 from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
 from .agy import EscalationPolicy
 from .config import Settings
+from .host import RESPONSE_FLUSH_S, ShutdownClient, shut_down, stop_budget_s, watch_signals
 from .jsonrpc import Peer, PipeSendStream
 from .session import SessionDeps, SessionManager
 from .session.catalog import CatalogService
@@ -50,9 +50,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: After the sessions are closed, how long their last responses may take to
-#: reach the client before the writer is torn down.
-RESPONSE_FLUSH_S = 1.0
 #: agy's model list changes with releases, not by the minute.
 DISCOVERY_CACHE_TTL_S = 24 * 3600.0
 
@@ -306,40 +303,17 @@ async def _serve(
         nursery.start_soon(watch_stdout)
         nursery.start_soon(after_initialize)
         if handle_signals:
-            nursery.start_soon(_watch_signals, shutdown)
+            nursery.start_soon(watch_signals, shutdown)
 
         await shutdown.wait()
-        # Bounded by agy's escalation: every child is signalled at once.
-        budget = settings.sigint_grace_s + settings.sigterm_grace_s + settings.shutdown_grace_s
-        with trio.move_on_after(budget) as scope:
-            await manager.close_all()
-        if scope.cancelled_caught:
-            logger.warning("sessions did not close within %.1f s; cancelling", budget)
-        # Requests still in flight (e.g. a load starting agy, a close waiting
-        # behind it) are cancelled so that each is answered too.
-        if peer.cancel_requests():
-            logger.info("shutdown: cancelled the requests still in flight")
-        # The cancelled prompts' answers are queued now; let the writer send
-        # them while the client may still be listening.
-        with trio.move_on_after(RESPONSE_FLUSH_S):
-            await peer.wait_requests_done()
-            await peer.flush()
-        await finish_lines([peer], settings.shutdown_grace_s)
+        grace = settings.shutdown_grace_s
+
+        def the_client(closed_at: float) -> list[ShutdownClient]:
+            # Its answers get RESPONSE_FLUSH_S, then a line in progress the grace.
+            return [ShutdownClient(peer, "the client", closed_at + RESPONSE_FLUSH_S + grace)]
+
+        await shut_down(manager, stop_budget_s(settings), the_client)
         nursery.cancel_scope.cancel(reason="shutdown")
-
-
-async def finish_lines(peers: Sequence[Peer], grace_s: float) -> None:
-    """At shutdown: a line started to a client is finished (one reading slowly
-    gets it whole), later ones are dropped; a client that stopped reading for
-    good is given up after ``grace_s``."""
-    if any(peer.writing for peer in peers):
-        logger.info("shutdown: finishing the line being written to a client")
-    with trio.move_on_after(grace_s) as finishing:
-        async with trio.open_nursery() as nursery:
-            for peer in peers:
-                nursery.start_soon(peer.close_output)
-    if finishing.cancelled_caught:
-        logger.warning("a client did not read for %.1f s: stopping mid-line", grace_s)
 
 
 def collect_start_up_garbage() -> None:
@@ -423,13 +397,6 @@ def start_housekeeping(
     nursery.start_soon(discover)
     nursery.start_soon(import_legacy, store, settings.legacy)
     nursery.start_soon(sweep_staging, settings)
-
-
-async def _watch_signals(shutdown: trio.Event) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
-        async for signum in signals:
-            logger.info("received %s: shutting down", signal.Signals(signum).name)
-            shutdown.set()
 
 
 def run(settings: Settings) -> int:

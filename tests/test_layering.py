@@ -31,6 +31,7 @@ RANK = {
     "session": 4,
     "agent": 5,
     "server": 6,
+    "host": 6,  # how a bridge process shuts down: the stdio bridge's and the daemon's
     "config": 6,  # the settings server and cli read (session defaults inside)
     "daemon": 7,  # the workstation supervisor: built on server's pieces
     # attach/status/stop: standard library only (tests/test_daemon_light.py),

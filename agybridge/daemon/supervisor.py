@@ -37,7 +37,6 @@ import itertools
 import logging
 import math
 import os
-import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -49,15 +48,10 @@ from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
 from ..attach.start import EXIT_DAEMON_RUNNING
 from ..config import Settings
+from ..host import RESPONSE_FLUSH_S, ShutdownClient, shut_down, stop_budget_s, watch_signals
 from ..jsonrpc import PeerClosedError, RpcError
 from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
-from ..server import (
-    doctor_lines,
-    finish_lines,
-    open_store,
-    session_deps,
-    start_housekeeping,
-)
+from ..server import doctor_lines, open_store, session_deps, start_housekeeping
 from ..session import Session, SessionManager
 from ..session.catalog import CatalogService
 from ..store import (
@@ -81,9 +75,6 @@ from .status import status_of
 
 logger = logging.getLogger(__name__)
 
-#: After the sessions are closed, how long their answers may take to reach
-#: the clients still connected.
-RESPONSE_FLUSH_S = 1.0
 
 
 class Daemon:
@@ -116,9 +107,7 @@ class Daemon:
         self.seqs = itertools.count()
         self.started_at = trio.current_time()
         self.shutdown = trio.Event()
-        self.stop_budget_s = (
-            settings.sigint_grace_s + settings.sigterm_grace_s + settings.shutdown_grace_s
-        )
+        self.stop_budget_s = stop_budget_s(settings)
         #: Permission questions waiting for an answer, per session.
         self.questions: Counter[str] = Counter()
         #: The prompts being served, kept in the store (interrupted.py).
@@ -291,7 +280,7 @@ class Daemon:
                 manager=self.manager,
                 sign_in=self.sign_in,
             )
-            nursery.start_soon(_watch_signals, self)
+            nursery.start_soon(watch_signals, self.shutdown)
             if self.prompt_notes is not None:
                 nursery.start_soon(self.prompt_notes.run)
             nursery.start_soon(self._accept, listener, nursery)
@@ -302,53 +291,25 @@ class Daemon:
 
     async def _shut_down(self) -> None:
         """Every session closed within the stop budget, then every client's
-        answers flushed and the line in progress finished: a client that reads
-        gets `RESPONSE_FLUSH_S` at least, one that does not the shutdown grace
-        from the stop on, and no more."""
+        answers flushed and the line in progress finished (server.shut_down):
+        a client that reads gets `RESPONSE_FLUSH_S` at least, one that does
+        not the shutdown grace from the stop on, and no more."""
         grace = self.settings.shutdown_grace_s
         self.read_watch.shutting_down(grace, self.connections.values())
-        budget = self.stop_budget_s
-        with trio.move_on_after(budget) as scope:
-            await self.manager.close_all()
-        if scope.cancelled_caught:
-            logger.warning("sessions did not close within %.1f s; cancelling", budget)
-        connections = list(self.connections.values())
-        for connection in connections:
-            connection.peer.cancel_requests()  # every request still gets its answer
-        closed_at = trio.current_time()
         deadline = self.read_watch.deadline
-        async with trio.open_nursery() as nursery:
-            for connection in connections:
+
+        def clients(closed_at: float) -> list[ShutdownClient]:
+            ends = []
+            for connection in self.connections.values():
                 # One given up for not reading may be reading again, slowly:
                 # the rest of the grace, not nothing.
                 end = deadline
                 if connection.not_reading_since is None:
                     end = max(deadline, closed_at + RESPONSE_FLUSH_S)
-                nursery.start_soon(_flush_client, connection, end)
+                ends.append(ShutdownClient(connection.peer, f"client {connection.number}", end))
+            return ends
 
-
-async def _flush_client(connection: Connection, end: float) -> None:
-    """``connection``'s answers flushed, then its line in progress finished, by ``end``."""
-    if connection.peer.writing:
-        logger.info("shutdown: finishing the line being written to client %d", connection.number)
-    with trio.move_on_at(end):
-        await connection.peer.wait_requests_done()
-        await connection.peer.flush()
-    left = end - trio.current_time()
-    if left > 0:
-        await finish_lines([connection.peer], left)
-    elif connection.peer.writing:
-        logger.warning(
-            "client %d did not read within the shutdown grace: stopping mid-line",
-            connection.number,
-        )
-
-
-async def _watch_signals(daemon: Daemon) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
-        async for signum in signals:
-            logger.info("received %s: stopping", signal.Signals(signum).name)
-            daemon.shutdown.set()
+        await shut_down(self.manager, self.stop_budget_s, clients)
 
 
 async def serve_daemon(settings: Settings, socket_path: Path, ready_fd: int | None) -> None:
