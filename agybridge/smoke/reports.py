@@ -44,10 +44,9 @@ def capped(text: str, limit: int = MAX_TEXT_CHARS) -> str:
     """``text``, or its head and tail with a note of how much was cut between them."""
     if len(text) <= limit:
         return text
-    keep = limit // 2
-    cut = len(text) - 2 * keep
-    note = f"\n[agybridge smoke: {cut} characters cut here; the JSON report has them all]\n"
-    return text[:keep] + note + text[-keep:]
+    note = "\n[agybridge smoke: {} characters cut here; the JSON report has them all]\n"
+    keep = max(0, (limit - len(note.format(len(text)))) // 2)
+    return text[:keep] + note.format(len(text) - 2 * keep) + text[len(text) - keep :]
 
 
 def _attribute(text: str) -> str:
