@@ -73,6 +73,12 @@ NOTICES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Lines of the bridge's stderr that name the cause of an error it did not classify on
+#: the wire (today an agy that cannot be executed reaches the client as -32603
+#: "Internal error"; the bridge's log has the AgyStartError).
+BRIDGE_STDERR: tuple[tuple[str, str], ...] = (("AgyStartError: ", "agy_unusable"),)
+
+
 @attrs.frozen
 class Cause:
     """An error a cell ran into: ``kind`` (a `CAUSES` id) is what a CI engineer filters on."""
@@ -167,6 +173,19 @@ def from_notices(text: str) -> Cause | None:
             line = text[at:].split("\n", 1)[0].removeprefix("⚠️ ").strip()
             return Cause(kind, f"the bridge reported: {line}", details={"notice": line})
     return None
+
+
+def from_bridge_stderr(cause: Cause, lines: list[str]) -> Cause:
+    """``cause`` (a ``bridge_error``) made precise by the bridge's stderr, if it says more."""
+    if cause.kind != "bridge_error":
+        return cause
+    for line in reversed(lines):
+        for marker, kind in BRIDGE_STDERR:
+            at = line.find(marker)
+            if at >= 0:
+                said = line[at + len(marker) :].strip()
+                return Cause(kind, said, details={**cause.details, "bridge_stderr": line.strip()})
+    return cause
 
 
 def interrupted() -> Cause:

@@ -37,6 +37,8 @@ CANCEL_GRACE_S = 10.0
 #: The variable every process of a cell carries (see `processes.marked`).
 CELL_MARKER = "AGYBRIDGE_SMOKE_CELL"
 _STDERR_TAIL_LINES = 8
+#: How far back the bridge's stderr is read for the cause of an unclassified error.
+_STDERR_SCAN_LINES = 200
 #: agy's version is a nicety for the report: never worth holding a cell up for.
 _VERSION_WAIT_S = 5.0
 
@@ -105,6 +107,9 @@ async def run_attempt(
     if cause is not None and cause.kind in ("bridge_crash", "bridge_start"):
         tail = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_TAIL_LINES:]
         cause = attrs.evolve(cause, details={**cause.details, "stderr_tail": tail})
+    elif cause is not None and cause.kind == "bridge_error":
+        lines = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_SCAN_LINES:]
+        cause = causes.from_bridge_stderr(cause, lines)
     # Bounded by its grace; a cancelled run (a signal) must still sweep the cell.
     with trio.CancelScope(shield=True):
         leftovers = await processes.reap_marked(CELL_MARKER, marker)

@@ -3,8 +3,8 @@
 Each test runs the installed command line (``python -m agybridge smoke run``) as a CI
 job would, with this test's environment marker, then asserts that no process carrying
 the marker is left (runner, bridges, fakes and their children all inherit it). JUnit
-is parsed with ``xml.etree``; concurrency is proven by the run's recorded start/end
-order, never by timing.
+is parsed with ``xml.etree`` and validated against Jenkins' ``junit-10.xsd``;
+concurrency is proven by the run's recorded start/end order, never by timing.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from lxml import etree
 
 from agybridge.smoke import main as smoke_main
 
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.integration
 HARNESS_ENV = {"FAKE_AGY_FRAGMENT_DELAY": "0"}
 #: A bound for a whole run, far above what any of these matrices needs.
 RUN_LIMIT_S = 90
+JUNIT_SCHEMA = etree.XMLSchema(etree.parse(str(REPO / "tests/data/junit/junit-10.xsd")))
 
 
 @attrs.frozen
@@ -84,6 +86,8 @@ async def smoke(
         return file.read_text() if file.exists() else None
 
     report, junit = read("report.json"), read("junit.xml")
+    if junit is not None:
+        JUNIT_SCHEMA.assertValid(etree.fromstring(junit.encode()))
     return Run(
         done.returncode,
         done.stdout.decode(errors="replace"),

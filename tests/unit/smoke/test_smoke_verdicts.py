@@ -151,3 +151,22 @@ def test_text_expectations_fill_placeholders() -> None:
     assert expectations.check(expect, rec, {"who": "Ada"}) == []
     (miss,) = expectations.check(expect, rec, {"who": "Bob"})
     assert miss.expected == "text containing 'hello Bob'"
+
+
+def test_an_unclassified_bridge_error_is_named_by_the_bridge_stderr() -> None:
+    """An AGY_BIN that cannot be executed reaches the client as -32603 "Internal error";
+    the bridge's stderr has the AgyStartError, which names the cause."""
+    vague = from_rpc_error(RpcError(-32603, "Internal error", {"details": "ExceptionGroup"}), 60)
+    lines = [
+        "Traceback (most recent call last):",
+        "    | agybridge.session.errors.AgyStartError: could not start agy ('/x') in '/w': "
+        "Exec format error",
+    ]
+    found = causes.from_bridge_stderr(vague, lines)
+    assert (found.kind, found.message) == (
+        "agy_unusable",
+        "could not start agy ('/x') in '/w': Exec format error",
+    )
+    assert causes.from_bridge_stderr(vague, ["unrelated"]) is vague
+    crash = Cause("crash", "agy exited")
+    assert causes.from_bridge_stderr(crash, lines) is crash
