@@ -51,6 +51,16 @@ def run(
         return trio.run(
             functools.partial(_run, args, matrix, cells, reference, limits, scratch=scratch)
         )
+    except BaseException as exc:
+        # A Ctrl-C before the signal watcher is listening (or after it stopped) reaches
+        # us as KeyboardInterrupt, maybe inside a group: nothing ran or all is written.
+        interrupted = isinstance(exc, KeyboardInterrupt) or (
+            isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
+        )
+        if not interrupted:
+            raise
+        print("agybridge smoke: interrupted; every bridge was stopped", file=sys.stderr)
+        return 128 + signal.SIGINT.value
     finally:
         if args.keep:
             print(f"agybridge smoke: workspaces and bridge stderr kept in {scratch}")

@@ -3,7 +3,8 @@
 Each test runs the installed command line (``python -m agybridge smoke run``) as a CI
 job would, with this test's environment marker, then asserts that no process carrying
 the marker is left (runner, bridges, fakes and their children all inherit it). JUnit
-is parsed with ``xml.etree`` and validated against Jenkins' ``junit-10.xsd``;
+is parsed with ``xml.etree`` and validated against Jenkins' ``junit-10.xsd``, the JSON
+report against ``docs/smoke-report.schema.json``;
 concurrency is proven by the run's recorded start/end order, never by timing.
 """
 
@@ -20,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import jsonschema
 import pytest
 import trio
 from lxml import etree
 
 from agybridge.smoke import main as smoke_main
+from agybridge.smoke import schemas
 
 from ..acp_wire import Harness
 from ..conftest import REPO
@@ -88,6 +91,8 @@ async def smoke(
     report, junit = read("report.json"), read("junit.xml")
     if junit is not None:
         JUNIT_SCHEMA.assertValid(etree.fromstring(junit.encode()))
+    if report is not None:
+        jsonschema.validate(json.loads(report), schemas.load("report"))
     return Run(
         done.returncode,
         done.stdout.decode(errors="replace"),
