@@ -4,7 +4,7 @@
 Run from the repository root with the project's venv::
 
     .venv/bin/python smoke/bench_smoke_baseline.py              # 5 + 20 + 20 runs, 2 hogs
-    .venv/bin/python smoke/bench_smoke_baseline.py --quick      # 2 + 3 + 3 runs
+    .venv/bin/python smoke/bench_smoke_baseline.py --quick      # 3 cells; 2 + 3 + 3 runs
 
 A 12-cell matrix (2 efforts x 2 modes x 3 cases: an echo, a tool call and a 2 s
 streaming turn) runs through ``agybridge smoke run --fake echo`` with ``--hogs`` busy
@@ -15,6 +15,8 @@ loops running beside it the whole time:
 3. ``--runs`` runs where the streaming case takes twice as long (4 s instead of 2 s,
    set through a ``[vars]`` placeholder, so the cell keys are unchanged): every run
    must report ``baseline.turn_s`` for each of that case's 4 cells.
+
+``--quick``: 3 cells (one effort, one mode), at most 2 + 3 + 3 runs.
 
 Reports go to ``smoke/reports/bench-smoke-baseline-<UTC>.json`` and ``.md``; the
 Markdown is printed. Exit status 1 when a false alarm or a missed slowdown occurred.
@@ -45,8 +47,8 @@ timeout_s = 120
 stream_s = "{stream_s}"
 
 [matrix]
-effort = ["low", "high"]
-mode = ["safe", "ask"]
+effort = {efforts}
+mode = {modes}
 
 [[case]]
 name = "echo"
@@ -65,9 +67,16 @@ env = {{ FAKE_AGY_SCENARIO = "slow", FAKE_AGY_SLOW_SECONDS = "{{{{stream_s}}}}" 
 """
 
 
-def _matrix(directory: Path, stream_s: float) -> Path:
+def _matrix(directory: Path, stream_s: float, *, small: bool) -> Path:
     path = directory / f"matrix-{stream_s:g}.toml"
-    path.write_text(MATRIX.format(stream_s=f"{stream_s:g}", slow_case=SLOW_CASE))
+    efforts, modes = (["low"], ["safe"]) if small else (["low", "high"], ["safe", "ask"])
+    text = MATRIX.format(
+        stream_s=f"{stream_s:g}",
+        slow_case=SLOW_CASE,
+        efforts=json.dumps(efforts),
+        modes=json.dumps(modes),
+    )
+    path.write_text(text)
     return path
 
 
@@ -113,14 +122,17 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--hogs", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--report-dir", type=Path, default=REPORTS, metavar="DIR")
     args = parser.parse_args()
     if args.quick:
-        args.history, args.runs = 2, 3
+        args.history = min(args.history, 2)
+        args.runs = min(args.runs, 3)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     try:
         with tempfile.TemporaryDirectory(prefix="bench-smoke-baseline-") as tmp:
             work = Path(tmp)
-            normal, slowed = _matrix(work, 2.0), _matrix(work, 4.0)
+            normal = _matrix(work, 2.0, small=args.quick)
+            slowed = _matrix(work, 4.0, small=args.quick)
             baseline = work / "baseline.json"
             history = [
                 _run(normal, work, "--baseline", str(baseline), "--update-baseline")
@@ -163,9 +175,9 @@ def main() -> int:
         },
         "baseline_cells": len(kept.get("cells", {})),
     }
-    REPORTS.mkdir(parents=True, exist_ok=True)
+    args.report_dir.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = REPORTS / f"bench-smoke-baseline-{stamp}"
+    out = args.report_dir / f"bench-smoke-baseline-{stamp}"
     out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
     lines = [
         f"# smoke baselines under {args.hogs} CPU hogs ({summary['when']})",

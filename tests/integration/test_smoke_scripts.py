@@ -172,3 +172,24 @@ def test_bench_latency_echo_runs_the_bridge_and_every_floor(tmp_path: Path) -> N
     assert {"floor", "trio floor", "shape floor"} < set(samples)
     assert all(len(columns["echo_cpu"]) == 1 for columns in samples.values()), samples
     assert "in the bridge's task shape" in done.stdout
+
+
+def test_bench_smoke_baseline_smallest_run_passes(tmp_path: Path) -> None:
+    """One history run, one identical and one slowed run, no hogs: the script's own
+    checks (no false alarm, every slowed cell reported) decide its exit code."""
+    done = _run(
+        "bench_smoke_baseline.py",
+        "--quick",
+        "--history",
+        "1",
+        "--runs",
+        "1",
+        "--hogs",
+        "0",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-smoke-baseline")
+    assert report["false_alarms"] == [] and report["missed_slowdowns"] == []
+    assert report["baseline_cells"] == 3
