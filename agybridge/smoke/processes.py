@@ -86,11 +86,15 @@ def _close_all(fds: list[int]) -> None:
         os.close(fd)
 
 
-def marked(variable: str, value: str) -> list[procfs.ProcRef]:
-    """Live processes whose environment holds ``variable=value``.
+def marked(variable: str, value: str) -> list[str]:
+    """Live processes whose environment holds ``variable=value``, "pid cmdline" each.
 
     Children inherit the bridge's environment, so agy and its tools carry the mark too.
     """
+    return [f"{ref.pid} {procfs.cmdline(ref.pid)}" for ref in _marked_refs(variable, value)]
+
+
+def _marked_refs(variable: str, value: str) -> list[procfs.ProcRef]:
     return [ref for ref, found in procfs.env_marks(variable).items() if found == value]
 
 
@@ -99,9 +103,9 @@ async def reap_marked(variable: str, value: str, grace_s: float = 1.0) -> list[s
     ("pid cmdline" each)."""
     with trio.move_on_after(grace_s):
         # A process's death elsewhere is not an event we can await: poll.
-        while marked(variable, value):  # noqa: ASYNC110
+        while _marked_refs(variable, value):  # noqa: ASYNC110
             await trio.sleep(0.05)
-    survivors = marked(variable, value)
+    survivors = _marked_refs(variable, value)
     named = [f"{ref.pid} {procfs.cmdline(ref.pid)}" for ref in survivors]
     _close_all(procfs.kill_refs(survivors))
     return named
