@@ -3,6 +3,7 @@ include/exclude and variables, and the published JSON Schemas."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -173,7 +174,7 @@ def test_without_proc_the_runner_finds_nothing_instead_of_crashing(
     def no_proc(*args: object, **kwargs: object) -> None:
         raise FileNotFoundError("/proc")
 
-    monkeypatch.setattr(procfs.os, "scandir", no_proc)
-    monkeypatch.setattr(procfs.os, "listdir", no_proc)
+    monkeypatch.setattr(os, "scandir", no_proc)
+    monkeypatch.setattr(os, "listdir", no_proc)
     assert processes.marked("AGYBRIDGE_SMOKE_CELL", "x") == []
     assert procfs.descendants(1) == []

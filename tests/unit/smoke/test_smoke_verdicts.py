@@ -170,3 +170,23 @@ def test_an_unclassified_bridge_error_is_named_by_the_bridge_stderr() -> None:
     assert causes.from_bridge_stderr(vague, ["unrelated"]) is vague
     crash = Cause("crash", "agy exited")
     assert causes.from_bridge_stderr(crash, lines) is crash
+
+
+async def test_a_cancelled_turn_nobody_asked_for_is_an_interruption(tmp_path: Path) -> None:
+    """The bridge answers ``cancelled`` when agy reports INTERRUPTED / CANCELED; if the
+    runner sent no session/cancel (no budget ran out), agy was interrupted: an error,
+    never a pass. A budget's own cancellation stays a budget failure."""
+    from agybridge.smoke.cell import Setup, _Conversation  # noqa: PLC0415 - the unit under test
+    from agybridge.smoke.model import Cell, RunConfig  # noqa: PLC0415
+
+    setup = Setup(("bridge",), {}, tmp_path, RunConfig(), "run")
+    cell = Cell(0, Case(name="c", prompts=("p",)), {})
+    conversation = _Conversation(cell, setup, CellRecord(), tmp_path, lambda text: None)
+    turn = TurnRecord("p", sent_s=0.0, ended_s=1.0, stop_reason="cancelled", text="partial")
+    found = conversation._turn_cause(turn)
+    assert found is not None and found.kind == "interrupted"
+    conversation.cancel_sent = True
+    assert conversation._turn_cause(turn) is None
+    quota = TurnRecord("p", sent_s=0.0, stop_reason="end_turn", agy_error={"errorCode": 429})
+    limited = conversation._turn_cause(quota)
+    assert limited is not None and limited.kind == "rate_limit"
