@@ -148,7 +148,14 @@ async def _run(
 
     live = sys.stdout.isatty() and not args.plain
     progress = Progress(sys.stdout, len(cells), live=live, verbose=args.verbose)
-    runner = Runner(matrix, setup, progress.events(), judge=judge, stop_on_failure=args.exitfirst)
+    runner = Runner(
+        matrix,
+        setup,
+        progress.events(),
+        judge=judge,
+        stop_on_failure=args.exitfirst,
+        reruns=args.reruns,
+    )
     seen = _Signals()
     started = trio.current_time()
     async with trio.open_nursery() as nursery:

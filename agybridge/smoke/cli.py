@@ -75,6 +75,14 @@ def parser() -> argparse.ArgumentParser:
         help=f"where --lf state is kept (default {CACHE_DIR})",
     )
     pick.add_argument(
+        "--reruns",
+        type=_count0,
+        default=0,
+        metavar="N",
+        help="run a cell whose expectations failed again, up to N times; one that then "
+        "passes is flaky (transient errors are retried by run.retries)",
+    )
+    pick.add_argument(
         "--repeat",
         type=_count,
         default=1,

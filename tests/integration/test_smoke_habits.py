@@ -5,6 +5,8 @@ the shared `smoke` helper."""
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,32 @@ def test_a_bad_k_or_an_empty_selection_exits_2(
     (tmp_path / "m2.toml").write_text(bad_mode)
     assert smoke_main(["run", str(tmp_path / "m2.toml")]) == 2
     assert "'yolo' is not a valid mode" in capsys.readouterr().err
+
+
+async def test_reruns_report_a_flaky_failure(harness: Harness) -> None:
+    """--reruns: a cell whose expectation failed once and then held is flaky, its first
+    failure kept as Surefire's <flakyFailure> (with that attempt's transcript)."""
+    count = harness.tmp_path / "spawns"
+    wrapper = harness.tmp_path / "bridge.sh"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{count}"\n'
+        f'if [ "$(wc -l < "{count}")" -eq 1 ]; then export FAKE_AGY_SCENARIO=tool-error; fi\n'
+        f"exec {shlex.quote(sys.executable)} -m agybridge\n"
+    )
+    wrapper.chmod(0o755)
+    matrix = '[run]\ntimeout_s = 60\n[[case]]\nname = "a"\nprompt = "Reply with PONG."\n'
+    matrix += 'expect.contains = "PONG"\n'
+    run = await smoke(harness, matrix, "--bridge", str(wrapper), "--reruns", "1")
+    assert run.code == 0, run.explain()
+    cell = run.cells()["a"]
+    assert (cell["status"], cell["attempts"]) == ("flaky", 2)
+    (earlier,) = cell["earlier_attempts"]
+    assert earlier["error"] is None
+    assert earlier["failures"][0]["expectation"] == "expect.contains"
+    (testcase,) = run.testcases()
+    flaky = testcase.find("flakyFailure")
+    assert flaky is not None and flaky.get("type") == "expect.contains"
+    assert "permission denied" in (flaky.findtext("system-out") or "")
+    assert testcase.find("failure") is None
+    assert "RETRY a [default] in 0.0s  (expect.contains:" in run.stdout
