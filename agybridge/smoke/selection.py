@@ -41,19 +41,21 @@ def keyword(expression: str) -> Callable[[str], bool]:
         position += 1
         return tokens[position - 1]
 
-    def disjunction() -> Callable[[str], bool]:
-        parts = [conjunction()]
-        while peek() == "or":
+    def joined(
+        word: str, inner: Callable[[], Callable[[str], bool]], combine: Callable[..., bool]
+    ) -> Callable[[str], bool]:
+        """``inner (word inner)*``, the parts combined by ``any`` or ``all``."""
+        parts = [inner()]
+        while peek() == word:
             take()
-            parts.append(conjunction())
-        return lambda text: any(part(text) for part in parts)
+            parts.append(inner())
+        return lambda text: combine(part(text) for part in parts)
+
+    def disjunction() -> Callable[[str], bool]:
+        return joined("or", conjunction, any)
 
     def conjunction() -> Callable[[str], bool]:
-        parts = [negation()]
-        while peek() == "and":
-            take()
-            parts.append(negation())
-        return lambda text: all(part(text) for part in parts)
+        return joined("and", negation, all)
 
     def negation() -> Callable[[str], bool]:
         if peek() == "not":
