@@ -3,12 +3,14 @@
 One ``::error`` per failed or errored cell and one ``::warning`` per flaky cell (they
 show on the run's summary and the pull request), and each such cell's transcript in a
 collapsed ``::group::``. Values are escaped as the runner expects (``%``, CR, LF; and
-``:`` ``,`` in properties).
+``:`` ``,`` in properties); a transcript is agy's output, so it is shown between
+``::stop-commands::`` and its one-off token, and no line of it is taken for a command.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Mapping
 
 from .results import CellResult
@@ -29,8 +31,10 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def commands(results: list[CellResult], matrix: str) -> list[str]:
-    """The workflow command lines for ``results`` (``matrix``: the file they came from)."""
+def commands(results: list[CellResult], matrix: str, token: str | None = None) -> list[str]:
+    """The workflow command lines for ``results`` (``matrix``: the file they came from;
+    ``token``: what ends ``::stop-commands::``, random unless given)."""
+    token = token or secrets.token_hex(16)
     lines: list[str] = []
     for result in results:
         if result.status not in ("failed", "error", "flaky"):
@@ -48,6 +52,8 @@ def commands(results: list[CellResult], matrix: str) -> list[str]:
             f"::{level} file={_property(matrix)},title={_property(title)}::{_data(message[:2000])}"
         )
         lines.append(f"::group::transcript of {_data(result.cell.id)}")
-        lines += [_data(line) for line in result.record.transcript[-GROUP_LINES:]]
-        lines.append("::endgroup::")
+        lines.append(f"::stop-commands::{token}")
+        for entry in result.record.transcript[-GROUP_LINES:]:
+            lines += entry.splitlines() or [""]
+        lines += [f"::{token}::", "::endgroup::"]
     return lines

@@ -126,13 +126,26 @@ async def test_progress_lines_say_flaky() -> None:
 def test_github_annotations_escape_and_group() -> None:
     failed = result("bad, really", "failed")
     failed.failures = [Failure("expect.contains", "text containing 'A'", '"50%\nx"')]
-    lines = github.commands([failed, *flaky_and_reruns()[:1], result("ok", "passed")], "m.toml")
+    # agy's output could hold a workflow command: the transcript is not obeyed.
+    failed.record.transcript = ["> p", "agent: ::error::fake\n::set-env name=X::1"]
+    cells = [failed, *flaky_and_reruns()[:1], result("ok", "passed")]
+    lines = github.commands(cells, "m.toml", token="T0KEN")
     assert lines[0] == (
         "::error file=m.toml,title=smoke failed%3A bad%2C really [mode=safe]::"
         "expect.contains: expected text containing 'A'; seen \"50%25%0Ax\""
     )
-    assert lines[1:4] == ["::group::transcript of bad, really [mode=safe]", "> p", "agent: x"]
-    assert lines[4] == "::endgroup::"
-    assert lines[5].startswith("::warning file=m.toml,title=smoke flaky%3A flaky [mode=safe]::")
-    assert "passed on attempt 2 after: unavailable" in lines[5]
+    assert lines[1:8] == [
+        "::group::transcript of bad, really [mode=safe]",
+        "::stop-commands::T0KEN",
+        "> p",
+        "agent: ::error::fake",
+        "::set-env name=X::1",
+        "::T0KEN::",
+        "::endgroup::",
+    ]
+    assert lines[8].startswith("::warning file=m.toml,title=smoke flaky%3A flaky [mode=safe]::")
+    assert "passed on attempt 2 after: unavailable" in lines[8]
     assert github.enabled({"GITHUB_ACTIONS": "true"}) and not github.enabled({})
+    # Unless given, the token is a fresh random one: agy cannot guess it.
+    fresh = github.commands([failed], "m.toml")[2]
+    assert fresh.startswith("::stop-commands::") and len(fresh) == len("::stop-commands::") + 32
