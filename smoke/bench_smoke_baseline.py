@@ -158,6 +158,14 @@ def main() -> int:
         "hogs": args.hogs,
         "history_runs": args.history,
         "history_exits": [run["code"] for run in history],
+        "history_problems": [
+            f"{cell['id']}: {cell['status']} "
+            + "; ".join(f["expectation"] for f in cell["failures"])
+            + (f" {cell['error']['cause']}" if cell["error"] else "")
+            for run in history
+            for cell in run["report"]["cells"]
+            if cell["status"] not in ("passed", "flaky")
+        ],
         "identical_runs": args.runs,
         "false_alarms": false_alarms,
         "identical_nonzero_exits": bad_exits,
@@ -183,7 +191,7 @@ def main() -> int:
         f"# smoke baselines under {args.hogs} CPU hogs ({summary['when']})",
         "",
         f"- baseline: {args.history} runs (exits {summary['history_exits']}), "
-        f"{summary['baseline_cells']} cells",
+        f"{summary['baseline_cells']} cells; problems: {summary['history_problems'] or 'none'}",
         f"- {args.runs} identical runs: {len(false_alarms)} false alarms, "
         f"non-zero exits {bad_exits}",
         f"- {args.runs} runs with `{SLOW_CASE}` 2x slower: {len(missed)} runs missed a cell",
@@ -198,7 +206,7 @@ def main() -> int:
         )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    if false_alarms or missed or bad_exits:
+    if false_alarms or missed or bad_exits or summary["history_problems"]:
         print(json.dumps({"false_alarms": false_alarms, "missed": missed}, indent=2))
         return 1
     return 0

@@ -7,6 +7,8 @@ retry back-off), ``first_chunk_s`` (prompt -> first reply chunk) and ``tokens``.
 regresses when its value exceeds the median of its history by BOTH the ratio and the
 absolute floor (`Limits`): the floor keeps a 0.3 s turn that took 0.6 s on a loaded
 machine from crying wolf, the ratio keeps a 60 s turn from failing on 1.1 s of noise.
+A history of fewer than ``min_samples`` samples reports its deltas but fails nothing
+(its median is one noisy sample); ``--repeat`` fills a new history in one run.
 
 `Baseline.update` appends a passing run's samples (every repetition of ``--repeat``) to
 the history and drops the oldest past ``keep``: the reference is the median of the kept
@@ -47,6 +49,9 @@ class Limits:
     slowdown_floor_s: float = 1.0
     max_token_growth: float = 1.5
     token_floor: int = 200
+    #: Samples a phase's history needs before it can fail a cell: the median of one or
+    #: two loaded-machine samples is itself noise (deltas are still reported).
+    min_samples: int = 3
 
     def regressed(self, phase: str, now: float, reference: float) -> bool:
         if PHASES[phase] == "s":
@@ -156,13 +161,16 @@ class Baseline:
             if now is None or reference is None:
                 continue
             ratio = now / reference if reference > 0 else None
+            samples = len(self.cells[key][phase])
+            judged = samples >= limits.min_samples
             deltas[phase] = {
                 "now": round(now, 3),
                 "median": round(reference, 3),
-                "samples": len(self.cells[key][phase]),
+                "samples": samples,
                 "ratio": None if ratio is None else round(ratio, 3),
+                "judged": judged,
             }
-            if limits.regressed(phase, now, reference):
+            if judged and limits.regressed(phase, now, reference):
                 result.failures.append(
                     Failure(
                         f"baseline.{phase}",

@@ -125,6 +125,14 @@ def parser() -> argparse.ArgumentParser:
         "passed (none failed, errored or skipped)",
     )
     base.add_argument(
+        "--baseline-min-samples",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="samples a cell's history needs before it can fail the cell (default 3; "
+        "fewer: the deltas are reported, nothing fails)",
+    )
+    base.add_argument(
         "--baseline-keep",
         type=_count,
         default=KEEP,
@@ -228,5 +236,11 @@ def main(argv: list[str]) -> int:
             reference = Baseline.load(args.baseline)
         except BaselineError as exc:
             return _fail(str(exc))
-    limits = Limits(args.max_slowdown, args.slowdown_floor, args.max_token_growth, args.token_floor)
+    limits = Limits(
+        args.max_slowdown,
+        args.slowdown_floor,
+        args.max_token_growth,
+        args.token_floor,
+        args.baseline_min_samples,
+    )
     return app.run(args, matrix, cells, reference, limits)

@@ -436,6 +436,8 @@ async def test_a_baseline_regression_fails_the_cell(harness: Harness) -> None:
         "0",
         "--token-floor",
         "0",
+        "--baseline-min-samples",
+        "1",
         "--update-baseline",
     )
     assert second.code == 1, second.explain()
