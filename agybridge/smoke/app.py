@@ -171,13 +171,18 @@ async def _run(
         note = (note + "; " if note else "") + f"interrupted by {interrupted.name}"
     elif runner.stopped:
         note = (note + "; " if note else "") + runner.stopped
+    if problem is not None:
+        note = (note + "; " if note else "") + f"baseline not trusted: {problem}"
     unwritten = _write_reports(
         args, matrix, results, duration=duration, note=note, setup=setup, started_at=started_at
     )
     tally = reports.counts(results)
     print(f"agybridge smoke: {len(results)} cells: {reports.tally_text(tally)} ({duration:.1f} s)")
     if github.enabled():
-        print("\n".join(github.commands(results, str(matrix.path))), flush=True)
+        lines = github.commands(results, str(matrix.path))
+        if problem is not None:
+            lines.append(github.error(f"smoke baseline not trusted: {problem}", str(matrix.path)))
+        print("\n".join(lines), flush=True)
     _remember_failures(args, results)
     if problem is not None:
         print(f"agybridge smoke: BASELINE NOT TRUSTED: {problem}", file=sys.stderr)
@@ -272,6 +277,8 @@ def _write_reports(
 
     title = matrix.path.name
     properties = _properties(results, setup)
+    if note:
+        properties["run.note"] = note  # agy missing, interrupted, -x, an untrusted baseline
     agent = next((r.record.agent_info for r in results if r.record.agent_info), None)
     meta = {
         "matrix": str(matrix.path),

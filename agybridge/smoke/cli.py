@@ -112,9 +112,9 @@ def parser() -> argparse.ArgumentParser:
     base.add_argument(
         "--slowdown-floor",
         type=_seconds,
-        default=1.0,
+        default=2.0,
         metavar="S",
-        help="… and S seconds more than it (default 1.0)",
+        help="… and S seconds more than it (default 2.0)",
     )
     base.add_argument("--max-token-growth", type=_ratio, default=1.5, metavar="X")
     base.add_argument("--token-floor", type=_count0, default=200, metavar="N")

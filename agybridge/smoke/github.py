@@ -31,6 +31,11 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def error(message: str, matrix: str) -> str:
+    """One ``::error`` about the run as a whole."""
+    return f"::error file={_property(matrix)},title=agybridge smoke::{_data(message[:2000])}"
+
+
 def commands(results: list[CellResult], matrix: str, token: str | None = None) -> list[str]:
     """The workflow command lines for ``results`` (``matrix``: the file they came from;
     ``token``: what ends ``::stop-commands::``, random unless given)."""

@@ -128,6 +128,7 @@ async def test_a_baseline_survives_reordered_axes_and_is_never_switched_off(
     )
     assert without.code == 2, without.explain()
     assert "BASELINE NOT TRUSTED: compared 0 of the 4 cells" in without.stderr
+    assert without.markdown is not None and "baseline not trusted: compared 0" in without.markdown
     assert "is NOT updated" in without.stderr
     required = await smoke(
         harness,
