@@ -176,7 +176,13 @@ def descendants(pid: int) -> list[ProcRef]:
 
 def owner_marks() -> dict[ProcRef, str]:
     """Every live process of ours carrying an ``AGYBRIDGE_OWNER`` marker -> its value."""
-    needle = f"{OWNER_VAR}=".encode()
+    return env_marks(OWNER_VAR)
+
+
+def env_marks(variable: str) -> dict[ProcRef, str]:
+    """Every live process of ours (not this one) whose environment sets ``variable``
+    -> its value (empty without /proc)."""
+    needle = f"{variable}=".encode()
     uid = os.geteuid()
     found: dict[ProcRef, str] = {}
     me = os.getpid()
@@ -195,6 +201,15 @@ def owner_marks() -> dict[ProcRef, str]:
                 found[ref] = item[len(needle) :].decode("utf-8", "replace")
                 break
     return found
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid`` as one string ("" if gone or unknown)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
 def marked(prefix: str) -> list[ProcRef]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,7 +26,7 @@ import trio
 
 from .. import media
 from ..jsonrpc import Peer, PeerClosedError, RpcError
-from . import processes
+from . import causes, processes
 from .causes import Cause, from_agy_error, from_rpc_error
 from .client import CellClient
 from .model import Cell, RunConfig
@@ -36,6 +37,10 @@ CANCEL_GRACE_S = 10.0
 #: The variable every process of a cell carries (see `processes.marked`).
 CELL_MARKER = "AGYBRIDGE_SMOKE_CELL"
 _STDERR_TAIL_LINES = 8
+#: How far back the bridge's stderr is read for the cause of an unclassified error.
+_STDERR_SCAN_LINES = 200
+#: agy's version is a nicety for the report: never worth holding a cell up for.
+_VERSION_WAIT_S = 5.0
 
 
 @attrs.frozen
@@ -47,6 +52,27 @@ class Setup:
     scratch: Path
     run: RunConfig
     run_id: str
+    #: The bridge is ours (not ``--bridge``): check each cell's AGY_BIN before starting it.
+    check_agy: bool = False
+
+
+def find_agy(env: Mapping[str, str]) -> str | None:
+    """agy as the bridge finds it: ``AGY_BIN`` (a path or a name on PATH), else ``agy``."""
+    name = env.get("AGY_BIN") or "agy"
+    if os.sep in name:
+        path = Path(name).expanduser()
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(name, path=env.get("PATH"))
+
+
+def agy_problem(env: Mapping[str, str]) -> str | None:
+    """Why the agy this environment names cannot be run, or None."""
+    if find_agy(env) is not None:
+        return None
+    name = env.get("AGY_BIN")
+    if name:
+        return f"AGY_BIN={name!r} is not an executable file (nor a program on PATH)"
+    return "agy is not on PATH and AGY_BIN is not set"
 
 
 async def run_attempt(
@@ -63,8 +89,12 @@ async def run_attempt(
     else:
         workspace.mkdir(parents=True)
     record.workspace = str(workspace)
+    if setup.check_agy:
+        unusable = agy_problem({**setup.env, **setup.run.env, **cell.env})
+        if unusable is not None:
+            return record, Cause("agy_unusable", unusable), []
     marker = f"{setup.run_id}-{cell.index}-{attempt}"
-    env = {**setup.env, **setup.run.env, **cell.case.env, CELL_MARKER: marker}
+    env = {**setup.env, **setup.run.env, **cell.env, CELL_MARKER: marker}
     stderr_path = cell_dir / "bridge.stderr"
     conversation = _Conversation(cell, setup, record, workspace, on_line)
     with stderr_path.open("wb") as stderr:
@@ -77,7 +107,12 @@ async def run_attempt(
     if cause is not None and cause.kind in ("bridge_crash", "bridge_start"):
         tail = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_TAIL_LINES:]
         cause = attrs.evolve(cause, details={**cause.details, "stderr_tail": tail})
-    leftovers = await processes.reap_marked(CELL_MARKER, marker)
+    elif cause is not None and cause.kind == "bridge_error":
+        lines = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_SCAN_LINES:]
+        cause = causes.from_bridge_stderr(cause, lines)
+    # Bounded by its grace; a cancelled run (a signal) must still sweep the cell.
+    with trio.CancelScope(shield=True):
+        leftovers = await processes.reap_marked(CELL_MARKER, marker)
     return record, cause, leftovers
 
 
@@ -97,6 +132,8 @@ class _Conversation:
         self.overrun = trio.Event()
         self.prompting = trio.Event()
         self.turn_running = False
+        #: The runner sent ``session/cancel`` (a budget): a `cancelled` turn is then no surprise.
+        self.cancel_sent = False
         #: What the conversation waits for (named by a timeout).
         self.phase = "starting the bridge"
         self.started = trio.current_time()
@@ -184,6 +221,7 @@ class _Conversation:
         self.client.line(f"[budget] {self.record.budget_exceeded}: cancelling the cell")
         if self.turn_running:
             assert self.session_id is not None
+            self.cancel_sent = True
             await peer.notify("session/cancel", {"sessionId": self.session_id})
             # The turn answers `cancelled` and the conversation ends; past the grace, stop it.
             await trio.sleep(CANCEL_GRACE_S)
@@ -200,6 +238,7 @@ class _Conversation:
             },
         )
         self.initialized = True
+        self.record.bridge_start_s = self.client.now()
         agent = info.get("agentInfo") if isinstance(info, dict) else None
         self.record.agent_info = agent if isinstance(agent, dict) else {}
         params: dict[str, Any] = {"cwd": str(self.workspace), "mcpServers": []}
@@ -208,9 +247,10 @@ class _Conversation:
         self.phase = "waiting for the session/new response"
         new = await peer.request("session/new", params)
         self.session_id = str(new["sessionId"])
+        self.record.session_ready_s = self.client.now()
         self.client.line(f"[session {self.session_id} {self.cell.label}]")
         attachments = await trio.to_thread.run_sync(_attachment_blocks, self.cell.case.attachments)
-        for index, text in enumerate(self.cell.case.prompts):
+        for index, text in enumerate(self.cell.prompts):
             blocks = [{"type": "text", "text": text}, *(attachments if index == 0 else [])]
             if self.overrun.is_set():
                 break
@@ -227,11 +267,36 @@ class _Conversation:
                 self.turn_running = False
             self.client.response(answer)
             turn = self.record.turns[-1]
-            if turn.agy_error:
-                return from_agy_error(turn.agy_error, self.setup.run.retry_max_wait_s)
+            cause = self._turn_cause(turn)
+            if cause is not None:
+                turn.end_cause = cause.kind
+                return cause
             if self.record.budget_exceeded or turn.stop_reason == "cancelled":
                 break
+        await self._ask_agy_version(peer)
         return None
+
+    def _turn_cause(self, turn: TurnRecord) -> Cause | None:
+        """Why a turn that was answered did not end normally, if it did not."""
+        if turn.agy_error:
+            return from_agy_error(turn.agy_error, self.setup.run.retry_max_wait_s)
+        if turn.stop_reason == "cancelled" and not self.cancel_sent:
+            return causes.interrupted()
+        return causes.from_notices(turn.text)
+
+    async def _ask_agy_version(self, peer: Peer) -> None:
+        """agy's version for the reports, from the bridge's runtime extension if it has one."""
+        with trio.move_on_after(_VERSION_WAIT_S):
+            try:
+                runtime = await peer.request(
+                    "_agybridge/session/runtime", {"sessionId": self.session_id}
+                )
+            except RpcError:
+                return
+            agy = runtime.get("agy") if isinstance(runtime, dict) else None
+            version = agy.get("version") if isinstance(agy, dict) else None
+            if isinstance(version, str):
+                self.record.agy_version = version
 
 
 def _attachment_blocks(paths: tuple[Path, ...]) -> list[dict[str, Any]]:

@@ -1,36 +1,26 @@
 """``agybridge smoke run MATRIX.toml``: the command line of the smoke matrix runner.
 
-Exit status: 0 every cell passed (or was skipped), 1 a cell failed or errored, 2 the
-matrix (or the baseline, or the command line) is invalid or the bridge cannot start,
-3 agy is missing and ``--require-agy`` was given. Ctrl-C stops every bridge and
-exits 130.
+Exit status: 0 every cell passed (flaky counts as passed) or was skipped; 1 a cell
+failed or errored; 2 the matrix, the baseline or the command line is invalid, the
+bridge cannot start, or a baseline compared 0 cells or fewer than it holds; 3 agy is
+missing and ``--require-agy`` was given; 130 / 143 SIGINT / SIGTERM (the reports are
+still written, every bridge is stopped, the temp dir is removed).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import shlex
-import shutil
 import sys
-import tempfile
-import uuid
 from pathlib import Path
-from typing import Any
 
-import attrs
-import trio
-
-from . import baseline, reports
-from .cell import Setup
+from . import app
+from .baseline import KEEP, Baseline, BaselineError, Limits
 from .matrix import MatrixError, load_matrix
-from .model import Matrix
-from .progress import Progress
-from .results import CellResult
-from .runner import Runner
+from .selection import CACHE_DIR, SelectionError, keyword, last_failed
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NO_AGY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = app.EXIT_OK, app.EXIT_FAILED, app.EXIT_INVALID
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,26 +43,106 @@ def parser() -> argparse.ArgumentParser:
         metavar="SCENARIO",
         help="run against the bundled fake agy with this scenario (sets AGY_BIN)",
     )
-    run.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
-    run.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
-    run.add_argument(
+    pick = run.add_argument_group("selecting cells (as pytest does)")
+    pick.add_argument(
+        "-k",
+        dest="keyword",
+        metavar="EXPR",
+        help="only cells whose id matches: words (substrings, any case) with and/or/not/()",
+    )
+    pick.add_argument(
+        "--list",
+        "--collect-only",
+        dest="list_only",
+        action="store_true",
+        help="print the selected cell ids and exit",
+    )
+    pick.add_argument(
+        "-x", "--exitfirst", action="store_true", help="stop at the first failed or errored cell"
+    )
+    pick.add_argument(
+        "--lf",
+        "--last-failed",
+        dest="last_failed",
+        action="store_true",
+        help="only the cells that failed or errored last time (all if none did)",
+    )
+    pick.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=CACHE_DIR,
+        metavar="DIR",
+        help=f"where --lf state is kept (default {CACHE_DIR})",
+    )
+    pick.add_argument(
+        "--reruns",
+        type=_count0,
+        default=0,
+        metavar="N",
+        help="run a cell whose expectations failed again, up to N times; one that then "
+        "passes is flaky (transient errors are retried by run.retries)",
+    )
+    pick.add_argument(
+        "--repeat",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="run every selected cell N times (flakiness, baseline samples)",
+    )
+    out = run.add_argument_group("reports")
+    out.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
+    out.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
+    out.add_argument(
         "--markdown",
         type=Path,
         metavar="FILE",
         help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)",
     )
-    run.add_argument("--baseline", type=Path, metavar="FILE", help="an earlier --json report")
-    run.add_argument("--max-slowdown", type=_ratio, default=1.5, metavar="X")
-    run.add_argument("--max-token-growth", type=_ratio, default=1.5, metavar="X")
-    run.add_argument(
+    base = run.add_argument_group("baselines")
+    base.add_argument(
+        "--baseline", type=Path, metavar="FILE", help="a baseline file (or an earlier --json)"
+    )
+    base.add_argument(
+        "--max-slowdown",
+        type=_ratio,
+        default=1.5,
+        metavar="X",
+        help="a phase regresses past X times the median of its history … (default 1.5)",
+    )
+    base.add_argument(
+        "--slowdown-floor",
+        type=_seconds,
+        default=2.0,
+        metavar="S",
+        help="… and S seconds more than it (default 2.0)",
+    )
+    base.add_argument("--max-token-growth", type=_ratio, default=1.5, metavar="X")
+    base.add_argument("--token-floor", type=_count0, default=200, metavar="N")
+    base.add_argument(
         "--update-baseline",
         action="store_true",
-        help="write this run's JSON report to the --baseline file when the run passed",
+        help="add this run's samples to the --baseline file's history when every cell "
+        "passed (none failed, errored or skipped)",
+    )
+    base.add_argument(
+        "--baseline-min-samples",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="samples a cell's history needs before it can fail the cell (default 3; "
+        "fewer: the deltas are reported, nothing fails)",
+    )
+    base.add_argument(
+        "--baseline-keep",
+        type=_count,
+        default=KEEP,
+        metavar="N",
+        help=f"samples kept per cell (default {KEEP}); the reference is their median",
     )
     run.add_argument(
         "--require-agy", action="store_true", help="exit 3 when agy is missing (else: skip)"
     )
-    run.add_argument("--concurrency", type=int, metavar="N", help="override run.concurrency")
+    run.add_argument("--concurrency", type=_count, metavar="N", help="override run.concurrency")
     run.add_argument("-v", "--verbose", action="store_true", help="stream cell transcripts")
     run.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     run.add_argument(
@@ -91,183 +161,86 @@ def _ratio(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"seconds are 0 or more, not {value:g}")
+    return value
+
+
+def _whole(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {least} or more, not {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    return _whole(text, 1)
+
+
+def _count0(text: str) -> int:
+    return _whole(text, 0)
+
+
+def _fail(message: str) -> int:
+    print(f"agybridge smoke: {message}", file=sys.stderr)
+    return EXIT_INVALID
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     # A bridge stopped mid-request makes the client peer log expected warnings (a late
     # response, a closed pipe): the cell's own result says what happened.
     logging.getLogger("agybridge.jsonrpc").setLevel(logging.ERROR)
     if args.update_baseline and args.baseline is None:
-        print("agybridge smoke: --update-baseline needs --baseline FILE", file=sys.stderr)
-        return EXIT_INVALID
-    if args.concurrency is not None and args.concurrency < 1:
-        print("agybridge smoke: --concurrency must be 1 or more", file=sys.stderr)
-        return EXIT_INVALID
+        return _fail("--update-baseline needs --baseline FILE")
+    args.bridge_argv = None
     if args.bridge is not None:
         try:
             args.bridge_argv = tuple(shlex.split(args.bridge))
         except ValueError as exc:
-            print(f"agybridge smoke: --bridge {args.bridge!r}: {exc}", file=sys.stderr)
-            return EXIT_INVALID
-        if not args.bridge_argv and args.bridge:
-            print("agybridge smoke: --bridge is blank: give a command line", file=sys.stderr)
-            return EXIT_INVALID
+            return _fail(f"--bridge {args.bridge!r}: {exc}")
+        if not args.bridge_argv:
+            return _fail("--bridge is blank: give a command line")
     try:
         matrix = load_matrix(args.matrix)
-    except MatrixError as exc:
-        print(f"agybridge smoke: invalid matrix: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    before: dict[str, dict[str, Any]] = {}
+        selected = keyword(args.keyword) if args.keyword is not None else None
+    except (MatrixError, SelectionError) as exc:
+        return _fail(f"invalid matrix: {exc}" if isinstance(exc, MatrixError) else str(exc))
+    for warning in matrix.warnings:
+        print(f"agybridge smoke: WARNING: {warning}", file=sys.stderr)
+    cells = [c for c in matrix.cells(args.repeat) if selected is None or selected(c.id)]
+    if args.last_failed:
+        failed = last_failed(args.cache_dir, args.matrix)
+        if failed:
+            cells = [c for c in cells if c.id in failed or c.key in failed]
+        else:
+            print("agybridge smoke: --lf: no failure recorded, running every selected cell")
+    if args.list_only:
+        for cell in cells:
+            print(cell.id)
+        print(f"{len(cells)} cells selected")
+        return EXIT_OK
+    if not cells:
+        return _fail("no cell is selected (check -k / --lf)")
+    reference: Baseline | None = None
     if args.baseline is not None and (args.baseline.exists() or not args.update_baseline):
         try:
-            before = baseline.load(args.baseline)
-        except baseline.BaselineError as exc:
-            print(f"agybridge smoke: {exc}", file=sys.stderr)
-            return EXIT_INVALID
-    scratch = Path(tempfile.mkdtemp(prefix="agybridge-smoke-"))
-    try:
-        return trio.run(_run, args, matrix, before, scratch)
-    except BaseException as exc:
-        # Ctrl-C reaches us from inside the task tree, so maybe inside a group.
-        interrupted = isinstance(exc, KeyboardInterrupt) or (
-            isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
-        )
-        if not interrupted:
-            raise
-        print("agybridge smoke: interrupted; every bridge was stopped", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        if args.keep:
-            print(f"agybridge smoke: workspaces and bridge stderr kept in {scratch}")
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _environment(args: argparse.Namespace, scratch: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    if args.fake:
-        from ..demo import fake_agy_command  # noqa: PLC0415 - only --fake needs it
-
-        env["AGY_BIN"] = fake_agy_command()
-        env["FAKE_AGY_SCENARIO"] = args.fake
-        env.setdefault("FAKE_AGY_STATE_DIR", str(scratch / "fake-agy-state"))
-    # A smoke run stays out of the user's session history and log.
-    env.setdefault("AGYBRIDGE_DB", str(scratch / "sessions.db"))
-    env.setdefault("AGYBRIDGE_STAGING_DIR", str(scratch / "staging"))
-    env.setdefault("AGYBRIDGE_LOG_FILE", str(scratch / "bridge.log"))
-    return env
-
-
-def find_agy(env: dict[str, str]) -> str | None:
-    """agy as the bridge finds it: ``AGY_BIN`` (a path or a name on PATH), else ``agy``."""
-    name = env.get("AGY_BIN") or "agy"
-    if os.sep in name:
-        path = Path(name).expanduser()
-        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-    return shutil.which(name, path=env.get("PATH"))
-
-
-async def _run(
-    args: argparse.Namespace, matrix: Matrix, before: dict[str, dict[str, Any]], scratch: Path
-) -> int:
-    run = matrix.run
-    if args.concurrency is not None:
-        run = attrs.evolve(run, concurrency=args.concurrency)
-    env = _environment(args, scratch)
-    argv = args.bridge_argv if args.bridge else (sys.executable, "-m", "agybridge")
-    setup = Setup(argv, env, scratch, run, uuid.uuid4().hex[:12])
-    cells = matrix.cells()
-    skipped = {
-        cell.index: f"skip_if: {cell.case.skip_if.text}"
-        for cell in cells
-        if cell.case.skip_if is not None and cell.case.skip_if.holds(cell.axes)
-    }
-    note = ""
-    agy_missing = False
-    if args.bridge is None and find_agy({**env, **run.env}) is None:
-        agy_missing = True
-        where = env.get("AGY_BIN") or "agy on PATH"
-        note = f"agy not found ({where}): every cell SKIPPED"
-        print(f"agybridge smoke: WARNING: {note}; set AGY_BIN or install agy", file=sys.stderr)
-        skipped = {cell.index: "agy not found" for cell in cells}
-    live = sys.stdout.isatty() and not args.plain
-    progress = Progress(sys.stdout, len(cells), live=live, verbose=args.verbose)
-    runner = Runner(matrix, setup, progress.events())
-    started = trio.current_time()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(progress.tick)
-        results = await runner.run(cells, skipped)
-        nursery.cancel_scope.cancel()
-    progress.close()
-    duration = trio.current_time() - started
-    if before:
-        baseline.compare(results, before, args.max_slowdown, args.max_token_growth)
-    agent = next((r.record.agent_info for r in results if r.record.agent_info), None)
-    unwritten = _write_reports(
-        args, matrix, results, duration=duration, agent=agent, note=note, setup=setup
+            reference = Baseline.load(args.baseline)
+        except BaselineError as exc:
+            return _fail(str(exc))
+    limits = Limits(
+        args.max_slowdown,
+        args.slowdown_floor,
+        args.max_token_growth,
+        args.token_floor,
+        args.baseline_min_samples,
     )
-    tally = reports.counts(results)
-    print(
-        f"agybridge smoke: {len(results)} cells: {tally['passed']} passed, {tally['failed']} "
-        f"failed, {tally['error']} errors, {tally['skipped']} skipped ({duration:.1f} s)"
-    )
-    if agy_missing and args.require_agy:
-        return EXIT_NO_AGY
-    if unwritten:
-        return EXIT_INVALID  # a report path on the command line cannot be written
-    ran = [r for r in results if r.status != "skipped"]
-    if ran and all(r.error is not None and r.error.kind == "bridge_start" for r in ran):
-        assert ran[0].error is not None
-        print(f"agybridge smoke: the bridge cannot start: {ran[0].error.message}", file=sys.stderr)
-        return EXIT_INVALID
-    return EXIT_FAILED if tally["failed"] or tally["error"] else EXIT_OK
-
-
-def _write_reports(
-    args: argparse.Namespace,
-    matrix: Matrix,
-    results: list[CellResult],
-    *,
-    duration: float,
-    agent: dict[str, Any] | None,
-    note: str,
-    setup: Setup,
-) -> bool:
-    """Write every report asked for; True when one of them could not be written."""
-    failed = False
-
-    def write(path: Path, data: bytes | str, *, append: bool = False) -> None:
-        nonlocal failed
-        try:
-            if isinstance(data, str) and append:
-                reports.append(path, data)
-            else:
-                reports.write(path, data)
-        except OSError as exc:
-            failed = True
-            print(f"agybridge smoke: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-
-    title = matrix.path.name
-    meta = {
-        "matrix": str(matrix.path),
-        "bridge": list(setup.bridge_argv),
-        "agent_info": agent,
-        "agy_bin": setup.env.get("AGY_BIN"),
-        "note": note or None,
-    }
-    data = reports.json_report(results, meta, duration)
-    if args.json is not None:
-        write(args.json, reports.json_text(data))
-    counted = data["counts"]
-    if args.update_baseline and not (counted["failed"] or counted["error"]):
-        write(args.baseline, reports.json_text(data))
-    elif args.update_baseline:
-        print(f"agybridge smoke: the run failed: {args.baseline} is not updated", file=sys.stderr)
-    if args.junit is not None:
-        write(args.junit, reports.junit(results, title, duration))
-    text = reports.markdown(results, title, duration, note)
-    if args.markdown is not None:
-        write(args.markdown, text)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        write(Path(summary), text, append=True)
-    return failed
+    return app.run(args, matrix, cells, reference, limits)

@@ -3,8 +3,12 @@
 Text expectations (``contains``, ``not_contains``, ``regex``, ``json_schema``) read the
 agent's text of the LAST turn (a multi-turn case checks where the conversation ended);
 ``json_schema`` validates the turn's structured output when agy gave one, else its text
-parsed as JSON. ``stop_reason`` is the last turn's; ``tool_kinds`` must each appear among
-the cell's tool calls; ``files`` are read from the cell's workspace after the run;
+parsed as JSON. ``stop_reason`` is the last turn's outcome: a turn the bridge reported
+as cut short (print timeout, agy error, interruption: `TurnRecord.end_cause`) is never
+``end_turn``. ``tool_kinds`` must each appear among the tools that COMPLETED,
+``tool_attempts`` among every tool call whatever its end; ``no_tools`` and
+``not_tool_kinds`` are their negations. ``files`` are read from the cell's workspace
+after the run, ``files_absent`` must not exist there;
 ``max_seconds`` bounds the turn time (first prompt sent to last response) and
 ``max_tokens`` the tokens used.
 """
@@ -15,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .model import Case
+from .model import Case, fill
 from .results import CellRecord, Failure
 
 _SEEN_CHARS = 300
@@ -26,17 +30,21 @@ def _excerpt(text: str) -> str:
     return json.dumps(text if len(text) <= _SEEN_CHARS else text[:_SEEN_CHARS] + "…")
 
 
-def check(case: Case, record: CellRecord) -> list[Failure]:
-    """Every failed expectation of ``case`` (permissions and budget included)."""
+def check(case: Case, record: CellRecord, values: dict[str, str] | None = None) -> list[Failure]:
+    """Every failed expectation of ``case`` (permissions and budget included).
+
+    ``values`` fill the ``{{name}}`` placeholders of the text expectations.
+    """
     expect = case.expect
+    values = values or {}
     failures: list[Failure] = []
     last = record.turns[-1] if record.turns else None
     text = last.text if last is not None else ""
     seen = _excerpt(text)
-    for needle in expect.contains:
+    for needle in (fill(n, values) for n in expect.contains):
         if needle not in text:
             failures.append(Failure("expect.contains", f"text containing {needle!r}", seen))
-    for needle in expect.not_contains:
+    for needle in (fill(n, values) for n in expect.not_contains):
         if needle in text:
             failures.append(Failure("expect.not_contains", f"text without {needle!r}", seen))
     for pattern in expect.regex:
@@ -45,16 +53,16 @@ def check(case: Case, record: CellRecord) -> list[Failure]:
     if expect.schema is not None:
         failures += _schema(expect.schema, str(expect.json_schema), last, text)
     if expect.stop_reason is not None:
-        stop = last.stop_reason if last is not None else None
+        stop = last.outcome if last is not None else None
         if stop != expect.stop_reason:
             failures.append(Failure("expect.stop_reason", expect.stop_reason, str(stop)))
-    kinds = sorted({call.kind for call in record.tool_calls.values() if call.kind})
-    for kind in expect.tool_kinds:
-        if kind not in kinds:
-            failures.append(Failure("expect.tool_kinds", f"a {kind!r} tool call", f"kinds {kinds}"))
+    failures += _tools(case, record)
     for name, needle in expect.files.items():
         failures += _file(Path(record.workspace or "."), name, needle)
-    turn_s = _turn_seconds(record)
+    for name in expect.files_absent:
+        if (Path(record.workspace or ".") / name).exists():
+            failures.append(Failure("expect.files_absent", f"no {name}", f"{name} exists"))
+    turn_s = record.turn_s
     if expect.max_seconds is not None and (turn_s is None or turn_s > expect.max_seconds):
         shown = "no finished turn" if turn_s is None else f"{turn_s:.2f} s"
         failures.append(Failure("expect.max_seconds", f"≤ {expect.max_seconds:g} s", shown))
@@ -72,10 +80,27 @@ def check(case: Case, record: CellRecord) -> list[Failure]:
     return failures
 
 
-def _turn_seconds(record: CellRecord) -> float | None:
-    if not record.turns or record.turns[-1].ended_s is None:
-        return None
-    return record.turns[-1].ended_s - record.turns[0].sent_s
+def _tools(case: Case, record: CellRecord) -> list[Failure]:
+    expect = case.expect
+    calls = list(record.tool_calls.values())
+    tried = sorted({c.kind for c in calls if c.kind})
+    completed = sorted({c.kind for c in calls if c.kind and c.status == "completed"})
+    seen = ", ".join(f"{c.kind or '?'} ({c.status or 'no status'})" for c in calls) or "none"
+    failures = []
+    for kind in expect.tool_kinds:
+        if kind not in completed:
+            failures.append(
+                Failure("expect.tool_kinds", f"a {kind!r} tool call that completed", seen)
+            )
+    for kind in expect.tool_attempts:
+        if kind not in tried:
+            failures.append(Failure("expect.tool_attempts", f"a {kind!r} tool call", seen))
+    if expect.no_tools and calls:
+        failures.append(Failure("expect.no_tools", "no tool call", seen))
+    for kind in expect.not_tool_kinds:
+        if kind in tried:
+            failures.append(Failure("expect.not_tool_kinds", f"no {kind!r} tool call", seen))
+    return failures
 
 
 def _schema(schema: Any, where: str, last: Any, text: str) -> list[Failure]:

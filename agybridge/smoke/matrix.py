@@ -16,12 +16,15 @@ from typing import Any, TypeVar
 
 from .condition import ConditionError, parse_condition
 from .lineindex import LineIndex
-from .model import AXES, Budget, Case, Expect, Matrix, RunConfig
+from .model import PLACEHOLDER, Budget, Case, Expect, Matrix, RunConfig
+from .schemas import closed_set
 
 T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
 
-_TOP = ("run", "matrix", "case")
+_TOP = ("run", "matrix", "vars", "case")
+_TABLES = ("include", "exclude")
+_AXIS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _RUN = ("concurrency", "timeout_s", "retries", "retry_max_wait_s", "workspace", "env")
 _CASE = (
     "name",
@@ -30,6 +33,7 @@ _CASE = (
     "attachments",
     "env",
     "skip_if",
+    "exclude",
     "permissions",
     "expect",
     "budget",
@@ -41,13 +45,15 @@ _EXPECT = (
     "json_schema",
     "stop_reason",
     "tool_kinds",
+    "tool_attempts",
+    "no_tools",
+    "not_tool_kinds",
     "files",
+    "files_absent",
     "max_seconds",
     "max_tokens",
 )
 _BUDGET = ("max_tokens", "max_seconds")
-_PERMISSIONS = ("allow", "deny", "fail")
-_STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
 
 
 class MatrixError(Exception):
@@ -93,6 +99,7 @@ class _Reader:
         self.path = path
         self.base = path.parent
         self.lines = lines
+        self.warnings: list[str] = []
 
     def fail(self, where: KeyPath, message: str) -> MatrixError:
         return MatrixError(self.path, self.lines.line(where), message)
@@ -153,7 +160,9 @@ class _Reader:
     def matrix(self, data: dict[str, Any]) -> Matrix:
         self.table(data, (), _TOP)
         run = self.run(data.get("run", {}))
-        axes = self.axes(data.get("matrix", {}))
+        axes, include, exclude = self.axes(data.get("matrix", {}))
+        variables = self.string_map(data.get("vars", {}), ("vars",))
+        names = set(variables) | set(axes) | {k for entry in include for k in entry}
         raw_cases = data.get("case")
         if raw_cases is None:
             raise MatrixError(self.path, None, "no [[case]]: the matrix has nothing to run")
@@ -161,7 +170,7 @@ class _Reader:
             raise self.fail(("case",), "case must be an array of tables: write [[case]]")
         if not raw_cases:  # `case = []`: as empty as no [[case]] at all
             raise self.fail(("case",), "no [[case]]: the matrix has nothing to run")
-        cases = [self.case(raw, ("case", i), axes) for i, raw in enumerate(raw_cases)]
+        cases = [self.case(raw, ("case", i), axes, names) for i, raw in enumerate(raw_cases)]
         seen: dict[str, int] = {}
         for i, case in enumerate(cases):
             if case.name in seen:
@@ -171,7 +180,16 @@ class _Reader:
                     f"(cases {seen[case.name] + 1} and {i + 1})",
                 )
             seen[case.name] = i
-        return Matrix(self.path, run, axes, tuple(cases))
+        return Matrix(
+            self.path,
+            run,
+            axes,
+            tuple(cases),
+            include=include,
+            exclude=exclude,
+            variables=variables,
+            warnings=tuple(self.warnings),
+        )
 
     def run(self, raw: Any) -> RunConfig:
         where: KeyPath = ("run",)
@@ -197,20 +215,66 @@ class _Reader:
             env=self.string_map(table.get("env", {}), get("env")),
         )
 
-    def axes(self, raw: Any) -> dict[str, tuple[str, ...]]:
+    def axes(
+        self, raw: Any
+    ) -> tuple[dict[str, tuple[str, ...]], tuple[dict[str, str], ...], tuple[dict[str, str], ...]]:
+        """The axes (known and custom), then the include and exclude entries."""
         where: KeyPath = ("matrix",)
-        table = self.table(raw, where, AXES)
+        table = self.typed(raw, where, dict, "a table")
         axes: dict[str, tuple[str, ...]] = {}
         for axis, values in table.items():
+            if axis in _TABLES:
+                continue
+            if not _AXIS_NAME.match(axis):
+                raise self.fail(
+                    (*where, axis), f"matrix.{axis}: an axis name is letters, digits, _ and -"
+                )
             found = self.strings(values, (*where, axis), one_ok=False)
             if not found:
                 raise self.fail((*where, axis), f"matrix.{axis} is empty: give at least one value")
             if len(set(found)) != len(found):
                 raise self.fail((*where, axis), f"matrix.{axis} repeats a value")
+            for index, value in enumerate(found):
+                self.setting(axis, value, (*where, axis, index))
             axes[axis] = found
-        return axes
+        entries = {name: self.entries(table.get(name, []), (*where, name)) for name in _TABLES}
+        return axes, entries["include"], entries["exclude"]
 
-    def case(self, raw: Any, where: KeyPath, axes: Mapping[str, Any]) -> Case:
+    def entries(self, raw: Any, where: KeyPath) -> tuple[dict[str, str], ...]:
+        """``include`` / ``exclude``: an array of tables of axis values."""
+        if not isinstance(raw, list):
+            raise self.fail(where, f"{_dotted(where)} must be an array of tables of axis values")
+        found = []
+        for index, entry in enumerate(raw):
+            values = self.string_map(entry, (*where, index))
+            if not values:
+                raise self.fail((*where, index), f"{_dotted((*where, index))} is empty")
+            for key, value in values.items():
+                self.setting(key, value, (*where, index, key))
+            found.append(values)
+        return tuple(found)
+
+    def setting(self, axis: str, value: str, where: KeyPath) -> None:
+        """A mode or effort outside the bridge's closed set fails here, not at run time."""
+        known = closed_set(axis)
+        if known is not None and value.strip().lower() not in known:
+            raise self.fail(
+                where,
+                f"{_dotted(where)}: {value!r} is not a valid {axis} (one of: {', '.join(known)})",
+            )
+
+    def placeholders(self, text: str, where: KeyPath, names: set[str]) -> str:
+        for match in PLACEHOLDER.finditer(text):
+            if match.group(1) not in names:
+                known = ", ".join(sorted(names)) or "none"
+                raise self.fail(
+                    where,
+                    f"{_dotted(where)}: {{{{{match.group(1)}}}}} is neither a [vars] entry "
+                    f"nor an axis (known: {known})",
+                )
+        return text
+
+    def case(self, raw: Any, where: KeyPath, axes: Mapping[str, Any], names: set[str]) -> Case:
         table = self.table(raw, where, _CASE)
         if "name" not in table:
             raise self.fail(where, f"case {where[1] + 1} has no name")  # type: ignore[operator]
@@ -233,28 +297,45 @@ class _Reader:
                 skip_if = parse_condition(text, axes.keys())
             except ConditionError as exc:
                 raise self.fail((*where, "skip_if"), f"skip_if {text!r}: {exc}") from None
+            line = self.lines.line((*where, "skip_if"))
+            self.warnings.append(
+                f"{self.path}:{line}: skip_if is deprecated and goes in the next release: "
+                "write the combinations to leave out as exclude = [{ AXIS = VALUE, ... }]"
+            )
         permissions = table.get("permissions", "allow")
-        if permissions not in _PERMISSIONS:
+        if permissions not in (closed_set("permissions") or ()):
             raise self.fail(
                 (*where, "permissions"),
-                f"permissions must be one of {', '.join(_PERMISSIONS)}, "
+                f"permissions must be one of {', '.join(closed_set('permissions') or ())}, "
                 f"not {_describe(permissions)}",
             )
         attachments = self.strings(table.get("attachments", []), (*where, "attachments"))
+        for index, prompt in enumerate(prompts):
+            at_prompt: KeyPath = (
+                (*where, "prompts", index) if "prompts" in table else (*where, "prompt")
+            )
+            self.placeholders(prompt, at_prompt, names)
+        env = self.string_map(table.get("env", {}), (*where, "env"))
+        for key, value in env.items():
+            self.placeholders(value, (*where, "env", key), names)
         return Case(
             name=name,
             prompts=prompts,
             attachments=tuple(self.file(a, (*where, "attachments")) for a in attachments),
-            env=self.string_map(table.get("env", {}), (*where, "env")),
+            env=env,
             skip_if=skip_if,
+            exclude=self.entries(table.get("exclude", []), (*where, "exclude")),
             permissions=permissions,
-            expect=self.expect(table.get("expect", {}), (*where, "expect")),
+            expect=self.expect(table.get("expect", {}), (*where, "expect"), names),
             budget=self.budget(table.get("budget", {}), (*where, "budget")),
         )
 
-    def expect(self, raw: Any, where: KeyPath) -> Expect:
+    def expect(self, raw: Any, where: KeyPath, names: set[str]) -> Expect:
         table = self.table(raw, where, _EXPECT)
         at: Callable[[str], KeyPath] = lambda key: (*where, key)  # noqa: E731
+        for key in ("contains", "not_contains"):
+            for text in self.strings(table.get(key, []), at(key)):
+                self.placeholders(text, at(key), names)
         patterns = []
         for text in self.strings(table.get("regex", []), at("regex")):
             try:
@@ -266,10 +347,10 @@ class _Reader:
             schema_path = self.file(table["json_schema"], at("json_schema"))
             schema = self.schema(schema_path, at("json_schema"))
         stop = table.get("stop_reason")
-        if stop is not None and stop not in _STOP_REASONS:
+        if stop is not None and stop not in (closed_set("stop_reason") or ()):
             raise self.fail(
                 at("stop_reason"),
-                f"expect.stop_reason must be one of {', '.join(_STOP_REASONS)}, "
+                f"expect.stop_reason must be one of {', '.join(closed_set('stop_reason') or ())}, "
                 f"not {_describe(stop)}",
             )
         return Expect(
@@ -280,7 +361,11 @@ class _Reader:
             schema=schema,
             stop_reason=stop,
             tool_kinds=self.strings(table.get("tool_kinds", []), at("tool_kinds")),
+            tool_attempts=self.strings(table.get("tool_attempts", []), at("tool_attempts")),
+            no_tools=self.typed(table.get("no_tools", False), at("no_tools"), bool, "a boolean"),
+            not_tool_kinds=self.strings(table.get("not_tool_kinds", []), at("not_tool_kinds")),
             files=self.string_map(table.get("files", {}), at("files")),
+            files_absent=self.strings(table.get("files_absent", []), at("files_absent")),
             max_seconds=(
                 self.positive(table["max_seconds"], at("max_seconds"), float)
                 if "max_seconds" in table

@@ -1,8 +1,9 @@
 """What the runner shows while it works: a live view on a terminal, plain lines in CI.
 
-Plain (not a TTY, e.g. a CI log): one line per finished cell (PASS/FAIL/ERROR/SKIP with
-the reason), one per retry; ``-v`` adds a START line per cell and its transcript lines
-as they happen, prefixed with the cell id. Live (a TTY): the same permanent lines, with
+Plain (not a TTY, e.g. a CI log): one line per judged cell (PASS/FLAKY/FAIL/ERROR/SKIP
+with the reason; printed once the expectations AND the baseline judged it), one per
+retry; ``-v`` adds a START line per cell and its transcript lines as they happen,
+prefixed with the cell id. Live (a TTY): the same permanent lines, with
 a status block under them that is redrawn in place — counts, elapsed time and one line
 per running cell with its own elapsed time — refreshed on every event and by `tick`.
 """
@@ -14,7 +15,7 @@ from typing import TextIO
 import trio
 
 from .model import Cell
-from .results import CellResult
+from .results import STATUSES, CellResult
 from .runner import Events
 
 _CLEAR_BLOCK = "\x1b[{n}F\x1b[J"  # cursor up n lines to column 0, clear to the end
@@ -28,7 +29,7 @@ class Progress:
         self.live = live
         self.verbose = verbose
         self.running: dict[int, tuple[Cell, float]] = {}
-        self.done: dict[str, int] = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+        self.done: dict[str, int] = dict.fromkeys(STATUSES, 0)
         self.started = trio.current_time()
         self._block_lines = 0
 
@@ -44,12 +45,21 @@ class Progress:
     def cell_finished(self, result: CellResult) -> None:
         self.running.pop(result.cell.index, None)
         self.done[result.status] += 1
-        word = {"passed": "PASS ", "failed": "FAIL ", "error": "ERROR", "skipped": "SKIP "}
+        word = {
+            "passed": "PASS ",
+            "flaky": "FLAKY",
+            "failed": "FAIL ",
+            "error": "ERROR",
+            "skipped": "SKIP ",
+        }
         text = f"{word[result.status]} {result.cell.id}"
         if result.status != "skipped":
             text += f"  {result.duration_s:.2f}s"
         if result.error is not None:
             text += f"  {result.error.kind}: {_one_line(result.error.message)}"
+        elif result.earlier:
+            kinds = ", ".join(a.error.kind if a.error else "failure" for a in result.earlier)
+            text += f"  (passed on attempt {result.attempts} after: {kinds})"
         elif result.failures:
             text += "  " + "; ".join(_one_line(f.text()) for f in result.failures)
         elif result.skip_reason:
@@ -100,6 +110,7 @@ class Progress:
         finished = sum(self.done.values())
         header = (
             f"agybridge smoke: {finished}/{self.total} done · {self.done['passed']} passed · "
+            f"{self.done['flaky']} flaky · "
             f"{self.done['failed']} failed · {self.done['error']} errors · "
             f"{self.done['skipped']} skipped · {len(self.running)} running · "
             f"{now - self.started:.1f}s"

@@ -9,7 +9,9 @@ import attrs
 from .causes import Cause
 from .model import Cell
 
-Status = Literal["passed", "failed", "error", "skipped"]
+Status = Literal["passed", "flaky", "failed", "error", "skipped"]
+#: Report order of the statuses (counts, summaries).
+STATUSES: tuple[Status, ...] = ("passed", "flaky", "failed", "error", "skipped")
 
 
 @attrs.define
@@ -33,6 +35,13 @@ class TurnRecord:
     tokens: int | None = None
     agy_error: dict[str, Any] | None = None
     structured_output: Any = None
+    #: The `causes.CAUSES` id when the turn did not end normally (print timeout, ...).
+    end_cause: str | None = None
+
+    @property
+    def outcome(self) -> str | None:
+        """How the turn ended to the runner: its cause when abnormal, else its stop reason."""
+        return self.end_cause or self.stop_reason
 
 
 @attrs.define
@@ -62,6 +71,17 @@ class CellRecord:
     workspace: str | None = None
     #: ``agentInfo`` from the bridge's ``initialize`` answer.
     agent_info: dict[str, Any] | None = None
+    agy_version: str | None = None
+    #: Phases, seconds since the attempt started: initialize answered, session/new answered.
+    bridge_start_s: float | None = None
+    session_ready_s: float | None = None
+
+    @property
+    def turn_s(self) -> float | None:
+        """First prompt sent -> last response: the model's time, without bridge start-up."""
+        if not self.turns or self.turns[-1].ended_s is None:
+            return None
+        return self.turns[-1].ended_s - self.turns[0].sent_s
 
     @property
     def tokens(self) -> int:
@@ -72,6 +92,21 @@ class CellRecord:
     def first_chunk_s(self) -> float | None:
         firsts = [t.first_chunk_s - t.sent_s for t in self.turns if t.first_chunk_s is not None]
         return firsts[0] if firsts else None
+
+
+@attrs.define
+class Attempt:
+    """An earlier attempt at a cell that did not pass (kept when a retry followed)."""
+
+    error: Cause | None
+    failures: list[Failure]
+    transcript: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "error": self.error.to_json() if self.error is not None else None,
+            "failures": [attrs.asdict(f) for f in self.failures],
+        }
 
 
 @attrs.define
@@ -90,6 +125,8 @@ class CellResult:
     seq_end: int = 0
     baseline: dict[str, Any] | None = None
     leftovers: list[str] = attrs.Factory(list)
+    #: Attempts before the last, each of which did not pass (a retry followed).
+    earlier: list[Attempt] = attrs.Factory(list)
 
     @property
     def duration_s(self) -> float:
@@ -99,18 +136,25 @@ class CellResult:
         record = self.record
         return {
             "id": self.cell.id,
+            "key": self.cell.key,
+            "repeat": self.cell.repeat,
             "case": self.cell.case.name,
             "axes": dict(self.cell.axes),
             "status": self.status,
             "attempts": self.attempts,
+            "earlier_attempts": [a.to_json() for a in self.earlier],
             "started_s": round(self.started_s, 3),
             "ended_s": round(self.ended_s, 3),
             "duration_s": round(self.duration_s, 3),
             "seq_start": self.seq_start,
             "seq_end": self.seq_end,
             "first_chunk_s": _round(record.first_chunk_s),
+            "bridge_start_s": _round(record.bridge_start_s),
+            "session_ready_s": _round(record.session_ready_s),
+            "turn_s": _round(record.turn_s),
             "tokens": record.tokens,
             "stop_reason": record.turns[-1].stop_reason if record.turns else None,
+            "outcome": record.turns[-1].outcome if record.turns else None,
             "turns": [
                 {
                     "prompt": t.prompt,
@@ -122,6 +166,7 @@ class CellResult:
                     "tokens": t.tokens,
                     "text": t.text,
                     "agy_error": t.agy_error,
+                    "end_cause": t.end_cause,
                 }
                 for t in record.turns
             ],

@@ -3,8 +3,9 @@
 Each test runs the installed command line (``python -m agybridge smoke run``) as a CI
 job would, with this test's environment marker, then asserts that no process carrying
 the marker is left (runner, bridges, fakes and their children all inherit it). JUnit
-is parsed with ``xml.etree``; concurrency is proven by the run's recorded start/end
-order, never by timing.
+is parsed with ``xml.etree`` and validated against Jenkins' ``junit-10.xsd``, the JSON
+report against ``docs/smoke-report.schema.json``;
+concurrency is proven by the run's recorded start/end order, never by timing.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import jsonschema
 import pytest
 import trio
+from lxml import etree
 
 from agybridge.smoke import main as smoke_main
+from agybridge.smoke import schemas
 
 from ..acp_wire import Harness
 from ..conftest import REPO
@@ -32,6 +36,7 @@ pytestmark = pytest.mark.integration
 HARNESS_ENV = {"FAKE_AGY_FRAGMENT_DELAY": "0"}
 #: A bound for a whole run, far above what any of these matrices needs.
 RUN_LIMIT_S = 90
+JUNIT_SCHEMA = etree.XMLSchema(etree.parse(str(REPO / "tests/data/junit/junit-10.xsd")))
 
 
 @attrs.frozen
@@ -84,6 +89,10 @@ async def smoke(
         return file.read_text() if file.exists() else None
 
     report, junit = read("report.json"), read("junit.xml")
+    if junit is not None:
+        JUNIT_SCHEMA.assertValid(etree.fromstring(junit.encode()))
+    if report is not None:
+        jsonschema.validate(json.loads(report), schemas.load("report"))
     return Run(
         done.returncode,
         done.stdout.decode(errors="replace"),
@@ -136,7 +145,7 @@ async def test_a_passing_matrix_writes_junit_json_and_markdown(harness: Harness)
         assert testcase.find("failure") is None and testcase.find("error") is None
         assert "> " in (testcase.findtext("system-out") or "")
     assert run.report is not None
-    assert run.report["counts"] == {"passed": 4, "failed": 0, "error": 0, "skipped": 0}
+    assert run.report["counts"] == {"passed": 4, "flaky": 0, "failed": 0, "error": 0, "skipped": 0}
     for cell in run.report["cells"]:
         assert cell["stop_reason"] == "end_turn" and cell["tokens"] > 0
         assert cell["first_chunk_s"] is not None and cell["attempts"] == 1
@@ -184,7 +193,7 @@ async def test_failures_and_errors_are_kept_apart(harness: Harness) -> None:
     failure = cases["wrong"].find("failure")
     assert failure is not None and cases["wrong"].find("error") is None
     assert failure.get("message") == "expected text containing 'PONG'; seen \"Reply PING.\""
-    for name, cause in (("crash", "crash"), ("quota", "quota"), ("auth", "auth")):
+    for name, cause in (("crash", "crash"), ("quota", "quota_exhausted"), ("auth", "auth")):
         error = cases[name].find("error")
         assert error is not None and cases[name].find("failure") is None, name
         assert error.get("type") == cause, (name, error.attrib)
@@ -194,7 +203,7 @@ async def test_failures_and_errors_are_kept_apart(harness: Harness) -> None:
     assert cells["quota"]["error"]["transient"] is False  # resets in 100 h: not worth a retry
     assert cells["quota"]["error"]["details"]["resetsIn"] == "100h23m59s"
     assert run.report is not None
-    assert run.report["counts"] == {"passed": 0, "failed": 1, "error": 3, "skipped": 0}
+    assert run.report["counts"] == {"passed": 0, "flaky": 0, "failed": 1, "error": 3, "skipped": 0}
     assert run.markdown is not None and "error `crash`" in run.markdown
 
 
@@ -409,26 +418,42 @@ async def test_a_baseline_regression_fails_the_cell(harness: Harness) -> None:
     first = await smoke(harness, matrix, "--baseline", str(base), "--update-baseline")
     assert first.code == 0, first.explain()
     saved = json.loads(base.read_text())
-    assert saved["cells"][0]["id"] == "a [default]"
-    # Pretend the last run was much faster and leaner.
-    saved["cells"][0]["duration_s"] = saved["cells"][0]["duration_s"] / 100
-    saved["cells"][0]["tokens"] = 1
+    assert saved["kind"] == "agybridge-smoke-baseline"
+    history = saved["cells"]["a [default]"]
+    assert len(history["turn_s"]) == 1 and len(history["tokens"]) == 1
+    # Pretend the earlier runs were much faster and leaner.
+    history["turn_s"] = [t / 100 for t in history["turn_s"]]
+    history["tokens"] = [1]
     base.write_text(json.dumps(saved))
     second = await smoke(
-        harness, matrix, "--baseline", str(base), "--max-slowdown", "2", "--update-baseline"
+        harness,
+        matrix,
+        "--baseline",
+        str(base),
+        "--max-slowdown",
+        "2",
+        "--slowdown-floor",
+        "0",
+        "--token-floor",
+        "0",
+        "--baseline-min-samples",
+        "1",
+        "--update-baseline",
     )
     assert second.code == 1, second.explain()
     (cell,) = second.report["cells"] if second.report else [None]
     assert cell is not None and cell["status"] == "failed"
-    assert [f["expectation"] for f in cell["failures"]] == ["baseline.duration", "baseline.tokens"]
-    assert cell["baseline"]["token_ratio"] > 1.5
+    assert [f["expectation"] for f in cell["failures"]] == ["baseline.turn_s", "baseline.tokens"]
+    assert cell["baseline"]["tokens"]["ratio"] > 1.5
+    # The progress line already says what the report says.
+    assert "FAIL  a [default]" in second.stdout and "baseline.turn_s" in second.stdout
     (testcase,) = second.testcases()
     failure = testcase.find("failure")
-    assert failure is not None and failure.get("type") == "baseline.duration"
+    assert failure is not None and failure.get("type") == "baseline.turn_s"
     assert second.markdown is not None and "(+" in second.markdown
-    # A failed run does not become the next baseline.
+    # A failed run does not become part of the baseline.
     assert json.loads(base.read_text()) == saved
-    assert "the run failed" in second.stderr
+    assert "is NOT updated" in second.stderr
 
 
 async def test_transient_errors_are_retried(harness: Harness) -> None:
@@ -460,9 +485,18 @@ async def test_transient_errors_are_retried(harness: Harness) -> None:
     )
     assert run.code == 0, run.explain()
     cell = run.cells()["flaky"]
-    assert cell["attempts"] == 2 and cell["status"] == "passed"
+    # Passed on a retry: flaky, with the first attempt's error kept.
+    assert cell["attempts"] == 2 and cell["status"] == "flaky"
+    assert [a["error"]["cause"] for a in cell["earlier_attempts"]] == ["unavailable"]
     assert "RETRY flaky [default] in 0.1s  (unavailable:" in run.stdout
+    assert "FLAKY flaky [default]" in run.stdout
     assert count.read_text().count("x") == 2
+    (testcase,) = run.testcases()
+    flaky = testcase.find("flakyError")
+    assert flaky is not None and flaky.get("type") == "unavailable"
+    assert testcase.find("error") is None and testcase.find("failure") is None
+    assert "> one" in (flaky.findtext("system-out") or "")
+    assert run.markdown is not None and "⚠️ flaky" in run.markdown
 
 
 async def test_the_basic_example_passes_against_the_fake(harness: Harness) -> None:
@@ -471,8 +505,14 @@ async def test_the_basic_example_passes_against_the_fake(harness: Harness) -> No
     assert run.code == 0, run.explain()
 
 
-async def test_ctrl_c_stops_every_bridge(harness: Harness) -> None:
-    """SIGINT while two cells are mid-turn (one agy deaf to SIGINT): exit 130, nothing left."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_a_signal_stops_every_bridge_and_still_reports(
+    harness: Harness, sig: signal.Signals
+) -> None:
+    """SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job) while two cells are mid-turn (one
+    agy deaf to SIGINT) and a third waits: the reports are written (the cells that did
+    not finish are skipped, saying why), the temp dir is gone, nothing is left running,
+    exit 130 / 143."""
     path = harness.tmp_path / "matrix.toml"
     path.write_text(
         textwrap.dedent(
@@ -487,16 +527,23 @@ async def test_ctrl_c_stops_every_bridge(harness: Harness) -> None:
             name = "deaf"
             prompt = "count"
             env = { FAKE_AGY_SCENARIO = "ignore-sigint", FAKE_AGY_SLOW_SECONDS = "600" }
+            [[case]]
+            name = "waiting"
+            prompt = "never sent"
             """
         )
     )
+    temp = harness.tmp_path / "temp"
+    temp.mkdir()
+    out = harness.tmp_path / "out"
     argv = [sys.executable, "-m", "agybridge", "smoke", "run", str(path), "-v", "--plain"]
+    argv += ["--json", str(out / "r.json"), "--junit", str(out / "r.xml")]
     process = await trio.lowlevel.open_process(
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         # The deaf agy costs the bridge its SIGINT grace: keep it short.
-        env=harness.env("echo", AGYBRIDGE_SIGINT_GRACE_S="0.3"),
+        env=harness.env("echo", AGYBRIDGE_SIGINT_GRACE_S="0.3", TMPDIR=str(temp)),
         cwd=str(harness.tmp_path),
     )
     assert process.stdout is not None and process.stderr is not None
@@ -508,7 +555,7 @@ async def test_ctrl_c_stops_every_bridge(harness: Harness) -> None:
                 chunk = await process.stdout.receive_some()
                 assert chunk, f"the runner ended early:\n{seen.decode()}"
                 seen += chunk
-            process.send_signal(signal.SIGINT)
+            process.send_signal(sig)
             stderr = b""
             async for chunk in process.stderr:
                 stderr += chunk
@@ -518,9 +565,21 @@ async def test_ctrl_c_stops_every_bridge(harness: Harness) -> None:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-    assert process.returncode == 130, stderr.decode()
-    assert b"interrupted; every bridge was stopped" in stderr
+    assert process.returncode == 128 + sig.value, stderr.decode()
+    assert f"{sig.name}: stopping every bridge".encode() in stderr
     await harness.assert_no_leftovers()
+    assert list(temp.iterdir()) == []
+    report = json.loads((out / "r.json").read_text())
+    reasons = {c["case"]: (c["status"], c["skip_reason"]) for c in report["cells"]}
+    assert reasons == {
+        "slow": ("skipped", f"cut short: interrupted by {sig.name}"),
+        "deaf": ("skipped", f"cut short: interrupted by {sig.name}"),
+        "waiting": ("skipped", f"not run: interrupted by {sig.name}"),
+    }
+    assert report["note"] == f"interrupted by {sig.name}"
+    junit = ET.fromstring((out / "r.xml").read_bytes())
+    assert junit.find("testsuite") is not None
+    assert len(junit.findall("testsuite/testcase/skipped")) == 3
 
 
 async def test_a_report_that_cannot_be_written_is_a_message(harness: Harness) -> None:

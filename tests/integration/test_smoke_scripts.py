@@ -220,3 +220,24 @@ def test_bench_load_small_run_passes_and_writes_reports(tmp_path: Path) -> None:
     # Six turns: two of each kind, each with its prompt and at least one more line.
     (replayed,) = report["replayed"][label]
     assert replayed >= 12
+
+
+def test_bench_smoke_baseline_smallest_run_passes(tmp_path: Path) -> None:
+    """One history run, one identical and one slowed run, no hogs: the script's own
+    checks (no false alarm, every slowed cell reported) decide its exit code."""
+    done = _run(
+        "bench_smoke_baseline.py",
+        "--quick",
+        "--history",
+        "1",
+        "--runs",
+        "1",
+        "--hogs",
+        "0",
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-smoke-baseline")
+    assert report["false_alarms"] == [] and report["missed_slowdowns"] == []
+    assert report["baseline_cells"] == 3

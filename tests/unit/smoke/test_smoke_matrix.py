@@ -103,7 +103,25 @@ def test_no_axes_gives_one_default_cell_per_case(tmp_path: Path) -> None:
         ("[run]\nretries = -1\n[[case]]\nname='a'\nprompt='p'\n", 2, "0 or more"),
         ("[run]\nworkspace = 'nope'\n[[case]]\nname='a'\nprompt='p'\n", 2, "no such directory"),
         ("[matrix]\nmode = 'safe'\n[[case]]\nname='a'\nprompt='p'\n", 2, "an array of strings"),
-        ("[matrix]\ncolour = ['red']\n[[case]]\nname='a'\nprompt='p'\n", 2, "'matrix.colour'"),
+        # Closed sets are checked at load time (the bridge would refuse them per cell).
+        (
+            "[matrix]\nmode = ['ask', 'bogus']\n[[case]]\nname='a'\nprompt='p'\n",
+            2,
+            "'bogus' is not a valid mode",
+        ),
+        (
+            "[matrix]\neffort = ['hi']\n[[case]]\nname='a'\nprompt='p'\n",
+            2,
+            "'hi' is not a valid effort",
+        ),
+        (
+            "[matrix]\nmode = ['ask']\nexclude = [{ mode = 'nope' }]\n"
+            "[[case]]\nname='a'\nprompt='p'\n",
+            3,
+            "'nope' is not a valid mode",
+        ),
+        ("[matrix]\n'bad axis' = ['x']\n[[case]]\nname='a'\nprompt='p'\n", 2, "an axis name"),
+        ("[[case]]\nname='a'\nprompt='say {{colour}}'\n", 3, "{{colour}} is neither"),
         ("[matrix]\nmode = []\n[[case]]\nname='a'\nprompt='p'\n", 2, "is empty"),
         ("[matrix]\nmode = ['a', 'a']\n[[case]]\nname='a'\nprompt='p'\n", 2, "repeats"),
         (

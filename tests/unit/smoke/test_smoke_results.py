@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agybridge.jsonrpc import RpcError
-from agybridge.smoke import baseline, expectations, reports
+from agybridge.smoke import expectations, reports
 from agybridge.smoke.causes import Cause, from_agy_error, from_rpc_error, go_duration_s
 from agybridge.smoke.model import Budget, Case, Cell, Expect
 from agybridge.smoke.progress import Progress
@@ -51,7 +51,7 @@ def test_agy_errors_are_classified_from_the_bridge_fields() -> None:
     later = from_agy_error(
         {"error": "quota", "errorCode": 429, "resetsIn": "100h23m59s", "retryable": True}, 60
     )
-    assert (later.kind, later.transient) == ("quota", False)
+    assert (later.kind, later.transient) == ("quota_exhausted", False)
     soon = from_agy_error({"error": "quota", "errorCode": 429, "resetsIn": "30s"}, 60)
     assert (soon.kind, soon.transient, soon.retry_after_s) == ("quota", True, 30.0)
     limit = from_agy_error({"error": "slow down", "status": "RESOURCE_EXHAUSTED"}, 60)
@@ -75,8 +75,8 @@ def test_rpc_errors_are_classified_from_their_data() -> None:
     assert (found.kind, found.transient) == ("unavailable", True)
     signed_out = RpcError(-32603, "agy exited", {"stderrTail": ["Error: please sign in"]})
     assert from_rpc_error(signed_out, 60).kind == "auth"
-    other = from_rpc_error(RpcError(-32602, "Invalid params", {"problems": ["mode"]}), 60)
-    assert other.kind == "bridge_error" and "-32602" in other.message
+    other = from_rpc_error(RpcError(-32603, "Internal error", {"details": "KeyError"}), 60)
+    assert other.kind == "bridge_error" and "-32603" in other.message
 
 
 # --------------------------------------------------------------------------- expectations
@@ -86,7 +86,7 @@ def test_every_expectation_that_holds_passes(tmp_path: Path) -> None:
     (tmp_path / "out.txt").write_text("all done\n")
     rec = record('{"answer": "PONG"}')
     rec.workspace = str(tmp_path)
-    rec.tool_calls["t"] = ToolCall("t", kind="execute")
+    rec.tool_calls["t"] = ToolCall("t", kind="execute", status="completed")
     expect = case(
         contains=("PONG",),
         not_contains=("PING",),
@@ -165,41 +165,6 @@ def result(
     return res
 
 
-def test_baseline_growth_fails_the_cell_and_reports_deltas() -> None:
-    before = {
-        "a [mode=safe]": {
-            "id": "a [mode=safe]",
-            "status": "passed",
-            "duration_s": 1.0,
-            "tokens": 100,
-        },
-        "b [mode=safe]": {
-            "id": "b [mode=safe]",
-            "status": "passed",
-            "duration_s": 1.9,
-            "tokens": 40,
-        },
-    }
-    slow, fine, new = result("a", duration=2.0), result("b", duration=2.0), result("c")
-    baseline.compare([slow, fine, new], before, max_slowdown=1.5, max_token_growth=1.5)
-    assert slow.status == "failed"
-    assert [f.expectation for f in slow.failures] == ["baseline.duration"]
-    assert slow.baseline is not None and slow.baseline["duration_ratio"] == 2.0
-    assert fine.status == "failed" and [f.expectation for f in fine.failures] == ["baseline.tokens"]
-    assert new.status == "passed" and new.baseline is None
-    text = reports.markdown([slow, fine, new], "m.toml", 3.0)
-    assert "2.00 (+100%)" in text and "100 (+150%)" in text
-
-
-def test_baseline_files_are_checked(tmp_path: Path) -> None:
-    path = tmp_path / "b.json"
-    path.write_text("[]")
-    with pytest.raises(baseline.BaselineError, match="not an `agybridge smoke run --json` report"):
-        baseline.load(path)
-    with pytest.raises(baseline.BaselineError, match="cannot read"):
-        baseline.load(tmp_path / "missing.json")
-
-
 # --------------------------------------------------------------------------- reports
 
 
@@ -231,7 +196,7 @@ def test_json_report_carries_every_cell() -> None:
     data = reports.json_report([result("a")], {"matrix": "m.toml"}, 2.5)
     json.dumps(data)  # serialisable
     (cell,) = data["cells"]
-    assert data["counts"] == {"passed": 1, "failed": 0, "error": 0, "skipped": 0}
+    assert data["counts"] == {"passed": 1, "flaky": 0, "failed": 0, "error": 0, "skipped": 0}
     assert cell["id"] == "a [mode=safe]" and cell["tokens"] == 100
     assert cell["first_chunk_s"] == 0.5 and cell["stop_reason"] == "end_turn"
 
@@ -291,21 +256,6 @@ def test_reports_stay_valid_with_any_character_in_names_and_output(tmp_path: Pat
     reports.write(tmp_path / "r.md", reports.markdown([passed, skipped], "m.toml", 1.0))
     reports.append(tmp_path / "summary.md", reports.markdown([passed], "m.toml", 1.0))
     assert "name" in (tmp_path / "r.md").read_text(encoding="utf-8")
-
-
-def test_a_baseline_holding_nan_keeps_the_json_report_valid(tmp_path: Path) -> None:
-    """A hand-edited baseline with NaN or Infinity (Python's json reads both) is not
-    compared, so the run's --json report does not carry a bare NaN (not JSON)."""
-    path = tmp_path / "b.json"
-    path.write_text(
-        '{"cells": [{"id": "a [mode=safe]", "status": "passed", "duration_s": NaN, '
-        '"tokens": Infinity}]}'
-    )
-    cell = result("a")
-    baseline.compare([cell], baseline.load(path), max_slowdown=1.5, max_token_growth=1.5)
-    text = reports.json_text(reports.json_report([cell], {}, 1.0))
-    json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the report"))
-    assert cell.status == "passed"
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "0.5"])

@@ -1,0 +1,192 @@
+"""Issue 29, problems 1 and 5: errors that passed and misclassified errors.
+
+The runner reads the bridge's own signals (prompt error data, ``_meta.agyError``, its
+reply notices, a ``cancelled`` stop nobody asked for) and names one `CAUSES` id; a turn
+cut short is never ``end_turn``; ``tool_kinds`` counts completed tools only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agybridge.jsonrpc import RpcError
+from agybridge.session import notices
+from agybridge.smoke import causes, expectations, schemas
+from agybridge.smoke.causes import CAUSES, Cause, from_notices, from_rpc_error
+from agybridge.smoke.model import Case, Expect
+from agybridge.smoke.results import CellRecord, ToolCall, TurnRecord
+
+
+def record(text: str = "PONG", stop: str = "end_turn") -> CellRecord:
+    rec = CellRecord()
+    rec.turns.append(TurnRecord("p", sent_s=0.0, ended_s=1.0, stop_reason=stop, text=text))
+    return rec
+
+
+def case(**expect: object) -> Case:
+    return Case(name="c", prompts=("p",), expect=Expect(**expect))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        # The bridge's own notice (agybridge.session.notices), as it reaches the client.
+        ("Partial answer\n\n⚠️ " + notices.PRINT_TIMEOUT_MESSAGE, "print_timeout"),
+        # What the bridge writes today for agy's print-timeout ERROR result.
+        ("Partial answer\n\n⚠️ agy error: print timeout (5m0s) reached", "print_timeout"),
+        ("⚠️ agy error: model overloaded, try later", "agy_error"),
+        ("All fine: PONG", None),
+    ],
+)
+def test_bridge_notices_name_their_cause(text: str, kind: str | None) -> None:
+    found = from_notices(text)
+    assert (found.kind if found else None) == kind
+    if found is not None:
+        assert "the bridge reported" in found.message and not found.transient
+
+
+def test_a_turn_cut_short_is_never_end_turn() -> None:
+    """Problem 1: expect.stop_reason = "end_turn" fails for a print-timed-out turn even
+    though the wire said end_turn (the runner also makes the cell an error)."""
+    rec = record("Partial answer\n\n⚠️ agy error: print timeout (5m0s) reached")
+    rec.turns[-1].end_cause = "print_timeout"
+    (miss,) = expectations.check(case(stop_reason="end_turn"), rec)
+    assert (miss.expectation, miss.seen) == ("expect.stop_reason", "print_timeout")
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "transient"),
+    [
+        # The bridge's stall error (agybridge.session.output.silence_error).
+        (
+            RpcError(-32603, "agy printed nothing for 1 s", {"reason": "stall", "stderrTail": []}),
+            "stall",
+            False,
+        ),
+        (RpcError(-32603, "agy did not start", {"reason": "startup"}), "agy_start_timeout", True),
+        # Problem 5: a 503 before the turn started is transient (retried), not agy_error.
+        (
+            RpcError(
+                -32603,
+                "agy failed before the turn started: Eligibility check failed: "
+                "UNAVAILABLE (code 503): The service is currently unavailable.",
+                {"details": "agy failed before the turn started: ... UNAVAILABLE (code 503)"},
+            ),
+            "unavailable",
+            True,
+        ),
+        # Problem 5: a bad model (or mode, effort) is the setting's fault, not the bridge's.
+        (
+            RpcError(-32602, "invalid model selection", {"availableModels": ["x"]}),
+            "invalid_setting",
+            False,
+        ),
+        (RpcError(-32603, "Internal error", {"details": "KeyError"}), "bridge_error", False),
+    ],
+)
+def test_rpc_errors_are_classified(error: RpcError, kind: str, transient: bool) -> None:
+    found = from_rpc_error(error, 60)
+    assert (found.kind, found.transient) == (kind, transient)
+
+
+def test_transient_comes_from_the_one_table() -> None:
+    for kind, row in CAUSES.items():
+        assert Cause(kind, "m").transient is row.transient
+    # agy's own "retryable: false" vetoes a retry whatever the kind.
+    assert Cause("unavailable", "m", final=True).transient is False
+    with pytest.raises(ValueError, match="must be in"):
+        Cause("no_such_cause", "m")
+    assert causes.interrupted().kind == "interrupted"
+
+
+def test_the_published_report_schema_lists_every_cause() -> None:
+    listed = schemas.load("report")["$defs"]["error"]["properties"]["cause"]["enum"]
+    assert listed == list(CAUSES)
+
+
+def test_tool_kinds_count_only_completed_tools() -> None:
+    """Problem 1: a failed tool no longer satisfies expect.tool_kinds."""
+    rec = record()
+    rec.tool_calls["t"] = ToolCall("t", kind="execute", status="failed")
+    (miss,) = expectations.check(case(tool_kinds=("execute",)), rec)
+    assert miss.expectation == "expect.tool_kinds"
+    assert miss.expected == "a 'execute' tool call that completed"
+    assert miss.seen == "execute (failed)"
+    # Asking for attempts is explicit.
+    assert expectations.check(case(tool_attempts=("execute",)), rec) == []
+    rec.tool_calls["t"].status = "completed"
+    assert expectations.check(case(tool_kinds=("execute",)), rec) == []
+
+
+def test_negative_expectations(tmp_path: Path) -> None:
+    rec = record("the secret is 42")
+    rec.workspace = str(tmp_path)
+    (tmp_path / "left.txt").write_text("x")
+    rec.tool_calls["t"] = ToolCall("t", kind="edit", status="failed")
+    found = expectations.check(
+        case(
+            no_tools=True,
+            not_tool_kinds=("edit",),
+            files_absent=("left.txt", "never.txt"),
+            not_contains=("secret",),
+        ),
+        rec,
+    )
+    assert [(f.expectation, f.seen) for f in found] == [
+        ("expect.not_contains", '"the secret is 42"'),
+        ("expect.no_tools", "edit (failed)"),
+        ("expect.not_tool_kinds", "edit (failed)"),
+        ("expect.files_absent", "left.txt exists"),
+    ]
+    clean = record("nothing to hide")
+    clean.workspace = str(tmp_path / "empty")
+    assert expectations.check(case(no_tools=True, files_absent=("left.txt",)), clean) == []
+
+
+def test_text_expectations_fill_placeholders() -> None:
+    rec = record("hello Ada")
+    expect = case(contains=("hello {{who}}",), not_contains=("bye {{who}}",))
+    assert expectations.check(expect, rec, {"who": "Ada"}) == []
+    (miss,) = expectations.check(expect, rec, {"who": "Bob"})
+    assert miss.expected == "text containing 'hello Bob'"
+
+
+def test_an_unclassified_bridge_error_is_named_by_the_bridge_stderr() -> None:
+    """An AGY_BIN that cannot be executed reaches the client as -32603 "Internal error";
+    the bridge's stderr has the AgyStartError, which names the cause."""
+    vague = from_rpc_error(RpcError(-32603, "Internal error", {"details": "ExceptionGroup"}), 60)
+    lines = [
+        "Traceback (most recent call last):",
+        "    | agybridge.session.errors.AgyStartError: could not start agy ('/x') in '/w': "
+        "Exec format error",
+    ]
+    found = causes.from_bridge_stderr(vague, lines)
+    assert (found.kind, found.message) == (
+        "agy_unusable",
+        "could not start agy ('/x') in '/w': Exec format error",
+    )
+    assert causes.from_bridge_stderr(vague, ["unrelated"]) is vague
+    crash = Cause("crash", "agy exited")
+    assert causes.from_bridge_stderr(crash, lines) is crash
+
+
+async def test_a_cancelled_turn_nobody_asked_for_is_an_interruption(tmp_path: Path) -> None:
+    """The bridge answers ``cancelled`` when agy reports INTERRUPTED / CANCELED; if the
+    runner sent no session/cancel (no budget ran out), agy was interrupted: an error,
+    never a pass. A budget's own cancellation stays a budget failure."""
+    from agybridge.smoke.cell import Setup, _Conversation  # noqa: PLC0415 - the unit under test
+    from agybridge.smoke.model import Cell, RunConfig  # noqa: PLC0415
+
+    setup = Setup(("bridge",), {}, tmp_path, RunConfig(), "run")
+    cell = Cell(0, Case(name="c", prompts=("p",)), {})
+    conversation = _Conversation(cell, setup, CellRecord(), tmp_path, lambda text: None)
+    turn = TurnRecord("p", sent_s=0.0, ended_s=1.0, stop_reason="cancelled", text="partial")
+    found = conversation._turn_cause(turn)
+    assert found is not None and found.kind == "interrupted"
+    conversation.cancel_sent = True
+    assert conversation._turn_cause(turn) is None
+    quota = TurnRecord("p", sent_s=0.0, stop_reason="end_turn", agy_error={"errorCode": 429})
+    limited = conversation._turn_cause(quota)
+    assert limited is not None and limited.kind == "rate_limit"
