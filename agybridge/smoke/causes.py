@@ -64,7 +64,7 @@ CAUSES: dict[str, CauseKind] = {
 }
 
 #: Texts the bridge writes into the reply, and the cause each one means (first match).
-#: ``agybridge.session.notices.PRINT_TIMEOUT_MESSAGE`` and the mapper's "agy error:"
+#: ``agybridge.translate.notices.PRINT_TIMEOUT_MESSAGE`` and the mapper's "agy error:"
 #: notice; the runner may not import the session, so the words are repeated here.
 NOTICES: tuple[tuple[str, str], ...] = (
     ("agy's print timeout cut this turn short", "print_timeout"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agybridge.jsonrpc import RpcError
-from agybridge.session import notices
+from agybridge.translate import notices
 from agybridge.smoke import causes, expectations, schemas
 from agybridge.smoke.causes import CAUSES, Cause, from_notices, from_rpc_error
 from agybridge.smoke.model import Case, Expect
@@ -32,7 +32,7 @@ def case(**expect: object) -> Case:
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
-        # The bridge's own notice (agybridge.session.notices), as it reaches the client.
+        # The bridge's own notice (agybridge.translate.notices), as it reaches the client.
         ("Partial answer\n\n⚠️ " + notices.PRINT_TIMEOUT_MESSAGE, "print_timeout"),
         # What the bridge writes today for agy's print-timeout ERROR result.
         ("Partial answer\n\n⚠️ agy error: print timeout (5m0s) reached", "print_timeout"),
