@@ -14,6 +14,8 @@ import trio
 
 #: Where to read how to install agy.
 INSTALL_URL = "https://antigravity.google/docs/cli"
+#: The cause id of an agy that is found but fails at once (``--version``).
+AGY_FAILS = "agy_fails"
 #: How long ``agy --version`` may take before the check gives up (and lets the
 #: spawn go ahead: a slow answer is no proof that agy is broken).
 VERSION_CHECK_TIMEOUT_S = 15.0
@@ -121,10 +123,11 @@ class AgyRuns:
                 self._version = (await run_subcommand(binary.path, "--version")).strip()
             return self._version
 
-    async def failure(self) -> str | None:
+    async def failure(self) -> tuple[str, str] | None:
         """None when agy runs (or did not answer within
-        :data:`VERSION_CHECK_TIMEOUT_S`: slow is no proof of broken); else
-        why it does not run and what to do, naming AGY_BIN or the path."""
+        :data:`VERSION_CHECK_TIMEOUT_S`: slow is no proof of broken); else a
+        cause id and why it does not run and what to do, naming AGY_BIN or
+        the path."""
         from .discovery import DiscoveryError  # noqa: PLC0415 - first session
 
         with trio.move_on_after(VERSION_CHECK_TIMEOUT_S):
@@ -133,9 +136,9 @@ class AgyRuns:
             except DiscoveryError as exc:
                 binary = self.located()
                 if binary.path is None:
-                    return binary.message()
+                    return binary.cause or "agy_not_found", binary.message()
                 where = f"AGY_BIN={self._name}" if self._from_env else binary.path
-                return (
+                return AGY_FAILS, (
                     f"agy ({where}) does not run: {exc}. Repair the agy installation or "
                     "set AGY_BIN to a working agy (`agybridge doctor` checks it)"
                 )

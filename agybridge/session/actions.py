@@ -287,8 +287,10 @@ async def spawn_child(session: Session, action: ev.SpawnChild) -> None:
     except AgySpawnError as exc:
         located = session.deps.agy_runs.located() if session.deps.agy_runs else None
         # The program itself is the problem (it went away, say): say so and how to fix it.
-        text = located.message() if located is not None and located.path is None else str(exc)
-        error = AgyStartError(text, data={"argv": argv})
+        if located is not None and located.path is None:
+            error = AgyStartError(located.message(), data={"cause": located.cause, "argv": argv})
+        else:
+            error = AgyStartError(str(exc), data={"argv": argv})
         await session.feed(ev.ChildSpawnFailed(action.incarnation, error))
         return
     except Exception as exc:

@@ -73,6 +73,10 @@ NOTICES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The bridge's ``data.cause`` of a session/new that failed because agy cannot be
+#: used (agy/binary.py): unset or missing, a folder, not executable, failing at once.
+AGY_UNUSABLE = frozenset({"agy_not_found", "agy_is_directory", "agy_not_executable", "agy_fails"})
+
 #: Lines of the bridge's stderr that name the cause of an error it did not classify on
 #: the wire (today an agy that cannot be executed reaches the client as -32603
 #: "Internal error"; the bridge's log has the AgyStartError).
@@ -139,6 +143,8 @@ def from_rpc_error(exc: RpcError, retry_max_wait_s: float) -> Cause:
         return Cause("auth", exc.message, details=details)
     if exc.code == ErrorCode.INVALID_PARAMS:
         return Cause("invalid_setting", exc.message, details=details)
+    if data.get("cause") in AGY_UNUSABLE:
+        return Cause("agy_unusable", exc.message, details=details)
     if data.get("reason") == "stall":
         return Cause("stall", exc.message, details=details)
     if data.get("reason") == "startup":

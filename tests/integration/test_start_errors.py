@@ -23,6 +23,18 @@ pytestmark = pytest.mark.integration
 TEST_TIMEOUT_S = 30
 
 
+#: Each row's ``data.cause`` (a stable id the smoke runner and later the error
+#: catalogue read, agy/binary.py).
+CAUSES = {
+    "agy not installed": "agy_not_found",
+    "AGY_BIN missing": "agy_not_found",
+    "AGY_BIN a directory": "agy_is_directory",
+    "AGY_BIN not executable": "agy_not_executable",
+    "agy exits at once": "agy_fails",
+    "staging unusable": "staging_unusable",
+}
+
+
 def _unset(tmp: Path, env: dict[str, str]) -> list[str]:
     env.pop("AGY_BIN")
     env["PATH"] = str(tmp / "empty-bin")  # no agy anywhere on it
@@ -102,6 +114,7 @@ async def test_session_new_says_what_is_wrong_and_what_to_do(
                 assert words in message, f"{words!r} not in {message!r}"
             # What the editor shows for -32603 is data.details: the same words.
             assert error["data"]["details"] == message
+            assert error["data"]["cause"] == CAUSES[row]
             # The bridge goes on: the same request is answered the same way.
             again = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
             assert again["error"]["message"] == message

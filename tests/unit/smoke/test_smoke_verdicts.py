@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from agybridge.jsonrpc import RpcError
-from agybridge.translate import notices
 from agybridge.smoke import causes, expectations, schemas
 from agybridge.smoke.causes import CAUSES, Cause, from_notices, from_rpc_error
 from agybridge.smoke.model import Case, Expect
 from agybridge.smoke.results import CellRecord, ToolCall, TurnRecord
+from agybridge.translate import notices
 
 
 def record(text: str = "PONG", stop: str = "end_turn") -> CellRecord:
