@@ -178,8 +178,7 @@ class Session:
         runs = self.deps.agy_runs
         failure = await runs.failure() if runs is not None else None
         if failure is not None:
-            cause, message = failure
-            raise AgyStartError(message, data={"cause": cause, "agyBin": self.deps.agy_bin})
+            raise AgyStartError(failure[1], data={"cause": failure[0], "agyBin": self.deps.agy_bin})
 
     async def _prepare_private_root(self) -> StagingArea | None:
         try:

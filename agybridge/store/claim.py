@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..locks import try_file_lock
 from .errors import StoreError
+from .paths import check_path
 
 
 class StoreInUseError(StoreError):
@@ -31,8 +32,10 @@ def claim_for_daemon(db_path: Path, socket: str) -> int:
     """Lock ``db_path`` for this daemon; the fd to keep open (`release_claim` it).
 
     Raises:
+        StorePathError: ``db_path`` is not a file (nothing is made beside it).
         StoreInUseError: another daemon, or a stdio bridge, has it.
     """
+    check_path(db_path)
     path = claim_path(db_path)
     fd = _lock(path, exclusive=True)
     if fd is None:
@@ -59,8 +62,10 @@ def claim_for_bridge(db_path: Path) -> int:
     """Share ``db_path`` with other stdio bridges; the fd to keep open.
 
     Raises:
+        StorePathError: ``db_path`` is not a file (nothing is made beside it).
         StoreInUseError: a daemon has it.
     """
+    check_path(db_path)
     path = claim_path(db_path)
     fd = _lock(path, exclusive=False)
     if fd is None:
