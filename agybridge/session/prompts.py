@@ -123,11 +123,12 @@ class PromptBook:
 
     def __init__(self) -> None:
         self._work: dict[float, PromptWork] = {}
-        #: The prompt's work, if the book holds it: the dict's own ``get``, as
-        #: it is asked about a dozen times a turn (once per agy event).
-        self.get: Callable[[float], PromptWork | None] = self._work.get
         #: The session is over: how a prompt arriving now is answered.
         self._closed_with: tuple[str | None, SessionError | None] | None = None
+
+    def get(self, seq: float) -> PromptWork | None:
+        """The prompt's work, if the book holds it."""
+        return self._work.get(seq)
 
     def arrived(self, seq: float) -> PromptWork:
         """The prompt's work, made when it is new."""
