@@ -122,6 +122,11 @@ def from_agy_error(meta: Mapping[str, Any], retry_max_wait_s: float) -> Cause:
     code = meta.get("errorCode")
     status = str(meta.get("status") or "")
     message = str(meta.get("error") or meta.get("shortError") or "agy could not run the turn")
+    said = _STATUS_CODE.search(message)
+    if code is None and not status and said is not None:
+        # agy's words only (no AGY_ERROR line was read before the answer): a
+        # 5xx is `unavailable` wherever it happens, a 429 a rate limit.
+        status, code = said.group(1), int(said.group(2))
     resets_s = go_duration_s(str(meta["resetsIn"])) if meta.get("resetsIn") else None
     final = meta.get("retryable") is False
     if (isinstance(code, int) and code >= 500) or status == "UNAVAILABLE":

@@ -13,7 +13,7 @@ import pytest
 
 from agybridge.jsonrpc import RpcError
 from agybridge.smoke import causes, expectations, schemas
-from agybridge.smoke.causes import CAUSES, Cause, from_notices, from_rpc_error
+from agybridge.smoke.causes import CAUSES, Cause, from_agy_error, from_notices, from_rpc_error
 from agybridge.smoke.model import Case, Expect
 from agybridge.smoke.results import CellRecord, ToolCall, TurnRecord
 from agybridge.translate import notices
@@ -190,3 +190,14 @@ async def test_a_cancelled_turn_nobody_asked_for_is_an_interruption(tmp_path: Pa
     quota = TurnRecord("p", sent_s=0.0, stop_reason="end_turn", agy_error={"errorCode": 429})
     limited = conversation._turn_cause(quota)
     assert limited is not None and limited.kind == "rate_limit"
+
+
+def test_an_agy_error_known_only_by_its_words_is_classified_by_its_status() -> None:
+    """A prompt response whose ``_meta.agyError`` has agy's text only (the turn
+    ended before agy's AGY_ERROR line was read): a 503 in the words is still
+    ``unavailable`` (retried), as it is when it fails a request."""
+    text = "Eligibility check failed: UNAVAILABLE (code 503): The service is currently unavailable."
+    cause = from_agy_error({"error": text}, retry_max_wait_s=60)
+    assert cause.kind == "unavailable" and cause.transient
+    other = from_agy_error({"error": "something else broke"}, retry_max_wait_s=60)
+    assert other.kind == "agy_error"
