@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 class SessionHost(Protocol):
     """What the performers of the core's actions (and the loop's readers of
-    agy's messages, ``child_events.py``) use of the session: its parts, its
+    agy's messages, ``loop.py``) use of the session: its parts, its
     ports, and the loop's ways in. ``Session`` is the one implementation."""
 
     session_id: str
