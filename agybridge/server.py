@@ -394,7 +394,15 @@ def start_housekeeping(
         )
         sign_in.note_discovery_error(catalog.error)
 
+    async def check_agy_runs() -> None:
+        # Asked now, beside the rest of start-up (the discovery, when it runs,
+        # shares the answer): the first session/new or session/load finds it.
+        runs = manager.deps.agy_runs
+        if runs is not None:
+            await runs.failure()
+
     nursery.start_soon(discover)
+    nursery.start_soon(check_agy_runs)
     nursery.start_soon(import_legacy, store, settings.legacy)
     nursery.start_soon(sweep_staging, settings)
 
