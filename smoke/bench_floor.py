@@ -40,7 +40,7 @@ from typing import Any
 import trio
 from bench_latency import describe_tree
 from cold_trees import ColdTree, prepare
-from lineclient import INITIALIZE, LineClient, prompt, request, spawned
+from lineclient import INITIALIZE, LineClient, prompt, request, spawned, timed_initialize
 from smokekit import (
     BRIDGE_ARGV,
     DEFAULT_REPORT_DIR,
@@ -183,18 +183,11 @@ class FloorBench:
     async def initialize_time(
         self, argv: Sequence[str], env: dict[str, str], name: str, cwd: Path | None = None
     ) -> float:
-        started = perf_counter()
-        async with spawned(argv, env, self.stderr_path(name), cwd=cwd) as process:
-            client = LineClient(process)
-            with trio.fail_after(STEP_LIMIT_S):
-                await client.send(INITIALIZE)
-                await client.response(1)
-            elapsed = perf_counter() - started
-            await client.close()
-            with trio.fail_after(STEP_LIMIT_S):
-                await process.wait()
-        if process.returncode != 0:
-            self.failures.append(f"{name}: exit status {process.returncode}")
+        elapsed, returncode = await timed_initialize(
+            argv, env, self.stderr_path(name), STEP_LIMIT_S, cwd
+        )
+        if returncode != 0:
+            self.failures.append(f"{name}: exit status {returncode}")
         return elapsed
 
     async def cold(self, flip: bool) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -43,7 +42,7 @@ import trio
 from bench_floor import DEPENDENCY_FLOOR
 from bench_latency import Tree, describe_tree
 from cold_trees import ColdTree, prepare
-from lineclient import INITIALIZE, LineClient, Rpc, prompt, request, spawned
+from lineclient import INITIALIZE, LineClient, Rpc, prompt, request, spawned, timed_initialize
 from smokekit import (
     BRIDGE_ARGV,
     DEFAULT_REPORT_DIR,
@@ -167,7 +166,7 @@ class LoadBench:
                 cpu_before = cpu_ms(process.pid)
                 started = perf_counter()
                 await client.send(request(4, "session/load", params))
-                updates = await self.updates_until(client, 4)
+                updates = (await client.response(4, counting=b'"session/update"'))[1]
                 elapsed = perf_counter() - started
                 cpu = cpu_ms(process.pid) - cpu_before
             await client.close()
@@ -180,37 +179,12 @@ class LoadBench:
         self.add(tree.label, f"load_{kind}", elapsed * 1000)
         self.add(tree.label, f"load_{kind}_cpu", cpu)
 
-    @staticmethod
-    async def updates_until(client: LineClient, request_id: int) -> int:
-        """Count the ``session/update`` lines until ``request_id`` is answered."""
-        updates = 0
-        async for batch in client.lines():
-            for line in batch:
-                if b'"session/update"' in line:
-                    updates += 1
-                    continue
-                message = json.loads(line)
-                if message.get("id") == request_id and "method" not in message:
-                    if "error" in message:
-                        raise RuntimeError(f"session/load failed: {message['error']}")
-                    return updates
-        raise AssertionError("unreachable")
-
     async def initialize_time(
         self, argv: Sequence[str], env: dict[str, str], name: str, cwd: Path | None
     ) -> float:
-        started = perf_counter()
-        async with spawned(argv, env, self.stderr_path(name), cwd=cwd) as process:
-            client = LineClient(process)
-            with trio.fail_after(STEP_S):
-                await client.send(INITIALIZE)
-                await client.response(1)
-            elapsed = perf_counter() - started
-            await client.close()
-            with trio.fail_after(STEP_S):
-                await process.wait()
-        if process.returncode != 0:
-            self.failures.append(f"{name}: exit status {process.returncode}")
+        elapsed, returncode = await timed_initialize(argv, env, self.stderr_path(name), STEP_S, cwd)
+        if returncode != 0:
+            self.failures.append(f"{name}: exit status {returncode}")
         return elapsed * 1000
 
     async def cold(self, trees: Sequence[Tree]) -> None:

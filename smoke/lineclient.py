@@ -3,8 +3,9 @@
 `LineClient` only splits a child's stdout into lines (one list per read, so a reader can
 stamp a whole read with one clock reading); `Rpc` adds request ids and keeps every
 response however reads split them; `spawned` owns the child for a block and
-stops it (EOF, SIGTERM, SIGKILL) however the block ends. Shared by ``bench_floor.py``
-and ``bench_latency.py``; stdlib and trio only.
+stops it (EOF, SIGTERM, SIGKILL) however the block ends; `timed_initialize`
+times a start-up. Shared by ``bench_floor.py``, ``bench_latency.py`` and
+``bench_load.py``; stdlib and trio only.
 """
 
 from __future__ import annotations
@@ -53,12 +54,15 @@ class LineClient:
             if parts:
                 yield parts
 
-    async def response(self, request_id: int) -> tuple[dict[str, Any], int]:
-        """Wait for the response to ``request_id``; also count the text chunks before it."""
+    async def response(
+        self, request_id: int, counting: bytes = b'"agent_message_chunk"'
+    ) -> tuple[dict[str, Any], int]:
+        """Wait for the response to ``request_id``; also count the lines before
+        it that hold ``counting`` (text chunks unless told otherwise)."""
         chunks = 0
         async for batch in self.lines():
             for line in batch:
-                if b'"agent_message_chunk"' in line:
+                if counting in line:
                     chunks += 1
                     continue
                 message = json.loads(line)
@@ -142,6 +146,24 @@ async def spawned(
     finally:
         with trio.CancelScope(shield=True):
             await stop_process(process)
+
+
+async def timed_initialize(
+    argv: Sequence[str], env: dict[str, str], stderr: Path, step_s: float, cwd: Path | None = None
+) -> tuple[float, int | None]:
+    """Seconds from spawning ``argv`` to its ``initialize`` answer, and its exit
+    status once its stdin is closed (each step bounded by ``step_s``)."""
+    started = time.perf_counter()
+    async with spawned(argv, env, stderr, cwd=cwd) as process:
+        client = LineClient(process)
+        with trio.fail_after(step_s):
+            await client.send(INITIALIZE)
+            await client.response(1)
+        elapsed = time.perf_counter() - started
+        await client.close()
+        with trio.fail_after(step_s):
+            await process.wait()
+    return elapsed, process.returncode
 
 
 def request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
