@@ -18,6 +18,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
 #: site-packages) are stdlib-only leaves: agy and permissions share them.
 LEAVES = {"jsonrpc", "acp", "lines", "locks", "pipes", "media", "procfs", "watchdog", "lazy"}
 LOWER = {"agy", "permissions", "store"}
+#: The two hosts: each is the host (host/) with its own clients, never built
+#: on the other.
+HOSTS = {"server", "daemon"}
 #: Layer rank; a module may import its own rank or lower (leaves: rank 0).
 RANK = {
     **dict.fromkeys(LEAVES, 0),
@@ -30,10 +33,12 @@ RANK = {
     "workspace": 3,
     "session": 4,
     "agent": 5,
-    "server": 6,
-    "host": 6,  # how a bridge process shuts down: the stdio bridge's and the daemon's
+    #: A bridge process's host: its clients, housekeeping and shutdown, the
+    #: same for the stdio bridge and the daemon (both built on it).
+    "host": 6,
+    "server": 7,  # the stdio bridge: the host with one client
     "config": 6,  # the settings server and cli read (session defaults inside)
-    "daemon": 7,  # the workstation supervisor: built on server's pieces
+    "daemon": 7,  # the workstation supervisor: the host with a client per connection
     # attach/status/stop: standard library only (tests/test_daemon_light.py),
     # so it imports no other unit, and the daemon may share its socket paths.
     "attach": 0,
@@ -98,6 +103,8 @@ def test_imports_follow_the_layers(module: Path) -> None:
             problems.append(f"{own} is a client of the bridge: it must not import {unit}")
         elif unit in SEPARATE or (own in SEPARATE and unit not in LEAVES):
             problems.append(f"{own} and {unit} must not import each other")
+        elif own in HOSTS and unit in HOSTS:
+            problems.append(f"{own} and {unit} are both built on host/, not on each other")
         elif own in LOWER and unit in LOWER:
             problems.append(f"{own} imports its sibling {unit}")
         elif _rank(unit) > _rank(own):

@@ -11,6 +11,8 @@ wake-up of the watcher (`wait_changed`); a client that reads costs nothing.
 from __future__ import annotations
 
 import os
+import select
+import sys
 
 import trio
 
@@ -57,6 +59,19 @@ class ClientOutput(trio.abc.SendStream):
     async def aclose(self) -> None:
         self._sock.close()
         await trio.lowlevel.checkpoint()
+
+    def hung_up(self) -> bool:
+        """The other end closed both directions (Linux reports POLLHUP for a
+        Unix socket only then, not for a half-close; elsewhere: never said)."""
+        if not sys.platform.startswith("linux"):
+            return False
+        poller = select.poll()
+        try:
+            poller.register(self._sock.fileno(), select.POLLIN)
+            events = poller.poll(0)
+        except (OSError, ValueError):  # closed meanwhile: gone
+            return True
+        return any(mask & select.POLLHUP for _fd, mask in events)
 
     async def wait_changed(self) -> None:
         """Return once `stuck_since` changed (or `poke` was called)."""

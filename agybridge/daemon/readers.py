@@ -6,6 +6,9 @@ it has taken nothing of what it was sent for the read timeout — from a stop
 on, for the shutdown grace — its sessions let it go (their turns go on, their
 updates are kept as for a client that left) and it is told why, behind what
 it has not read. It is watched again if it reads again.
+
+It also sets each client's end at shutdown (the host's `ClientEnds`): from a
+stop on, a client that does not read gets the shutdown grace, no more.
 """
 
 from __future__ import annotations
@@ -18,46 +21,85 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..acp import models
+from ..host import RESPONSE_FLUSH_S
 from ..session import SessionManager
 from ..session.outlet import detached_notice
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from ..host import Connection
+    from .output import ClientOutput
 
 logger = logging.getLogger(__name__)
 
 
 class ReadWatch:
-    def __init__(self, manager: SessionManager, bound_s: float) -> None:
+    def __init__(self, manager: SessionManager, bound_s: float, grace_s: float) -> None:
         self._manager = manager
         #: The read timeout (0: never).
         self._bound_s = bound_s
+        self._grace_s = grace_s
         #: From a stop on, a client that does not read is given up at this time.
-        self.deadline = math.inf
+        self._deadline = math.inf
+        #: The outputs followed, by connection number.
+        self._outputs: dict[int, ClientOutput] = {}
+        #: Since when each client given up for not reading has not read.
+        self._not_reading: dict[int, float] = {}
 
-    def shutting_down(self, grace_s: float, connections: Iterable[Connection]) -> None:
-        """From now on a client that does not read gets ``grace_s``, no more."""
-        self.deadline = trio.current_time() + grace_s
+    def stuck_since(self, connection: Connection) -> float | None:
+        """Since when the client has taken nothing of what it was sent (None:
+        it takes it, or it is not watched)."""
+        output = self._outputs.get(connection.number)
+        return output.stuck_since if output is not None else None
+
+    def not_reading_since(self, connection: Connection) -> float | None:
+        """When the client was given up for not reading (None: it reads)."""
+        return self._not_reading.get(connection.number)
+
+    def stopping(self, connections: Iterable[Connection]) -> None:
+        """From now on a client that does not read gets the shutdown grace, no more."""
+        self._deadline = trio.current_time() + self._grace_s
         for connection in connections:
-            connection.output.poke()  # their watchers look at the new deadline
+            output = self._outputs.get(connection.number)
+            if output is not None:
+                output.poke()  # its watcher looks at the new deadline
 
-    async def watch(self, connection: Connection, nursery: trio.Nursery) -> None:
-        """Follow ``connection`` until cancelled (notices go to ``nursery``)."""
-        output = connection.output
+    def end(self, connection: Connection, closed_at: float) -> float:
+        """A client that reads gets `RESPONSE_FLUSH_S` at least, one that does
+        not the shutdown grace from the stop on; one given up for not reading
+        may be reading again, slowly: the rest of the grace, not nothing."""
+        if connection.number in self._not_reading:
+            return self._deadline
+        return max(self._deadline, closed_at + RESPONSE_FLUSH_S)
+
+    async def watch(
+        self, connection: Connection, output: ClientOutput, nursery: trio.Nursery
+    ) -> None:
+        """Follow ``connection``'s ``output`` until cancelled (notices go to ``nursery``)."""
+        self._outputs[connection.number] = output
+        try:
+            await self._follow(connection, output, nursery)
+        finally:
+            del self._outputs[connection.number]
+            self._not_reading.pop(connection.number, None)
+
+    async def _follow(
+        self, connection: Connection, output: ClientOutput, nursery: trio.Nursery
+    ) -> None:
+        number = connection.number
         while True:
             since = output.stuck_since
             if since is None:
-                connection.not_reading_since = None
+                self._not_reading.pop(number, None)
                 await output.wait_changed()
                 continue
             bound = since + self._bound_s if self._bound_s > 0 else math.inf
-            deadline = min(bound, self.deadline)
+            deadline = min(bound, self._deadline)
             if trio.current_time() < deadline:
                 with trio.move_on_at(deadline):
                     await output.wait_changed()
                 continue
-            if connection.not_reading_since is None:
-                connection.not_reading_since = since
+            if number not in self._not_reading:
+                self._not_reading[number] = since
                 self._give_up(connection, nursery, trio.current_time() - since)
             await output.wait_changed()
 

@@ -7,7 +7,6 @@ import os
 import resource
 import sys
 import time
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,18 +17,18 @@ from ..session import Session
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..session import SessionManager
-    from .connection import Connection
+    from ..host import Connection, Host
+    from .readers import ReadWatch
 
 
 class Daemon(Protocol):
     """What ``status`` reads of the daemon (``supervisor.py``'s ``Daemon``)."""
 
     settings: Settings
-    manager: SessionManager
+    host: Host
+    read_watch: ReadWatch
     socket_path: Path
     started_at: float
-    questions: Counter[str]
 
     @property
     def connections(self) -> Mapping[int, Connection]: ...
@@ -44,11 +43,13 @@ def status_of(daemon: Daemon) -> dict[str, Any]:
         "rssBytes": rss_bytes(),
         "socket": str(daemon.socket_path),
         "clients": len(clients),
-        "clientsNotReading": sum(c.not_reading_since is not None for c in clients),
+        "clientsNotReading": sum(
+            daemon.read_watch.not_reading_since(c) is not None for c in clients
+        ),
         "onDisconnect": daemon.settings.on_disconnect,
         "sessions": [
-            _session_status(session, daemon.questions.get(session.session_id, 0))
-            for session in daemon.manager.live()
+            _session_status(session, daemon.host.questions.get(session.session_id, 0))
+            for session in daemon.host.manager.live()
         ],
     }
 

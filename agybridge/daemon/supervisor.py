@@ -32,28 +32,21 @@ cancelled and the socket removed.
 
 from __future__ import annotations
 
-import functools
-import itertools
 import logging
 import math
 import os
 import sys
-from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from ..agent.auth import SignInState
 from ..agy import end_orphans, watched
 from ..attach.start import EXIT_DAEMON_RUNNING
 from ..config import Settings
-from ..host import RESPONSE_FLUSH_S, ShutdownClient, shut_down, stop_budget_s, watch_signals
-from ..jsonrpc import PeerClosedError, RpcError
+from ..host import Connection, Host, open_store
 from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
-from ..server import doctor_lines, open_store, session_deps, start_housekeeping
-from ..session import Session, SessionManager
-from ..session.catalog import CatalogService
 from ..store import (
     AsyncStore,
     StoreInUseError,
@@ -61,7 +54,6 @@ from ..store import (
     claim_for_daemon,
     release_claim,
 )
-from .connection import Connection
 from .interrupted import PromptNotes, journal_interrupted
 from .listener import (
     DaemonRunningError,
@@ -70,15 +62,16 @@ from .listener import (
     peer_allowed,
     take_queued,
 )
+from .output import ClientOutput
 from .readers import ReadWatch
 from .status import status_of
 
 logger = logging.getLogger(__name__)
 
 
-
 class Daemon:
-    """The supervisor's state: sessions, connections, shutdown."""
+    """The supervisor: the host (host/) with a client per socket connection,
+    the idle exit, the control methods and the notes of prompts served."""
 
     def __init__(
         self,
@@ -90,26 +83,13 @@ class Daemon:
     ) -> None:
         self.settings = settings
         self.socket_path = socket_path
-        self.store = store
-        self.catalog = CatalogService()
-        self.manager = SessionManager(
-            session_deps(settings, store, self.catalog, self.ask_client, many_clients=True)
+        self.host = Host(settings, store, single_client=False)
+        self.manager = self.host.manager
+        #: Detaches a client that stops reading; at a stop, gives it the grace.
+        self.read_watch = ReadWatch(
+            self.manager, settings.client_read_timeout_s, settings.shutdown_grace_s
         )
-        #: What the daemon knows about agy's sign-in (shared by every client).
-        self.sign_in = SignInState(settings.resolve_agy_bin() or settings.agy_bin)
-        self.connections: dict[int, Connection] = {}
-        self._next_connection = 1
-        #: Every connection's incoming messages are numbered from this one
-        #: counter, in the order they arrive: a session/cancel cancels what
-        #: arrived before it, whichever client sent that (a range per
-        #: connection made every prompt of an older connection come "before" a
-        #: newer connection's cancel, for ever).
-        self.seqs = itertools.count()
         self.started_at = trio.current_time()
-        self.shutdown = trio.Event()
-        self.stop_budget_s = stop_budget_s(settings)
-        #: Permission questions waiting for an answer, per session.
-        self.questions: Counter[str] = Counter()
         #: The prompts being served, kept in the store (interrupted.py).
         self.prompt_notes = prompt_notes
         #: Connections accepted and not ended (counted before their task starts).
@@ -117,8 +97,10 @@ class Daemon:
         #: The wait for the next connection, while there is one: its deadline
         #: is the idle exit's.
         self._accepting: trio.CancelScope | None = None
-        #: Detaches a client that stops reading.
-        self.read_watch = ReadWatch(self.manager, settings.client_read_timeout_s)
+
+    @property
+    def connections(self) -> Mapping[int, Connection]:
+        return self.host.connections
 
     # --- connections --------------------------------------------------------
 
@@ -133,33 +115,18 @@ class Daemon:
             self._note_activity()
 
     async def _serve_client(self, stream: trio.SocketStream) -> None:
-        number = self._next_connection
-        self._next_connection += 1
-        connection = Connection(
-            number,
-            stream,
-            self,
-            doctor=functools.partial(
-                doctor_lines, self.settings, self.catalog, self.manager, self.sign_in
-            ),
-            seqs=self.seqs,
-        )
-        self.connections[number] = connection
-        logger.info("client %d connected", number)
+        output = ClientOutput(stream.socket)
+        connection = self.host.connect(stream, output, control=self, hung_up=output.hung_up)
+        logger.info("client %d connected", connection.number)
         try:
             async with trio.open_nursery() as watching:
-                watching.start_soon(self.read_watch.watch, connection, watching)
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(connection.peer.run)
-                    await connection.peer.wait_receive_closed()
-                    self.detach(connection)
-                    # peer.run ends once this client's requests are answered;
-                    # a prompt's answer waits for its turn (then is dropped).
+                watching.start_soon(self.read_watch.watch, connection, output, watching)
+                # Until its requests are answered; a prompt's answer waits for
+                # its turn (then is dropped).
+                await self.host.serve(connection)
                 watching.cancel_scope.cancel(reason="the client is gone")
         finally:
-            self.detach(connection)
-            del self.connections[number]
-            logger.info("client %d gone", number)
+            logger.info("client %d gone", connection.number)
 
     # --- idle exit ------------------------------------------------------------
 
@@ -199,7 +166,7 @@ class Daemon:
             logger.info(
                 "no client and no session for %.0f s: exiting", self.settings.daemon_idle_exit_s
             )
-            self.shutdown.set()
+            self.host.stop()
             return
 
     def _serve(self, nursery: trio.Nursery, sock: trio.socket.SocketType) -> None:
@@ -207,109 +174,37 @@ class Daemon:
         self._note_activity()
         nursery.start_soon(self.serve_connection, trio.SocketStream(sock))
 
-    def detach(self, connection: Connection) -> None:
-        """The client is gone: its sessions lose it (and, with
-        ``on_disconnect = cancel``, their turns)."""
-        for session in self.manager.live():
-            if session.outlet.client is connection.sink:
-                session.outlet.detach()
-                logger.info(
-                    "session %s detached from client %d", session.session_id, connection.number
-                )
-                policy = session.on_disconnect or self.settings.on_disconnect
-                if policy == "cancel":
-                    session.cancel(next(self.seqs))  # everything that arrived so far
-
-    def connection_of(self, session: Session) -> Connection | None:
-        client = session.outlet.client
-        return next((c for c in self.connections.values() if c.sink is client), None)
-
-    async def ask_client(self, method: str, params: Any) -> Any:
-        """A session's question, to the client attached to that session; while
-        none is, it waits for one (the hook's timeout bounds the wait)."""
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        session = self.manager.get(session_id) if isinstance(session_id, str) else None
-        if session is None:
-            raise RpcError(-32603, f"no live session {session_id!r} to ask about")
-        self.questions[session.session_id] += 1
-        try:
-            while True:
-                client = await session.outlet.wait_attached()
-                connection = self.connection_of(session)
-                if connection is None or connection.peer.receive_closed:
-                    # The client is going away: wait for the next one.
-                    if session.outlet.client is client:
-                        session.outlet.detach()
-                    continue
-                # A client that another one took the session from is not
-                # asked any more: the question is withdrawn ($/cancel_request)
-                # and asked of the client that drives the session now.
-                with session.outlet.while_attached(client):
-                    try:
-                        return await connection.peer.request(method, params)
-                    except PeerClosedError:
-                        if session.outlet.client is client:
-                            session.outlet.detach()
-        finally:
-            self.questions[session.session_id] -= 1
-            if not self.questions[session.session_id]:
-                del self.questions[session.session_id]
-
-    # --- control ------------------------------------------------------------
+    # --- control (host/connection.py's Control) -------------------------------
 
     def status(self) -> dict[str, Any]:
         return status_of(self)
 
     def stop(self, budget_s: float | None) -> dict[str, Any]:
-        if budget_s is not None:
-            self.stop_budget_s = budget_s
-        logger.info("stop requested (budget %.1f s)", self.stop_budget_s)
-        self.shutdown.set()
+        self.host.stop(budget_s)
+        logger.info("stop requested (budget %.1f s)", self.host.stop_budget_s)
         return {"pid": os.getpid(), "stopping": True}
+
+    def prompt_started(self, params: Any) -> str | None:
+        return self.prompt_notes.started(params) if self.prompt_notes is not None else None
+
+    def prompt_ended(self, note: str | None) -> None:
+        if self.prompt_notes is not None:
+            self.prompt_notes.ended(note)
 
     # --- the whole life -------------------------------------------------------
 
     async def run(self, listener: trio.socket.SocketType, ready: trio.Event) -> None:
+        """Serve until stopped: then every session is closed within the stop
+        budget and every client's answers flushed (the host's shutdown; a
+        client that reads gets `RESPONSE_FLUSH_S` at least, one that does not
+        the shutdown grace from the stop on, and no more: readers.py)."""
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.manager.run)
-            start_housekeeping(
-                nursery,
-                self.settings,
-                store=self.store,
-                catalog=self.catalog,
-                manager=self.manager,
-                sign_in=self.sign_in,
-            )
-            nursery.start_soon(watch_signals, self.shutdown)
+            tasks = await nursery.start(self.host.run, self.read_watch)
+            self.host.start_housekeeping(tasks)
             if self.prompt_notes is not None:
-                nursery.start_soon(self.prompt_notes.run)
-            nursery.start_soon(self._accept, listener, nursery)
+                tasks.start_soon(self.prompt_notes.run)
+            tasks.start_soon(self._accept, listener, tasks)
             ready.set()
-            await self.shutdown.wait()
-            await self._shut_down()
-            nursery.cancel_scope.cancel(reason="daemon stopped")
-
-    async def _shut_down(self) -> None:
-        """Every session closed within the stop budget, then every client's
-        answers flushed and the line in progress finished (server.shut_down):
-        a client that reads gets `RESPONSE_FLUSH_S` at least, one that does
-        not the shutdown grace from the stop on, and no more."""
-        grace = self.settings.shutdown_grace_s
-        self.read_watch.shutting_down(grace, self.connections.values())
-        deadline = self.read_watch.deadline
-
-        def clients(closed_at: float) -> list[ShutdownClient]:
-            ends = []
-            for connection in self.connections.values():
-                # One given up for not reading may be reading again, slowly:
-                # the rest of the grace, not nothing.
-                end = deadline
-                if connection.not_reading_since is None:
-                    end = max(deadline, closed_at + RESPONSE_FLUSH_S)
-                ends.append(ShutdownClient(connection.peer, f"client {connection.number}", end))
-            return ends
-
-        await shut_down(self.manager, self.stop_budget_s, clients)
 
 
 async def serve_daemon(settings: Settings, socket_path: Path, ready_fd: int | None) -> None:

@@ -218,7 +218,7 @@ async def test_stop_gives_a_client_that_stopped_reading_mid_turn_the_grace_only(
         run = await start()
         stream = await _flood_unread(path, tmp_path, 400000)
         (connection,) = run.daemon.connections.values()
-        while connection.output.stuck_since is None:  # noqa: ASYNC110  # the daemon's writes are not events
+        while run.daemon.read_watch.stuck_since(connection) is None:  # noqa: ASYNC110  # the daemon's writes are not events
             await trio.sleep(0.02)
         stopping = trio.current_time()
         run.daemon.stop(30.0)

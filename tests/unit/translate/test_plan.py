@@ -97,13 +97,16 @@ def test_plan_from_background_work() -> None:
         ),
     ]
     # The session keeps the final plan for replay.
-    assert list(turn.plan.values()) == entries(
-        (researcher, "completed"),
-        (coder, "completed"),
-        (background, "completed"),
-        (task, "completed"),
-        (scheduled, "pending"),
-    ).entries
+    assert (
+        list(turn.plan.values())
+        == entries(
+            (researcher, "completed"),
+            (coder, "completed"),
+            (background, "completed"),
+            (task, "completed"),
+            (scheduled, "pending"),
+        ).entries
+    )
     # Plan tools are still tool calls.
     assert [u.tool_call_id for u in of_type(updates, models.ToolCall)] == [
         "m1-tool-2",

@@ -20,9 +20,9 @@ import attrs
 import trio
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .jsonrpc import Peer
-    from .session import SessionManager
+    from ..config import Settings
+    from ..jsonrpc import Peer
+    from ..session import SessionManager
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""What a daemon connection can tell about its client without writing to it."""
+"""What the daemon's output to a client can tell about it without writing to it."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import socket
 import sys
 
 import pytest
+import trio
 
-from agybridge.daemon.connection import _hung_up
+from agybridge.daemon.output import ClientOutput
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POLLHUP is read on Linux only")
@@ -15,9 +16,10 @@ def test_a_half_closed_client_is_there_and_a_closed_one_is_gone() -> None:
     """``attach`` closes its sending side at stdin EOF and still reads its
     answers: not gone; a client that closed its socket is."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    with ours:
-        assert not _hung_up(ours)
+    with trio.socket.from_stdlib_socket(ours) as sock:
+        output = ClientOutput(sock)
+        assert not output.hung_up()
         theirs.shutdown(socket.SHUT_WR)
-        assert not _hung_up(ours)
+        assert not output.hung_up()
         theirs.close()
-        assert _hung_up(ours)
+        assert output.hung_up()
