@@ -90,10 +90,16 @@ async def serve(
                 # start-up's modules (frozen in cli.py): out of the collector's way.
                 on_sessions_loaded=gc.freeze if own_processes else None,
             )
+            watchdog = Watchdog(own_processes)
             async with trio.open_nursery() as nursery:
-                tasks = await nursery.start(host.run)
-                tasks.start_soon(host.serve, client)
-                tasks.start_soon(after_initialize, host, client, tasks, own_processes)
+                # Outside the host: the watchdog outlives every agy the host
+                # started, so at a clean exit it finds nothing to end.
+                nursery.start_soon(watchdog.run)
+                async with trio.open_nursery() as hosting:
+                    tasks = await hosting.start(host.run)
+                    tasks.start_soon(host.serve, client)
+                    tasks.start_soon(after_initialize, host, client, tasks, watchdog)
+                nursery.cancel_scope.cancel(reason="the host has stopped")
         finally:
             await store.aclose()
     finally:
@@ -102,7 +108,7 @@ async def serve(
 
 
 async def after_initialize(
-    host: Host, client: Connection, nursery: trio.Nursery, own_processes: bool
+    host: Host, client: Connection, nursery: trio.Nursery, watchdog: Watchdog
 ) -> None:
     """Start-up work that answering ``initialize`` does not need runs once its
     answer is written (issue 15). No agy starts before it: the discovery starts
@@ -110,22 +116,46 @@ async def after_initialize(
     child."""
     await client.agent.wait_initialized()
     await client.peer.flush()
-    if not own_processes:
-        host.start_housekeeping(nursery)
-        client.agent.load_sessions()
-        return
-    collect_start_up_garbage()
-    # What bridges that died (SIGKILL) left, then a watchdog in case we do.
-    from .agy import end_orphans, watched  # noqa: PLC0415
-    from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases  # noqa: PLC0415
+    if watchdog.wanted:
+        collect_start_up_garbage()
+    await watchdog.start()
+    host.start_housekeeping(nursery)
+    # The session machinery loads now rather than with the editor's first
+    # session/new or session/load, which then need not wait.
+    client.agent.load_sessions()
 
-    await end_orphans(remove_orphaned_roots)
-    async with watched(runtime_bases(), DIR_PREFIX):
-        host.start_housekeeping(nursery)
-        # The session machinery loads now rather than with the editor's
-        # first session/new or session/load, which then need not wait.
-        client.agent.load_sessions()
-        await trio.sleep_forever()  # the watchdog lives until shutdown
+
+class Watchdog:
+    """The bridge process's safety net (``own_processes``): what bridges that
+    died (SIGKILL) left is ended, then a watchdog ends this bridge's agy
+    children if it dies too. It runs beside the host, not in it: it stops once
+    the host has stopped and reaped every child, so on a clean exit its last
+    look finds nothing."""
+
+    def __init__(self, wanted: bool) -> None:
+        self.wanted = wanted
+        self._start = trio.Event()
+        self._running = trio.Event()
+
+    async def start(self) -> None:
+        """Start it (once ``initialize`` is answered, before any agy) and wait
+        until it runs."""
+        self._start.set()
+        await self._running.wait()
+
+    async def run(self) -> None:
+        """Until cancelled (after the host has stopped)."""
+        await self._start.wait()
+        if not self.wanted:
+            self._running.set()
+            return
+        from .agy import end_orphans, watched  # noqa: PLC0415
+        from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases  # noqa: PLC0415
+
+        await end_orphans(remove_orphaned_roots)
+        async with watched(runtime_bases(), DIR_PREFIX):
+            self._running.set()
+            await trio.sleep_forever()
 
 
 def collect_start_up_garbage() -> None:
