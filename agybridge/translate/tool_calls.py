@@ -17,6 +17,7 @@ import attrs
 
 from ..acp import models
 from ..agy import StepUpdate
+from . import blocked
 from .tools import HIDDEN_TOOLS, describe_tool, edit_target
 
 #: Tool output shown as card content is capped (the full text stays in
@@ -62,6 +63,9 @@ class _Call:
     before: object = _UNREAD
     output_sent: int = 0
     finished: bool = False
+    had_output: bool = False
+    #: The permission agy's own policy blocked this step for (see blocked.py).
+    blocked: str | None = None
 
 
 def _capped(text: str) -> str:
@@ -81,6 +85,13 @@ def fenced(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
 
 
+def _exit_meta(call: _Call) -> dict[str, Any] | None:
+    """A failed command's terminal ends (agy reports no exit code, hooks-and-tools.md §B2)."""
+    if call.terminal_id is None:
+        return None
+    return {"terminal_exit": {"terminal_id": call.terminal_id, "exit_code": None, "signal": None}}
+
+
 def _text_content(text: str) -> models.ContentToolCallContent:
     return models.ContentToolCallContent(models.TextContent(text=text))
 
@@ -93,8 +104,14 @@ class ToolCallTracker:
     cwd: str
     #: The client sent ``_meta.terminal_output: true`` (Zed's terminal extension).
     terminals: bool = False
+    #: Hold the ✓ of a guarded step that ended DONE without output until the
+    #: next event (the turn mapper's choice: it alone sees what follows).
+    hold_silent_done: bool = False
     calls: dict[int, _Call] = attrs.Factory(dict)
     _gated_early: set[int] = attrs.Factory(set)
+    #: Steps that ended DONE without output and may have been soft-denied
+    #: (agy 1.3.x): their ✓ waits for the next event (blocked.py).
+    _held: dict[int, Observation] = attrs.Factory(dict)
 
     def feed(self, step: StepUpdate, seen: Observation) -> list[models.SessionUpdate]:
         info = step.tool_info
@@ -127,6 +144,14 @@ class ToolCallTracker:
         output = info.output if info else None
         if step.state == "ERROR" or (info and info.error):
             updates.append(self._failed(call, step))
+        elif (
+            step.state == "DONE"
+            and not output
+            and self.hold_silent_done
+            and name in blocked.GUARDED_TOOLS
+        ):
+            call.finished = True
+            self._held[step.step_index] = seen
         elif step.state == "DONE":
             updates.append(self._completed(call, output, seen))
         elif output and call.terminal_id and len(output) > call.output_sent:
@@ -187,6 +212,7 @@ class ToolCallTracker:
         self, call: _Call, output: str | None, seen: Observation
     ) -> models.ToolCallUpdate:
         call.finished, call.status = True, "completed"
+        call.had_output = bool(output)
         content: list[models.ToolCallContent] = []
         meta: dict[str, Any] | None = None
         target = edit_target(call.name, call.params)
@@ -210,7 +236,8 @@ class ToolCallTracker:
             if not output:
                 del meta["terminal_output"]
         elif output and diff is None:
-            content.append(_text_content(fenced(_capped(output))))
+            # agy's commands print CRLF line ends (contract.md §3.4): not in Markdown.
+            content.append(_text_content(fenced(_capped(output.replace("\r\n", "\n")))))
         for image in seen.images.values():
             content.append(
                 models.ContentToolCallContent(
@@ -242,15 +269,11 @@ class ToolCallTracker:
         info = step.tool_info
         error = info.error.message if info and info.error and info.error.message else None
         message = error or "the tool failed"
-        meta = None
-        if call.terminal_id is not None:
-            meta = {
-                "terminal_exit": {
-                    "terminal_id": call.terminal_id,
-                    "exit_code": None,
-                    "signal": None,
-                }
-            }
+        permission = blocked.checked_permission(error)
+        if permission:  # agy 1.2.x names the permission on the step itself
+            call.blocked = permission
+            rule = blocked.rule_for(permission, call.params)
+            message += "\n\n" + blocked.blocked_card_text(permission, rule)
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="failed",
@@ -258,7 +281,7 @@ class ToolCallTracker:
             raw_output={"error": {"type": info.error.type, "message": error}}
             if info and info.error
             else None,
-            meta=meta,
+            meta=_exit_meta(call),
         )
 
     def announce_pending(
@@ -321,6 +344,51 @@ class ToolCallTracker:
             for index, c in self.calls.items()
             if c.finished and not c.gated and index not in self._gated_early
         ]
+
+    @property
+    def holding(self) -> bool:
+        """Some step's ✓ waits for the next event (see ``_held``)."""
+        return bool(self._held)
+
+    def release_held(self) -> list[models.SessionUpdate]:
+        """Another event came: the held steps were not the blocked one; they completed."""
+        updates: list[models.SessionUpdate] = []
+        for index, seen in self._held.items():
+            updates.append(self._completed(self.calls[index], None, seen))
+        self._held.clear()
+        return updates
+
+    def finished_steps(self) -> list[blocked.StepSeen]:
+        """The finished steps, in order, for :func:`blocked.tie`."""
+        return [
+            blocked.StepSeen(index, c.name, c.title, c.had_output, c.status == "failed")
+            for index, c in sorted(self.calls.items())
+            if c.finished
+        ]
+
+    def blocked_titles(self) -> dict[str, list[str]]:
+        """Titles of the blocked steps' cards, by permission."""
+        titles: dict[str, list[str]] = {}
+        for call in self.calls.values():
+            if call.blocked is not None:
+                titles.setdefault(call.blocked, []).append(call.title)
+        return titles
+
+    def block(self, step_index: int, permission: str) -> models.ToolCallUpdate:
+        """agy's policy blocked this step (1.3.x: it ended DONE without output)."""
+        call = self.calls[step_index]
+        self._held.pop(step_index, None)
+        call.finished, call.status, call.blocked = True, "failed", permission
+        rule = blocked.rule_for(permission, call.params)
+        return models.ToolCallUpdate(
+            tool_call_id=call.call_id,
+            status="failed",
+            content=[_text_content(blocked.blocked_card_text(permission, rule))],
+            raw_output={
+                "error": {"type": "PERMISSION_DENIED", "permission": permission, "allowRule": rule}
+            },
+            meta=_exit_meta(call),
+        )
 
     def fail_unfinished(self, reason: str) -> list[models.SessionUpdate]:
         """Mark calls still running as failed (the turn ended under them)."""
