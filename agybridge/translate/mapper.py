@@ -41,11 +41,11 @@ import attrs
 from ..acp import models
 from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
-from . import blocked, notices, usage
+from . import notices, usage
 from .images import image_candidates
 from .outcome import OutcomeKind, TurnOutcome, response_meta
 from .plan import TurnPlan
-from .streamed import LineScan, StreamedText
+from .streamed import HeldAnswer, LineScan, StreamedText
 from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker, fenced
 from .tools import edit_target
 
@@ -123,8 +123,7 @@ class TurnMapper:
     partial: bool = False
     #: agy's own text (not only whitespace) came this turn.
     _answered: bool = False
-    #: Text deltas held back while they may be the structured answer's JSON line.
-    _held_text: list[str] = attrs.Factory(list)
+    _held: HeldAnswer = attrs.Factory(HeldAnswer)
     #: How the text shown so far ends (for the blank line before a notice).
     _shown_tail: str = ""
     #: Image paths named by each agent_response step so far.
@@ -292,17 +291,13 @@ class TurnMapper:
         answer's JSON line (it starts with ``{``), shown as soon as it cannot be."""
         if not self._answered and not text.isspace():
             self._answered = True
-        if not self.structured:
-            return [self._text(text)]
-        self._held_text.append(text)
-        held = "".join(self._held_text)
-        if not held.strip() or held.lstrip().startswith("{"):
-            return []
-        return self._release_text()
+        shown = self._held.offer(text) if self.structured else text
+        if shown is not None and self.structured:
+            self.structured = False  # not the JSON answer: the rest streams
+        return [self._text(shown)] if shown is not None else []
 
     def _release_text(self) -> list[models.SessionUpdate]:
-        held, self._held_text = "".join(self._held_text), []
-        self.structured = False
+        held, self.structured = self._held.take(), False
         return [self._text(held)] if held else []
 
     def _text(self, text: str) -> models.AgentMessageChunk:
@@ -351,21 +346,15 @@ class TurnMapper:
             # The response (and any held delta) is agy's serialised JSON, maybe with
             # its internal keys: show the clean object once, readable.
             self.structured_output = result.structured_output
-            self._held_text = []
+            self._held.take()
             rendered = json.dumps(result.structured_output, indent=2, ensure_ascii=False)
             updates.append(self._message(fenced(rendered, "json")))
         else:
             updates += self._release_text()
             updates += self._remaining_response(result.response or "")
         self.denied += notices.denied_permissions(result.denied_actions)
-        untied: dict[str, str] = {}
-        if self.denied:
-            already = self.tools.blocked_titles()
-            tie = blocked.tie(
-                self.tools.finished_steps(), [p for p in self.denied if p not in already]
-            )
-            updates += [self.tools.block(index, p) for index, p in tie.blocked.items()]
-            untied = dict(tie.untied)
+        blocks, untied = self.tools.block_denied(self.denied)
+        updates += blocks
         updates += self.tools.release_held()
         updates += self.tools.fail_unfinished("the turn ended before this tool finished")
         updates += self.turn_plan.finish()

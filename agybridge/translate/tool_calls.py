@@ -366,6 +366,14 @@ class ToolCallTracker:
             if c.finished
         ]
 
+    def block_denied(self, denied: list[str]) -> tuple[list[models.SessionUpdate], dict[str, str]]:
+        """Fail the steps the turn's denials tie to (:func:`blocked.tie`; a 1.2.x step
+        that named its permission is tied already); returns the updates and the
+        permissions left untied, with why."""
+        already = self.blocked_titles()
+        tie = blocked.tie(self.finished_steps(), [p for p in denied if p not in already])
+        return [self.block(index, p) for index, p in tie.blocked.items()], dict(tie.untied)
+
     def blocked_titles(self) -> dict[str, list[str]]:
         """Titles of the blocked steps' cards, by permission."""
         titles: dict[str, list[str]] = {}
