@@ -343,9 +343,11 @@ class TurnMapper:
             previous = _NO_USAGE
         self.turn_usage = usage.turn_usage(result.usage, previous, self.step_usage)
         if result.structured_output is not None:
-            # The response (and any held delta) is agy's serialised JSON, maybe with
-            # its internal keys: show the clean object once, readable.
             self.structured_output = result.structured_output
+        if result.structured_output is not None and (self.structured or not self.streamed.visible):
+            # The response (and any held delta) is agy's serialised JSON, maybe with
+            # its internal keys: show the clean object once, readable. (Streamed by an
+            # agy the mapper was not told runs with a schema, it was shown already.)
             self._held.take()
             rendered = json.dumps(result.structured_output, indent=2, ensure_ascii=False)
             updates.append(self._message(fenced(rendered, "json")))

@@ -338,11 +338,12 @@ class ToolCallTracker:
             self._gated_early.add(step_index)
 
     def ungated_finished(self) -> list[str]:
-        """Titles of finished tool steps that never went through the gate."""
+        """Titles of finished tool steps that never went through the gate (a step
+        agy's own policy blocked did not run)."""
         return [
             c.title
             for index, c in self.calls.items()
-            if c.finished and not c.gated and index not in self._gated_early
+            if c.finished and not c.gated and index not in self._gated_early and not c.blocked
         ]
 
     @property
