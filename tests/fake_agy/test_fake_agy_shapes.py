@@ -49,6 +49,15 @@ ALLOWED_EXTRA: dict[str, str] = {
     "result.result.command": "hooks-and-tools.md §A2 [GOBBY]",
 }
 
+#: Paths whose contents are the user's data, not agy's vocabulary: the schema given with
+#: --json-schema, the object answering it (contract.md §3.1, §3.5), and the finish tool's
+#: arguments, which are that object (samples/untether-1.3.1-json-schema-finish).
+FREE_FORM = (
+    "init.init.json_schema.",
+    "result.result.structured_output.",
+    "step_update[tool:finish/ACTIVE].step_update.tool_info.parameters.",
+)
+
 #: Tools no capture shows a step of. Their steps are checked against the union of the
 #: captured tool steps in the same state (the tool_info envelope of contract.md §3.4:
 #: name, parameters?, output?, error?), with `parameters` limited to the keys
@@ -64,6 +73,8 @@ DOCUMENTED_TOOL_PARAMETERS: dict[str, dict[str, str]] = {
 #: only error shape, and write_to_file's stream parameters are `TargetFile`.
 DOCUMENTED_TOOL_STATES: dict[str, dict[str, str]] = {
     "step_update[tool:write_to_file/ERROR]": {"TargetFile": "string"},
+    "step_update[tool:view_file/ERROR]": {"AbsolutePath": "string"},
+    "step_update[tool:replace_file_content/ERROR]": {"TargetFile": "string"},
 }
 #: Step contexts no capture shows, checked like a captured one (context -> the captured
 #: context it is shaped like). Empty since the 1.3.1 captures show `finish` DONE.
@@ -172,7 +183,7 @@ def violations(shape: Shape, known: Shape) -> list[str]:
     for path, keys in shape.items():
         for key, types in keys.items():
             full = f"{path}.{key}" if key != "*" else path
-            if allowed(full) or allowed(path):
+            if allowed(full) or allowed(path) or f"{path}.".startswith(FREE_FORM):
                 continue
             seen = known.get(path, {}).get(key)
             if seen is None:
@@ -295,6 +306,24 @@ VARIANTS: dict[str, tuple[list[str], list[str], dict[str, str]]] = {
     "bad-schema": ([*STREAM, "--json-schema", "string"], [], {}),
     "lazy-init": (STREAM, [user("x")], {"FAKE_AGY_LAZY_INIT": "1"}),
     "signed-out": (STREAM, [user("x")], {"FAKE_AGY_SIGNED_OUT": "1"}),
+    # agy 1.3.x (contract.md §11): init.model always; signed out without init; the JSON
+    # answer streamed with agy's internal keys; the 1.2.x soft-deny under skip-permissions.
+    "init-model-1.3.2": (STREAM, [user("hi"), user("again")], {"FAKE_AGY_VERSION": "1.3.2"}),
+    "signed-out-1.3.2": (
+        STREAM,
+        [user("x")],
+        {"FAKE_AGY_SIGNED_OUT": "1", "FAKE_AGY_VERSION": "1.3.2"},
+    ),
+    "schema-stream-1.3.1": (
+        [*STREAM, "--json-schema", '{"type":"object","properties":{"n":{"type":"integer"}}}'],
+        [user("[fake-agy:schema] stream")],
+        {},
+    ),
+    "permission-check-failed-skip": (
+        [*STREAM, "--dangerously-skip-permissions"],
+        [user("x")],
+        {"FAKE_AGY_SCENARIO": "permission-check-failed"},
+    ),
     "quota-continue": (
         STREAM,
         [user("x"), user("y")],
