@@ -51,16 +51,38 @@ def capture(name: str) -> str:
     return str(SAMPLES / name)
 
 
+Turn = tuple[dict[str, Any], list[dict[str, Any]]]
+
+
+async def run_turns(
+    harness: Harness,
+    texts: list[str],
+    scenario: str = "echo",
+    *,
+    choice: str | None = None,
+    **env: str,
+) -> tuple[list[Turn], RawClient]:
+    """Prompts ``texts`` in one new session of a bridge (``env``: its environment,
+    ``choice``: the answer to permission questions); every message schema-valid and
+    nothing left running."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(scenario, validator=validator, **env) as client:
+            if choice is not None:
+                client.permission_choice = choice
+            await client.initialize()
+            session_id = await client.new_session()
+            turns = [await prompt(client, session_id, text) for text in texts]
+    await harness.assert_no_leftovers()
+    assert validator.problems == []
+    return turns, client
+
+
 async def test_blocked_command_is_failed_on_its_card(harness: Harness) -> None:
     """1.3.1 soft-deny: the blocked run_command never shows ✓; its card fails with the
     permission and the allow rule; the notice names the card; the turn ends end_turn."""
-    validator = WireValidator()
-    with trio.fail_after(TIMEOUT_S):
-        replay = capture("untether-1.3.1-tools-soft-denied.ndjson")
-        async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=replay) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            response, updates = await prompt(client, session_id, "run it")
+    replay = capture("untether-1.3.1-tools-soft-denied.ndjson")
+    [(response, updates)], _ = await run_turns(harness, ["run it"], FAKE_AGY_REPLAY=replay)
     assert stop_reason(response) == "end_turn"
     assert response["result"]["_meta"]["deniedPermissions"] == ["command"]
     cards = {u["toolCallId"]: u for u in updates if u["sessionUpdate"] == "tool_call"}
@@ -78,8 +100,6 @@ async def test_blocked_command_is_failed_on_its_card(harness: Harness) -> None:
     # (The replay bypasses the bridge's hook, so the read is reported as ungated; the
     # blocked command did not run, so it is not.)
     assert "`Run echo probe-shell` without going through" not in shown
-    await harness.assert_no_leftovers()
-    assert validator.problems == []
 
 
 @pytest.mark.parametrize("scenario", ["soft-deny", "permission-check-failed"])
@@ -89,15 +109,9 @@ async def test_safe_mode_denial_on_the_card_and_a_declined_retry(
     """Safe mode, agy's own check denies the command (1.3.x and 1.2.x shapes): the card
     fails with the allow rule (1.2.x: CANCELED is agy's denial, not a cancel); "Don't
     allow" on the retry question is a choice, so that card completes, not fails."""
-    validator = WireValidator()
-    with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge(
-            scenario, validator=validator, AGYBRIDGE_MODE="safe"
-        ) as client:
-            client.permission_choice = "reject"
-            await client.initialize()
-            session_id = await client.new_session()
-            response, updates = await prompt(client, session_id, "run it")
+    [(response, updates)], client = await run_turns(
+        harness, ["run it"], scenario, choice="reject", AGYBRIDGE_MODE="safe"
+    )
     assert stop_reason(response) == "end_turn"
     [asked] = client.permission_requests
     statuses = card_statuses(updates)
@@ -113,19 +127,12 @@ async def test_safe_mode_denial_on_the_card_and_a_declined_retry(
     if scenario == "permission-check-failed":
         assert card_text.startswith("permission check failed for command")
     assert "Blocked: `Run echo hello_headless_demo`." in text_of(updates)
-    await harness.assert_no_leftovers()
-    assert validator.problems == []
 
 
 async def test_answer_inside_an_error_result_is_partial(harness: Harness) -> None:
     """The answer, then a warning naming the 429 that came after it, never "could not
     run this turn"; end_turn with _meta.partial and agy's error details."""
-    validator = WireValidator()
-    with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge("partial-error", validator=validator) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            response, updates = await prompt(client, session_id, "what is 2+2")
+    [(response, updates)], _ = await run_turns(harness, ["what is 2+2"], "partial-error")
     assert stop_reason(response) == "end_turn"
     shown = text_of(updates)
     assert shown.startswith(f"{PARTIAL_ANSWER}\n\n⚠️ agy stopped after this answer: ")
@@ -134,61 +141,40 @@ async def test_answer_inside_an_error_result_is_partial(harness: Harness) -> Non
     meta = response["result"]["_meta"]
     assert meta["partial"] is True
     assert meta["agyError"]["error"] == RETRIED_QUOTA_ERROR
-    await harness.assert_no_leftovers()
-    assert validator.problems == []
 
 
 async def test_structured_answer_is_the_clean_object(harness: Harness) -> None:
     """1.3.1 --json-schema: the fenced clean object, never agy's JSON line or its
     internal keys, in any update."""
-    validator = WireValidator()
-    with trio.fail_after(TIMEOUT_S):
-        replay = capture("untether-1.3.1-json-schema-finish.ndjson")
-        async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=replay) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            response, updates = await prompt(client, session_id, "greet and count")
+    replay = capture("untether-1.3.1-json-schema-finish.ndjson")
+    [(response, updates)], _ = await run_turns(harness, ["greet"], FAKE_AGY_REPLAY=replay)
     structured = {"answer": "Hello!\n\n1, 2, 3.", "count": 3}
     assert response["result"]["_meta"]["structuredOutput"] == structured
     shown = text_of(updates)
     assert shown == "```json\n" + json.dumps(structured, indent=2) + "\n```"
     assert "toolAction" not in json.dumps(updates) and "toolSummary" not in json.dumps(updates)
-    await harness.assert_no_leftovers()
-    assert validator.problems == []
 
 
 async def test_window_from_init_model_is_the_same_on_every_turn(harness: Harness) -> None:
     """1.3.2 init.model, read only once the first prompt is sent (lazy init): turn 1's
     window is the model's, equal to turn 2's, in the meter and in _meta."""
-    validator = WireValidator()
-    with trio.fail_after(TIMEOUT_S):
-        replay = capture("untether-1.3.2-init-model-ok.ndjson")
-        async with harness.open_bridge(
-            validator=validator, FAKE_AGY_REPLAY=replay, FAKE_AGY_LAZY_INIT="1"
-        ) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            turns = [await prompt(client, session_id, text) for text in ("one", "two")]
+    replay = capture("untether-1.3.2-init-model-ok.ndjson")
+    turns, _ = await run_turns(
+        harness, ["one", "two"], FAKE_AGY_REPLAY=replay, FAKE_AGY_LAZY_INIT="1"
+    )
     sizes = [
         [u["size"] for u in updates if u["sessionUpdate"] == "usage_update"] for _, updates in turns
     ]
     assert sizes[0] and sizes[1]
     assert set(sizes[0]) == set(sizes[1]) == {1_048_576}
     assert [r["result"]["_meta"]["context"]["size"] for r, _ in turns] == [1_048_576] * 2
-    await harness.assert_no_leftovers()
-    assert validator.problems == []
 
 
 async def test_subagent_in_progress_until_its_return(harness: Harness) -> None:
     """1.3.1 subagent: the plan entry (role, initial prompt) is in progress through the
     spawning step's DONE and the parent's waiting text, completed at the return."""
-    validator = WireValidator()
-    with trio.fail_after(TIMEOUT_S):
-        replay = capture("untether-1.3.1-subagent.ndjson")
-        async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=replay) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            response, updates = await prompt(client, session_id, "ask the subagent")
+    replay = capture("untether-1.3.1-subagent.ndjson")
+    [(response, updates)], _ = await run_turns(harness, ["ask"], FAKE_AGY_REPLAY=replay)
     assert stop_reason(response) == "end_turn"
     entry = "Subagent Secret Reader: Read notes.txt and reply with the secret word only."
     plans = [(i, u["entries"]) for i, u in enumerate(updates) if u["sessionUpdate"] == "plan"]
@@ -204,23 +190,14 @@ async def test_subagent_in_progress_until_its_return(harness: Harness) -> None:
     waiting = max(i for i, text in chunks if "Waiting for its response." in text)
     answer = next(i for i, text in chunks if "SUB SAID banana" in text)
     assert waiting < plans[1][0] < answer
-    await harness.assert_no_leftovers()
-    assert validator.problems == []
 
 
 async def test_signed_out_is_a_sign_in_error(harness: Harness) -> None:
     """1.3.2 signed out (only the ERROR result): the prompt fails with the sign-in
     error (-32000, auth required), naming agy's words."""
-    validator = WireValidator()
-    with trio.fail_after(TIMEOUT_S):
-        replay = capture("untether-1.3.2-signed-out-result.ndjson")
-        async with harness.open_bridge(validator=validator, FAKE_AGY_REPLAY=replay) as client:
-            await client.initialize()
-            session_id = await client.new_session()
-            response, _ = await prompt(client, session_id, "hello")
+    replay = capture("untether-1.3.2-signed-out-result.ndjson")
+    [(response, _)], _ = await run_turns(harness, ["hello"], FAKE_AGY_REPLAY=replay)
     error = response["error"]
     assert error["code"] == -32000
     assert "not signed in" in error["message"]
     assert "authentication failed or timed out" in json.dumps(error.get("data"))
-    await harness.assert_no_leftovers()
-    assert validator.problems == []
