@@ -42,11 +42,12 @@ from ..acp import models
 from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
 from . import notices, usage
+from .card_text import fenced
 from .images import image_candidates
 from .outcome import OutcomeKind, TurnOutcome, response_meta
 from .plan import TurnPlan
 from .streamed import HeldAnswer, LineScan, StreamedText
-from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker, fenced
+from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker
 from .tools import edit_target
 
 logger = logging.getLogger(__name__)
@@ -204,10 +205,9 @@ class TurnMapper:
         if type(event) is events.StepUpdateEvent or isinstance(event, events.StepUpdateEvent):
             if seen.images:
                 self._images_shown.update(seen.images)
-            if self.tools.holding:
-                # A step after a tool that ended DONE without output: not a 1.3.x
-                # soft-deny (agy ends the turn at the blocked tool), so it completed.
-                return [*self.tools.release_held(), *self._step(event.step_update, seen)]
+            if self.tools.watching:  # a later step settles earlier tools (tool_calls.py)
+                earlier = self.tools.before_step(event.step_update.step_index)
+                return [*earlier, *self._step(event.step_update, seen)]
             return self._step(event.step_update, seen)
         if isinstance(event, events.ResultEvent):
             return self._result(event.result)
@@ -313,10 +313,8 @@ class TurnMapper:
     def _message(self, text: str) -> models.AgentMessageChunk:
         """A bridge-authored paragraph after whatever agy said: one blank line
         between them, whatever line end agy's text had."""
-        if not self.streamed.visible:
-            separator = ""
-        else:
-            separator = "\n\n"[len(self._shown_tail) - len(self._shown_tail.rstrip("\n")) :]
+        tail = self._shown_tail
+        separator = "\n\n"[len(tail) - len(tail.rstrip("\n")) :] if self.streamed.visible else ""
         return self._text(separator + text)
 
     def _usage(self, step: events.StepUpdate) -> list[models.SessionUpdate]:

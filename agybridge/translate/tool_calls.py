@@ -18,12 +18,8 @@ import attrs
 from ..acp import models
 from ..agy import StepUpdate
 from . import blocked
+from .card_text import BACKGROUND_DONE, BACKGROUND_RUNNING, capped, fenced, text_content
 from .tools import HIDDEN_TOOLS, describe_tool, edit_target
-
-#: Tool output shown as card content is capped (the full text stays in
-#: rawOutput): editors render huge blocks badly, and one line of the wire
-#: should stay far below the clients' line limits.
-MAX_CONTENT_CHARS = 256 * 1024
 
 _UNREAD = object()  # the session did not read the file: no diff
 
@@ -64,25 +60,11 @@ class _Call:
     output_sent: int = 0
     finished: bool = False
     had_output: bool = False
+    #: agy went on to other steps while this command ran: promoted to a background
+    #: task (run_command's WaitMsBeforeAsync passed; kaoiro print-mode-background-tasks).
+    background: bool = False
     #: The permission agy's own policy blocked this step for (see blocked.py).
     blocked: str | None = None
-
-
-def _capped(text: str) -> str:
-    if len(text) <= MAX_CONTENT_CHARS:
-        return text
-    dropped = len(text) - MAX_CONTENT_CHARS
-    return text[:MAX_CONTENT_CHARS] + f"\n… ({dropped} more characters in rawOutput)"
-
-
-def fenced(text: str, info: str = "") -> str:
-    """``text`` in a Markdown code fence longer than any backtick run inside it."""
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
 
 
 def _exit_meta(call: _Call) -> dict[str, Any] | None:
@@ -90,10 +72,6 @@ def _exit_meta(call: _Call) -> dict[str, Any] | None:
     if call.terminal_id is None:
         return None
     return {"terminal_exit": {"terminal_id": call.terminal_id, "exit_code": None, "signal": None}}
-
-
-def _text_content(text: str) -> models.ContentToolCallContent:
-    return models.ContentToolCallContent(models.TextContent(text=text))
 
 
 @attrs.define
@@ -112,6 +90,8 @@ class ToolCallTracker:
     #: Steps that ended DONE without output and may have been soft-denied
     #: (agy 1.3.x): their ✓ waits for the next event (blocked.py).
     _held: dict[int, Observation] = attrs.Factory(dict)
+    #: Commands announced and not finished, by step index (background detection).
+    _open_commands: dict[int, _Call] = attrs.Factory(dict)
 
     def feed(self, step: StepUpdate, seen: Observation) -> list[models.SessionUpdate]:
         info = step.tool_info
@@ -183,6 +163,8 @@ class ToolCallTracker:
         terminal_id = call_id if self.terminals and desc.kind == "execute" else None
         call = _Call(call_id, name, desc.title, params, terminal_id, desc.kind)
         self.calls[step.step_index] = call
+        if desc.kind == "execute":
+            self._open_commands[step.step_index] = call
         self._note_before(call, seen)
         meta = None
         content: list[models.ToolCallContent] | None = None
@@ -214,6 +196,8 @@ class ToolCallTracker:
         call.finished, call.status = True, "completed"
         call.had_output = bool(output)
         content: list[models.ToolCallContent] = []
+        if call.background and not output:
+            content.append(text_content(BACKGROUND_DONE))
         meta: dict[str, Any] | None = None
         target = edit_target(call.name, call.params)
         diff = self._diff(call, target, seen)
@@ -237,7 +221,7 @@ class ToolCallTracker:
                 del meta["terminal_output"]
         elif output and diff is None:
             # agy's commands print CRLF line ends (contract.md §3.4): not in Markdown.
-            content.append(_text_content(fenced(_capped(output.replace("\r\n", "\n")))))
+            content.append(text_content(fenced(capped(output.replace("\r\n", "\n")))))
         for image in seen.images.values():
             content.append(
                 models.ContentToolCallContent(
@@ -277,7 +261,7 @@ class ToolCallTracker:
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="failed",
-            content=[_text_content(message)],
+            content=[text_content(message)],
             raw_output={"error": {"type": info.error.type, "message": error}}
             if info and info.error
             else None,
@@ -347,9 +331,25 @@ class ToolCallTracker:
         ]
 
     @property
-    def holding(self) -> bool:
-        """Some step's ✓ waits for the next event (see ``_held``)."""
-        return bool(self._held)
+    def watching(self) -> bool:
+        """Some tool's card depends on what step comes next (:meth:`before_step`)."""
+        return bool(self._held or self._open_commands)
+
+    def before_step(self, step_index: int) -> list[models.SessionUpdate]:
+        """Another step came: a step held at DONE without output was no 1.3.x soft-deny
+        (agy ends the turn at the blocked tool), so it completed; commands still
+        running were left to run in the background, and their cards say so."""
+        updates = self.release_held()
+        for index, call in list(self._open_commands.items()):
+            if call.finished:
+                del self._open_commands[index]
+            elif index < step_index and not call.background:
+                call.background = True
+                content: list[models.ToolCallContent] = [text_content(BACKGROUND_RUNNING)]
+                if call.terminal_id is not None:
+                    content.insert(0, models.TerminalContent(terminal_id=call.terminal_id))
+                updates.append(models.ToolCallUpdate(tool_call_id=call.call_id, content=content))
+        return updates
 
     def release_held(self) -> list[models.SessionUpdate]:
         """Another event came: the held steps were not the blocked one; they completed."""
@@ -362,7 +362,9 @@ class ToolCallTracker:
     def finished_steps(self) -> list[blocked.StepSeen]:
         """The finished steps, in order, for :func:`blocked.tie`."""
         return [
-            blocked.StepSeen(index, c.name, c.title, c.had_output, c.status == "failed")
+            blocked.StepSeen(
+                index, c.name, c.title, c.had_output or c.background, c.status == "failed"
+            )
             for index, c in sorted(self.calls.items())
             if c.finished
         ]
@@ -392,7 +394,7 @@ class ToolCallTracker:
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="failed",
-            content=[_text_content(blocked.blocked_card_text(permission, rule))],
+            content=[text_content(blocked.blocked_card_text(permission, rule))],
             raw_output={
                 "error": {"type": "PERMISSION_DENIED", "permission": permission, "allowRule": rule}
             },
@@ -409,7 +411,7 @@ class ToolCallTracker:
                     models.ToolCallUpdate(
                         tool_call_id=call.call_id,
                         status="failed",
-                        content=[_text_content(reason)],
+                        content=[text_content(reason)],
                     )
                 )
         return updates

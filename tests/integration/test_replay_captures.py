@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from agybridge.agy import events
-from agybridge.translate.tool_calls import fenced
+from agybridge.translate.card_text import fenced
 
 from ..acp_wire import Harness, WireValidator
 from ..conftest import sample_files

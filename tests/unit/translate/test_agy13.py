@@ -252,3 +252,34 @@ def test_notice_names_blocked_cards_and_untied_permissions() -> None:
     )
     assert "Blocked: `Run rm x`." in text
     assert "agy did not say which step the mcp denial blocked: no tool step needs it." in text
+
+
+def test_backgrounded_command_says_so() -> None:
+    """A command agy left running (a later step came before its DONE) says it runs in
+    the background, and its DONE without output is not a bare ✓ (kaoiro probe E)."""
+    cmd = {"CommandLine": "sleep 20; echo DONE"}
+    turn = mapper()
+    updates = feed_all(
+        turn,
+        [
+            tool(2, "ACTIVE", "run_command", cmd),
+            step(3, "DONE", "agent_response", text_delta="LAUNCHED\n"),
+            tool(2, "DONE", "run_command", cmd),
+            step(4, "DONE", "system_message"),
+            step(5, "DONE", "agent_response", text_delta="RESULT=DONE\n"),
+            result(response="LAUNCHED\nRESULT=DONE\n"),
+        ],
+    )
+    card = [u for u in of_type(updates, models.ToolCallUpdate) if u.tool_call_id == "m1-tool-2"]
+    assert card[0].status is None and "Running in the background" in shown_card(card[0])
+    assert card[-1].status == "completed" and "Finished in the background" in shown_card(card[-1])
+    assert shown_text(updates) == "LAUNCHED\nRESULT=DONE\n"
+
+
+def shown_card(update: models.ToolCallUpdate) -> str:
+    return "".join(
+        c.content.text
+        for c in update.content or []
+        if isinstance(c, models.ContentToolCallContent)
+        and isinstance(c.content, models.TextContent)
+    )

@@ -12,13 +12,12 @@ from hypothesis import strategies as st
 
 from agybridge.acp import models
 from agybridge.agy import StepUpdate, events
+from agybridge.translate.card_text import MAX_CONTENT_CHARS, fenced
 from agybridge.translate.tool_calls import (
-    MAX_CONTENT_CHARS,
     NO_OBSERVATION,
     ImageData,
     Observation,
     ToolCallTracker,
-    fenced,
 )
 
 from ...acp_wire import assert_updates_valid
