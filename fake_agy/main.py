@@ -49,6 +49,8 @@ Knobs (environment)
                              echo, slow, ignore-sigint, crash, truncated, tool, tool-error,
                              quota, unavailable, soft-deny, print-timeout, noise, silent-exit,
                              multi-response, total-usage (usage with only ``total_tokens``),
+                             agy 1.3.x's partial-error (an answer, then an ERROR result
+                             holding it) and subagent, 1.2.x's permission-check-failed,
                              late-event (a step after an ERROR result; ``_fake_edge``), and
                              for rendering tests edit, multi-tool,
                              image-out, schema, unknown-events, big-output, huge-line,
