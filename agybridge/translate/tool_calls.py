@@ -292,6 +292,8 @@ class ToolCallTracker:
             terminal_id = call_id if self.terminals and desc.kind == "execute" else None
             call = _Call(call_id, name, desc.title, args, terminal_id, desc.kind)
             self.calls[step_index] = call
+            if desc.kind == "execute":
+                self._open_commands[step_index] = call
         call.title, call.kind, call.params, call.gated = desc.title, desc.kind, args, True
         fields: dict[str, Any] = {
             "tool_call_id": call.call_id,
