@@ -111,6 +111,8 @@ def result_error(mapper: TurnMapper, *, auth_failed: bool) -> SessionError | Non
     outcome = mapper.outcome
     if outcome is None or outcome.kind is not OutcomeKind.AGY_ERROR or mapper.quota is not None:
         return None
+    if outcome.partial:
+        return None  # agy answered first: the answer stands, the error was a warning
     return classify_agy_error(outcome.error or "", auth_failed=auth_failed)
 
 

@@ -283,3 +283,22 @@ def shown_card(update: models.ToolCallUpdate) -> str:
         if isinstance(c, models.ContentToolCallContent)
         and isinstance(c.content, models.TextContent)
     )
+
+
+def test_partial_answer_is_never_a_prompt_error() -> None:
+    """Even an auth error after agy's answer leaves the answer standing (end_turn)."""
+    from agybridge.session.errors import result_error  # noqa: PLC0415 - the session's reading
+
+    turn = mapper()
+    feed_all(
+        turn,
+        [
+            step(2, "DONE", "agent_response", text_delta="Here it is.\n"),
+            result("ERROR", response="Here it is.\n", error="authentication expired"),
+        ],
+    )
+    assert turn.outcome is not None and turn.outcome.partial
+    assert result_error(turn, auth_failed=True) is None
+    unanswered = mapper()
+    feed_all(unanswered, [result("ERROR", error="authentication expired")])
+    assert result_error(unanswered, auth_failed=False) is not None
