@@ -7,12 +7,17 @@ the 1.2.x shape and the ambiguous ties. Every update is schema-checked (``feed_a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agybridge.acp import models
 from agybridge.agy import events
 from agybridge.translate import blocked, notices, usage
+from agybridge.translate.card_text import fenced
 from agybridge.translate.mapper import TurnMapper
 from agybridge.translate.outcome import OutcomeKind
 
@@ -302,3 +307,43 @@ def test_partial_answer_is_never_a_prompt_error() -> None:
     unanswered = mapper()
     feed_all(unanswered, [result("ERROR", error="authentication expired")])
     assert result_error(unanswered, auth_failed=False) is not None
+
+
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=60), max_size=6),
+    lead=st.sampled_from(["", " ", "\n"]),
+)
+def test_structured_line_is_never_shown_however_it_is_split(cuts: list[int], lead: str) -> None:
+    """Under --json-schema, however agy splits its JSON line into deltas, the client sees
+    the clean fenced object only (no internal key, no raw line)."""
+    answer = {"answer": "Hello!\n\n1, 2, 3.", "count": 3}
+    line = lead + json.dumps({**answer, "toolAction": "a", "toolSummary": "b"}) + "\n"
+    pieces, at = [], 0
+    for cut in cuts:
+        if at < len(line):
+            pieces.append(line[at : at + cut])
+            at += cut
+    pieces.append(line[at:])
+    deltas = [step(2, "ACTIVE", "agent_response", text_delta=p) for p in pieces if p]
+    updates = feed_all(
+        mapper(structured=True), [*deltas, result(response=line, structured_output=answer)]
+    )
+    assert shown_text(updates) == fenced(json.dumps(answer, indent=2), "json")
+
+
+@given(text=st.text(alphabet="ab \n", max_size=12))
+def test_notice_follows_any_text_after_one_blank_line(text: str) -> None:
+    """Whatever agy's text ends with, the bridge adds only the line ends that make one
+    blank line before its notice (none when nothing visible came): never a third."""
+    updates = feed_all(
+        mapper(),
+        [
+            step(2, "DONE", "agent_response", text_delta=text or None),
+            result(response=text, denied_actions=[{"action": "command"}]),
+        ],
+    )
+    before, _, _ = shown_text(updates).partition("⚠️")
+    assert before.startswith(text)
+    trailing = len(text) - len(text.rstrip("\n"))
+    added = before[len(text) :]
+    assert added == ("\n\n"[min(2, trailing) :] if text.strip() else "")
