@@ -138,6 +138,11 @@ class Knobs:
     release_file: str | None = None
     startup_hang: str = ""
 
+    def at_least(self, *wanted: int) -> bool:
+        """The version the fake plays (``FAKE_AGY_VERSION``) is ``wanted`` or later."""
+        parts = tuple(int(p) if p.isdigit() else 0 for p in self.version.split(".")[:3])
+        return parts >= wanted
+
     @classmethod
     def from_env(cls, env: Mapping[str, str], version: str) -> Knobs:
         """Read the knobs; raises ValueError naming the bad variable."""
@@ -325,6 +330,9 @@ class Turn:
         self.text: list[str] = []
         self.usage = Usage()
         self.finished = False
+        #: How agy's own check ends a soft-denied step: "1.3" DONE without output and a
+        #: SUCCESS result, "1.2" ERROR ``permission check failed …`` and CANCELED.
+        self.soft_deny_shape = "1.3"
 
     def pause(self, seconds: float) -> None:
         """Sleep, but wake at once for a signal or the print timeout.

@@ -54,6 +54,20 @@ QUOTA_ERROR = (
 UNAVAILABLE_ERROR = (
     "Eligibility check failed: UNAVAILABLE (code 503): The service is currently unavailable."
 )
+#: The terminal 429 after agy's own retries (samples/kaoiro-1.2.15-terminal-429-result).
+RETRIED_QUOTA_ERROR = (
+    "API error (attempt 8): RESOURCE_EXHAUSTED (code 429): Individual quota reached. "
+    "Please upgrade your subscription to increase your limits. Resets in 0s."
+)
+PARTIAL_ANSWER = "The answer is 4."
+#: samples/untether-1.3.1-subagent: the ACTIVE step's subagent, the replies around it.
+SUBAGENT: JsonObject = {
+    "type_name": "research",
+    "role": "Secret Reader",
+    "initial_prompt": "Read notes.txt and reply with the secret word only.",
+}
+SUBAGENT_WAITING = "I have spawned the subagent to read notes.txt. Waiting for its response."
+SUBAGENT_RESULT = "SUB SAID banana\n"
 #: Not-signed-in wording for a headless turn (contract.md §4 "authentication required").
 SIGNED_OUT_ERROR = "authentication required: You are not logged into Antigravity."
 SOFT_DENY_NOTICE = (
@@ -335,8 +349,14 @@ class SoftDenied(ToolBlocked):
     """agy's own headless permission check refused the tool (§A6, §A7).
 
     The step has ended DONE without output (the 1.3.x shape the ``soft-deny`` scenario
-    models); the turn stops at this first blocked tool.
+    models; ``status`` SUCCESS) or ERROR ``permission check failed …`` (the 1.2.x shape of
+    ``permission-check-failed``; ``status`` CANCELED); the turn stops at this first
+    blocked tool.
     """
+
+    def __init__(self, status: str = "SUCCESS") -> None:
+        super().__init__(status)
+        self.status = status
 
 
 class ToolStep:
@@ -419,6 +439,13 @@ class ToolStep:
             self.fail(blocked.message)
             raise HookBlocked(blocked)
         if self.needs_approval and session.permission_mode != "always-proceed":
+            if self.turn.soft_deny_shape == "1.2":
+                command = str(self.args.get("CommandLine", ""))
+                self.fail(
+                    f'permission check failed for command "{command}": '
+                    f"user denied permission to run command:\n{command}"
+                )
+                raise SoftDenied("CANCELED")
             self.done()
             raise SoftDenied
 
@@ -552,6 +579,14 @@ def soft_deny(turn: Turn) -> int | None:
     return _tool_turn(turn, needs_approval=True)
 
 
+def permission_check_failed(turn: Turn) -> int | None:
+    """``soft-deny`` in agy 1.2.x's shape (hooks-and-tools.md §A6): the step ends ERROR
+    ``permission check failed for command "X": …``, the result is CANCELED with
+    ``denied_actions``, the jetski line goes to stderr."""
+    turn.soft_deny_shape = "1.2"
+    return _tool_turn(turn, needs_approval=True)
+
+
 def run_scenario(scenario: Scenario, turn: Turn) -> int | None:
     """Run one turn's scenario; a tool it could not run ends the turn (§A6).
 
@@ -562,25 +597,32 @@ def run_scenario(scenario: Scenario, turn: Turn) -> int | None:
     """
     try:
         return scenario(turn)
-    except SoftDenied:
+    except SoftDenied as denied:
         stderr_line(SOFT_DENY_NOTICE)
-        turn.finish(extra={"denied_actions": [dict(DENIED_COMMAND)]})
+        turn.finish(denied.status, extra={"denied_actions": [dict(DENIED_COMMAND)]})
     except HookBlocked as blocked:
         _reply_text(turn, blocked.explanation)
         turn.finish()
     return None
 
 
-def api_error(turn: Turn, text: str, *, status: str, code: int) -> int | None:
+def api_error(
+    turn: Turn, text: str, *, status: str, code: int, answer: str | None = None
+) -> int | None:
     """An agent/model API failure: ``error_message`` step, ERROR result, stderr lines.
 
     1.2.6+ prints ``error: <text>`` and ``AGY_ERROR: {json}`` and exits 3 (contract.md §4,
-    §5); CL 1.2.10 keeps a multi-turn stream-json session alive instead, modelled by
-    ``FAKE_AGY_QUOTA_CONTINUE=1``.
+    §5; 1.2.10: also when partial text was streamed); CL 1.2.10 keeps a multi-turn
+    stream-json session alive instead, modelled by ``FAKE_AGY_QUOTA_CONTINUE=1``. With an
+    ``answer`` the model replies first and the ERROR result's ``response`` holds it
+    (contract.md §11; the 429 after agy's own retries, kaoiro-1.2.15).
     """
     turn.user_input()
     turn.pause(turn.knobs.fragment_delay_s)
-    turn.step("error_message", gap=0)
+    if answer is None:
+        turn.step("error_message", gap=0)
+    else:
+        _reply_text(turn, answer)
     turn.finish("ERROR", error=text)
     details = {
         "short_error": f"{status} (code {code}): {text}",
@@ -603,6 +645,52 @@ def quota(turn: Turn) -> int | None:
 def unavailable(turn: Turn) -> int | None:
     """A 503 eligibility failure mid-session (at startup it is a pre-turn error)."""
     return api_error(turn, UNAVAILABLE_ERROR, status="UNAVAILABLE", code=503)
+
+
+def partial_error(turn: Turn) -> int | None:
+    """An answer, then the 429 agy gave up on after 8 retries: ERROR with the answer."""
+    return api_error(
+        turn, RETRIED_QUOTA_ERROR, status="RESOURCE_EXHAUSTED", code=429, answer=PARTIAL_ANSWER
+    )
+
+
+def subagent(turn: Turn) -> int | None:
+    """agy 1.3.1's subagent turn (samples/untether-1.3.1-subagent): a thinking-only
+    agent_response, the ``subagent`` step (ACTIVE: type, role, initial prompt; DONE ~0.5 s
+    later with its conversation while it still works), the parent's "waiting" reply, a
+    ``system_message`` when the subagent returns, then the reply using its answer."""
+    turn.user_input()
+    turn.pause(turn.knobs.fragment_delay_s)
+    turn.step("agent_response", gap=1, timed=True, usage=reply_usage(turn, "(thinking)"))
+    spawned: JsonObject = dict(SUBAGENT)
+    index = turn.step(
+        "subagent",
+        "ACTIVE",
+        gap=1,
+        tool_name="invoke_subagent",
+        subagent_info={"subagents": [spawned]},
+    )
+    turn.pause(turn.knobs.fragment_delay_s)
+    child = str(uuid.uuid4())
+    spawned.update(
+        conversation_id=child,
+        log_uri=f"file://~/.gemini/antigravity-cli/brain/{child}/.system_generated/logs/transcript.jsonl",
+        workspace_uris=[f"file://{_workspace(turn)}"],
+    )
+    turn.step(
+        "subagent",
+        "DONE",
+        index=index,
+        timed=True,
+        tool_name="invoke_subagent",
+        subagent_info={"subagents": [spawned]},
+    )
+    _reply_text(turn, SUBAGENT_WAITING)
+    turn.pause(turn.knobs.fragment_delay_s)
+    turn.step("system_message", gap=0, timed=True)
+    turn.response(gap=0).done(SUBAGENT_RESULT, usage=reply_usage(turn, SUBAGENT_RESULT))
+    turn.finish()
+    return None
 
 
 def print_timeout(turn: Turn) -> int | None:
@@ -894,8 +982,11 @@ def schema(turn: Turn) -> int | None:
     ``tool`` step, DONE as ``step_type:"finish"`` (hooks-and-tools.md §B2). Without the
     flag the fake answers ``DEFAULT_SCHEMA`` so that a bridge, which passes no schema, can
     still be tested (real agy prints no structured_output then). ``[fake-agy:schema]
-    stream`` also streams the JSON as agent_response deltas first (an assumption, like the
-    echo scenario under ``--json-schema``). The finish step's ``usage`` is an assumption.
+    stream`` answers as agy 1.3.1 does (samples/untether-1.3.1-json-schema-finish): one
+    agent_response DONE whose text is the JSON line with agy's internal ``toolAction`` and
+    ``toolSummary`` keys, which ``response`` restates; ``structured_output`` is clean.
+    Without ``stream`` the model step is thinking-only (usage, no text, as in the 1.3.1
+    captures); the finish step carries no usage (as captured).
     """
     turn.user_input()
     args = directive_args(turn.prompt)
@@ -904,11 +995,16 @@ def schema(turn: Turn) -> int | None:
     topic = " ".join(arg for arg in args if arg != "stream") or DIRECTIVE.sub("", turn.prompt)
     structured = example_for_schema(turn.session.json_schema or DEFAULT_SCHEMA, topic.strip())
     text = dumps(structured)
-    if "stream" in args:
-        _reply_text(turn, text)
+    if "stream" in args and isinstance(structured, dict):
+        summary = "Answering in the requested structure"
+        line = dumps({**structured, "toolAction": summary, "toolSummary": summary}) + "\n"
+        turn.response(gap=1).done(line, usage=reply_usage(turn, line))
+        text = line
+    else:
+        turn.response(gap=1).done(None, usage=reply_usage(turn, text))
     finish = ToolStep(turn, "finish")  # no hooks: finish never reached one (§A5, [KAO-TP])
     turn.pause(turn.knobs.fragment_delay_s)
-    turn.step("finish", index=finish.index, timed=True, usage=reply_usage(turn, text))
+    turn.step("finish", index=finish.index, timed=True)
     turn.finish(response=text, extra={"structured_output": structured})
     return None
 
@@ -1067,9 +1163,19 @@ def paced(turn: Turn) -> int | None:
 def signed_out(turn: Turn) -> int:
     """FAKE_AGY_SIGNED_OUT in a session: the first turn fails on auth, exit 1.
 
-    Wording and shape are invented from contract.md §4 ("headless with no TTY exits with
-    an authentication required error"); the turn never starts, so no steps.
+    Before 1.3.2 the wording and shape are invented from contract.md §4 ("headless with
+    no TTY exits with an authentication required error"); from 1.3.2 on they are the
+    captured ones (samples/untether-1.3.2-signed-out-result, untether-1.3.x-stderr-and-
+    exit: no init, a pre-turn ERROR result). The turn never starts, so no steps.
     """
+    if turn.knobs.at_least(1, 3, 2):
+        stderr_line("Error: authentication required. Run 'agy' to log in, then retry.")
+        error = "authentication failed or timed out"
+        turn.finish(
+            "ERROR", error=error, extra={"conversation_id": "", "num_turns": 0}, timed=False
+        )
+        stderr_line(f"error: {error}")
+        return 1
     turn.finish("ERROR", error=SIGNED_OUT_ERROR)
     stderr_line(f"error: {SIGNED_OUT_ERROR}")
     return 1
@@ -1114,6 +1220,9 @@ SCENARIOS: dict[str, Scenario] = {
     "quota": quota,
     "unavailable": unavailable,
     "soft-deny": soft_deny,
+    "permission-check-failed": permission_check_failed,
+    "partial-error": partial_error,
+    "subagent": subagent,
     "print-timeout": print_timeout,
     "noise": noise,
     "silent-exit": silent_exit,

@@ -49,6 +49,8 @@ Knobs (environment)
                              echo, slow, ignore-sigint, crash, truncated, tool, tool-error,
                              quota, unavailable, soft-deny, print-timeout, noise, silent-exit,
                              multi-response, total-usage (usage with only ``total_tokens``),
+                             agy 1.3.x's partial-error (an answer, then an ERROR result
+                             holding it) and subagent, 1.2.x's permission-check-failed,
                              late-event (a step after an ERROR result; ``_fake_edge``), and
                              for rendering tests edit, multi-tool,
                              image-out, schema, unknown-events, big-output, huge-line,
@@ -112,7 +114,10 @@ Knobs (environment)
 ``FAKE_AGY_SIGNED_OUT=1``    subcommands fail with the not-logged-in error; a session's first
                              turn fails with ``authentication required``, exit 1.
 ``FAKE_AGY_AGENTS``          names printed by ``agents`` (comma-separated).
-``FAKE_AGY_VERSION``         the ``--version`` line (default 1.2.14).
+``FAKE_AGY_VERSION``         the ``--version`` line (default 1.2.14). From 1.3.2 on, ``init``
+                             always names the model (``gemini-3.8-flash`` without
+                             ``--model``) and a signed-out session prints no ``init``,
+                             1.3.2's two stderr lines and its ERROR result.
 ``FAKE_AGY_EDIT_DELAY``      seconds an edit tool step stays ACTIVE before the file changes
                              (default 0.2; the tool's run time in real agy).
 ``FAKE_AGY_EXIT_DELAY``      seconds between the last output of a turn that ends the process
@@ -403,6 +408,8 @@ def _serve(opts: Options, knobs: Knobs, log: LaunchLog) -> int:
         hooks=hooks,
     )
     init = _init_line(opts, session, display_model, schema, capture)
+    if knobs.signed_out and knobs.at_least(1, 3, 2):
+        init = None  # 1.3.2 signed out: no init, only the ERROR result (contract.md §11)
     stream_input = opts.input_format == "stream-json"
     if init is not None and not (knobs.lazy_init and stream_input):
         out.raw(init)
@@ -480,6 +487,11 @@ def _open_session(
     return session
 
 
+#: The model 1.3.2's ``init`` names when no ``--model`` is given
+#: (samples/untether-1.3.2-init-model-ok).
+DEFAULT_MODEL_SLUG = "gemini-3.8-flash"
+
+
 def _init_line(
     opts: Options,
     session: Session,
@@ -492,7 +504,9 @@ def _init_line(
         return capture.init_line
     init: JsonObject = {}
     if display_model is not None:
-        init["model"] = display_model  # only with --model, echoing the display name
+        init["model"] = display_model  # with --model, echoing the display name
+    elif session.knobs.at_least(1, 3, 2):
+        init["model"] = DEFAULT_MODEL_SLUG  # present from 1.3.2 on (contract.md §11)
     if opts.agent:
         init["agent"] = opts.agent
     init["cwd"] = os.path.realpath(os.getcwd())

@@ -10,7 +10,7 @@ from ..jsonrpc import RpcError
 from ..session import Session
 from ..session.commands import BridgeCommand
 from ..session.config import ConfigValueError
-from ..translate.tool_calls import fenced
+from ..translate.card_text import fenced
 from ..workspace.rollback import FORCE_HINT
 from .extensions import diff_of, rollback
 from .runtime import runtime, status_text

@@ -61,6 +61,8 @@ class InitInfo:
     permission_mode: str | None = None
     model: str | None = None
     agent: str | None = None
+    #: The ``--json-schema`` agy runs with (contract.md §3.1).
+    json_schema: Any = None
 
 
 @attrs.frozen

@@ -46,6 +46,13 @@ _AUTH_MARKERS = (
 )
 
 
+def is_auth_text(text: str) -> bool:
+    """agy's words say it is signed out (a stderr line or a ``result.error``, such as
+    1.3.2's ``authentication failed or timed out``, contract.md §11)."""
+    lowered = text.lower()
+    return any(marker in lowered for marker in _AUTH_MARKERS)
+
+
 def classify_stderr(text: str) -> StderrLine:
     """Classify one stderr line (without its newline)."""
     stripped = text.strip()
@@ -60,7 +67,7 @@ def classify_stderr(text: str) -> StderrLine:
         return StderrLine(StderrKind.ERROR, stripped)
     if stripped.startswith("jetski:") and "auto-denied" in lowered:
         return StderrLine(StderrKind.SOFT_DENY, stripped)
-    if any(marker in lowered for marker in _AUTH_MARKERS):
+    if is_auth_text(lowered):
         return StderrLine(StderrKind.AUTH, stripped)
     if stripped.startswith("[agy] print timeout"):
         return StderrLine(StderrKind.PRINT_TIMEOUT, stripped)

@@ -16,6 +16,7 @@ import trio
 
 from ..acp import codec, models
 from ..agy import AgySpawnError, InitEvent, ResultEvent, build_argv
+from ..agy.events import InitInfo
 from ..translate.history import storable
 from ..translate.mapper import TurnMapper
 from ..translate.usage import context_window
@@ -68,6 +69,7 @@ class SessionHost(Protocol):
     nursery: trio.Nursery | None
     title: str | None
     model: str | None
+    init_info: InitInfo | None
     plan: tuple[Mapping[str, Any], ...]
     unrecognised: Counter[str]
 
@@ -106,6 +108,8 @@ async def start_turn(session: Session, action: ev.StartTurn) -> None:
         cwd=session.cwd,
         terminals=session.spec.terminals,
         context_size=context_window(session.model, session.deps.context_window_override),
+        context_window_override=session.deps.context_window_override,
+        structured=session.core.settings.json_schema is not None,
     )
     work.timers.cancel()
     work.timers = AttemptScopes()
@@ -140,6 +144,11 @@ async def send_user_turn(session: Session, action: ev.SendUserTurn) -> None:
         action.incarnation
     )
     mapper.gate_active = action.gated
+    # The child's init may have been read since the mapper was made (the model it
+    # names sets the window; a later init reaches the mapper itself).
+    mapper.context_size = context_window(session.model, session.deps.context_window_override)
+    if session.init_info is not None and session.init_info.json_schema is not None:
+        mapper.structured = True
     notice = session.conversation.take_fork_notice()
     if notice is not None:
         await say(session, mapper, notice + "\n\n", "notice")

@@ -54,7 +54,9 @@ def classify_agy_error(text: str, *, auth_failed: bool = False) -> SessionError 
         if models_known:
             message += "; available models: " + ", ".join(models_known)
         return InvalidModelError(message, data={"details": text, "availableModels": models_known})
-    if auth_failed or "not logged into antigravity" in text.lower():
+    from ..agy.stderr import is_auth_text  # noqa: PLC0415 - beside the notices import above
+
+    if auth_failed or is_auth_text(text):
         return auth_required(text)
     return None
 
@@ -109,6 +111,8 @@ def result_error(mapper: TurnMapper, *, auth_failed: bool) -> SessionError | Non
     outcome = mapper.outcome
     if outcome is None or outcome.kind is not OutcomeKind.AGY_ERROR or mapper.quota is not None:
         return None
+    if outcome.partial:
+        return None  # agy answered first: the answer stands, the error was a warning
     return classify_agy_error(outcome.error or "", auth_failed=auth_failed)
 
 

@@ -148,7 +148,9 @@ class GatePort:
         gate = self.gate
         assert gate is not None
         ok = action.allowed and action.gate_failure is None
-        status = "completed" if ok else "failed"
+        # "Don't allow" is the user's choice, not a failure: only a gate that could not
+        # allow it turns the card red.
+        status = "failed" if action.gate_failure is not None else "completed"
         await self._send(models.ToolCallUpdate(tool_call_id=_allow_call_id(mapper), status=status))
         if action.gate_failure is not None:
             await self._send(

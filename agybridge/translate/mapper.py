@@ -42,11 +42,12 @@ from ..acp import models
 from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
 from . import notices, usage
+from .card_text import fenced
 from .images import image_candidates
 from .outcome import OutcomeKind, TurnOutcome, response_meta
 from .plan import TurnPlan
-from .streamed import LineScan, StreamedText
-from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker, fenced
+from .streamed import HeldAnswer, LineScan, StreamedText
+from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker
 from .tools import edit_target
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,11 @@ class TurnMapper:
     #: Zed's display-only terminal extension (client ``_meta.terminal_output``).
     terminals: bool = False
     context_size: int = usage.DEFAULT_CONTEXT_WINDOW
+    #: The AGYBRIDGE_CONTEXT_WINDOW setting: wins over the window ``init.model`` implies.
+    context_window_override: int | None = None
+    #: agy runs with ``--json-schema``: its answer is one JSON line, held back so the
+    #: client sees the clean ``structured_output`` instead (contract.md §11).
+    structured: bool = False
     #: The previous ``result.usage`` of the same agy process, if any.
     previous_result_usage: events.Usage | None = None
     #: The process started a new conversation (no ``--conversation``): its
@@ -114,6 +120,13 @@ class TurnMapper:
     print_timeout: bool = False
     structured_output: Any = None
     quota: notices.QuotaError | None = None
+    #: An ERROR result after agy gave its answer (contract.md §11): a partial turn.
+    partial: bool = False
+    #: agy's own text (not only whitespace) came this turn.
+    _answered: bool = False
+    _held: HeldAnswer = attrs.Factory(HeldAnswer)
+    #: How the text shown so far ends (for the blank line before a notice).
+    _shown_tail: str = ""
     #: Image paths named by each agent_response step so far.
     _step_scans: dict[int, LineScan] = attrs.Factory(dict)
     _usage_sent: int | None = None
@@ -123,7 +136,10 @@ class TurnMapper:
 
     def __attrs_post_init__(self) -> None:
         self.tools = ToolCallTracker(
-            call_prefix=f"{self.message_id}-tool", cwd=self.cwd, terminals=self.terminals
+            call_prefix=f"{self.message_id}-tool",
+            cwd=self.cwd,
+            terminals=self.terminals,
+            hold_silent_done=True,
         )
 
     @property
@@ -189,11 +205,22 @@ class TurnMapper:
         if type(event) is events.StepUpdateEvent or isinstance(event, events.StepUpdateEvent):
             if seen.images:
                 self._images_shown.update(seen.images)
+            if self.tools.watching:  # a later step settles earlier tools (tool_calls.py)
+                earlier = self.tools.before_step(event.step_update.step_index)
+                return [*earlier, *self._step(event.step_update, seen)]
             return self._step(event.step_update, seen)
         if isinstance(event, events.ResultEvent):
             return self._result(event.result)
         if isinstance(event, events.InitEvent):
-            return []  # process-level; the session reads it
+            # The session reads the rest; the window of this turn's model is known
+            # from now on (contract.md §11: init.model is the only early model fact).
+            if event.init.model:
+                self.context_size = usage.context_window(
+                    event.init.model, self.context_window_override
+                )
+            if event.init.json_schema is not None and not self._answered:
+                self.structured = True
+            return []
         if isinstance(event, events.UnknownEvent):
             self._note(f"event:{event.name}")
         else:
@@ -236,7 +263,7 @@ class TurnMapper:
                 if scan is None:
                     scan = self._step_scans[step.step_index] = LineScan(self.cwd)
                 scan.add(text)
-                updates = [self._text(text)]
+                updates = self._agent_text(text)
             else:
                 updates = []
             for image in seen.images.values() if seen.images else ():
@@ -250,24 +277,44 @@ class TurnMapper:
             updates = [*self.tools.feed(step, seen), *self.turn_plan.from_tool(step)]
         elif step.step_type == "subagent" and step.subagent_info:
             updates = self.turn_plan.from_subagents(step)  # a new list
+        elif step.step_type == "system_message":
+            # What agy marks a subagent's return with (contract.md §11).
+            updates = self.turn_plan.subagents_returned()
         else:
             updates = []
         if step.usage is not None:
             updates += self._usage(step)
         return updates
 
+    def _agent_text(self, text: str) -> list[models.SessionUpdate]:
+        """A text delta of agy's; under ``--json-schema`` held while it may be the
+        answer's JSON line (it starts with ``{``), shown as soon as it cannot be."""
+        if not self._answered and not text.isspace():
+            self._answered = True
+        shown = self._held.offer(text) if self.structured else text
+        if shown is not None and self.structured:
+            self.structured = False  # not the JSON answer: the rest streams
+        return [self._text(shown)] if shown is not None else []
+
+    def _release_text(self) -> list[models.SessionUpdate]:
+        held, self.structured = self._held.take(), False
+        return [self._text(held)] if held else []
+
     def _text(self, text: str) -> models.AgentMessageChunk:
         if self.state is TurnState.RUNNING:
             self.streamed.add_delta(text)
         else:
             self.streamed.add_after(text)
+        self._shown_tail = (self._shown_tail + text)[-2:]
         return models.AgentMessageChunk(
             content=models.TextContent(text=text), message_id=self.message_id
         )
 
     def _message(self, text: str) -> models.AgentMessageChunk:
-        """A bridge-authored paragraph after whatever agy said."""
-        separator = "\n\n" if self.streamed.visible else ""
+        """A bridge-authored paragraph after whatever agy said: one blank line
+        between them, whatever line end agy's text had."""
+        tail = self._shown_tail
+        separator = "\n\n"[len(tail) - len(tail.rstrip("\n")) :] if self.streamed.visible else ""
         return self._text(separator + text)
 
     def _usage(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
@@ -295,17 +342,26 @@ class TurnMapper:
         self.turn_usage = usage.turn_usage(result.usage, previous, self.step_usage)
         if result.structured_output is not None:
             self.structured_output = result.structured_output
-        if result.structured_output is not None and not self.streamed.visible:
-            # The response is the serialised JSON: show it once, readable.
+        if result.structured_output is not None and (self.structured or not self.streamed.visible):
+            # The response (and any held delta) is agy's serialised JSON, maybe with
+            # its internal keys: show the clean object once, readable. (Streamed by an
+            # agy the mapper was not told runs with a schema, it was shown already.)
+            self._held.take()
             rendered = json.dumps(result.structured_output, indent=2, ensure_ascii=False)
             updates.append(self._message(fenced(rendered, "json")))
         else:
+            updates += self._release_text()
             updates += self._remaining_response(result.response or "")
+        self.denied += notices.denied_permissions(result.denied_actions)
+        blocks, untied = self.tools.block_denied(self.denied)
+        updates += blocks
+        updates += self.tools.release_held()
         updates += self.tools.fail_unfinished("the turn ended before this tool finished")
         updates += self.turn_plan.finish()
-        self.denied += notices.denied_permissions(result.denied_actions)
         if self.denied:
-            updates.append(self._message("⚠️ " + notices.soft_deny_message(self.denied)))
+            titles = [t for ts in self.tools.blocked_titles().values() for t in ts]
+            message = notices.soft_deny_message(self.denied, blocked=titles, untied=untied)
+            updates.append(self._message("⚠️ " + message))
         if self.print_timeout:
             updates.append(self._message("⚠️ " + notices.PRINT_TIMEOUT_MESSAGE))
         ungated = self.tools.ungated_finished() if self.gate_active else []
@@ -329,7 +385,11 @@ class TurnMapper:
         card spins forever (the journal records them so too)."""
         if self.state is TurnState.FINISHED:
             return []
-        return self.tools.fail_unfinished(reason)
+        return [
+            *self._release_text(),
+            *self.tools.release_held(),
+            *self.tools.fail_unfinished(reason),
+        ]
 
     def _remaining_response(self, response: str) -> list[models.SessionUpdate]:
         rest = self.streamed.rest_of(response)
@@ -350,14 +410,24 @@ class TurnMapper:
         if status == events.STATUS_SUCCESS:
             self.outcome = TurnOutcome(OutcomeKind.END_TURN, status)
             return []
+        if status in ("CANCELED", "CANCELLED") and self.denied and not self.cancel_requested:
+            # agy 1.2.x ends a soft-denied turn CANCELED: its denial, not the user's cancel.
+            self.outcome = TurnOutcome(OutcomeKind.END_TURN, status)
+            return []
         if self.cancel_requested or status in ("CANCELED", "CANCELLED", "INTERRUPTED"):
             self.outcome = TurnOutcome(OutcomeKind.CANCELLED, status, result.error)
             return []
         error = result.error or f"agy ended the turn with status {status}"
         if status != events.STATUS_ERROR:
             self._note(f"status:{status}")
-        self.outcome = TurnOutcome(OutcomeKind.AGY_ERROR, status, error)
+        # agy gave its answer, then failed (e.g. a 429 after its own retries):
+        # the answer stands; the error is what came after it (contract.md §11).
+        self.partial = self._answered or bool((result.response or "").strip())
+        self.outcome = TurnOutcome(OutcomeKind.AGY_ERROR, status, error, partial=self.partial)
         self.quota = notices.quota_error(error, self.agy_error_details, self.now)
+        if self.partial:
+            failed = self.quota.message(after_answer=True) if self.quota else error
+            return [self._message(f"⚠️ agy stopped after this answer: {failed}")]
         if self.quota is not None:
             return [self._message("⚠️ " + self.quota.message())]
         return [self._message(f"⚠️ agy error: {error}")]
@@ -373,4 +443,5 @@ class TurnMapper:
             agy_error_details=self.agy_error_details,
             denied=self.denied,
             unrecognised=self.unrecognised,
+            partial=self.partial,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -52,23 +52,42 @@ def soft_denied_permission(stderr_line: str) -> str | None:
     return match.group("permission") if match else None
 
 
-def soft_deny_message(permissions: Iterable[str]) -> str:
-    """One message naming every denied permission and how to allow it."""
+def allow_rule_example(permission: str) -> str:
+    """An allow rule for ``permission`` with a placeholder target."""
+    return _ALLOW_RULE_EXAMPLES.get(permission, f"{permission}(<target>)")
+
+
+def soft_deny_message(
+    permissions: Iterable[str],
+    *,
+    blocked: Sequence[str] = (),
+    untied: Mapping[str, str] | None = None,
+) -> str:
+    """One message naming every denied permission and how to allow it, then the
+    cards of the blocked steps (``blocked``: their titles) or, per permission no
+    step could be tied to, why (``untied``)."""
     names = sorted({name for name in permissions if name})
     if not names:
-        return (
+        text = (
             "agy auto-denied an action: headless agy cannot ask for approval. Add an allow "
             f"rule for it under `permissions.allow` in {SETTINGS_PATH}, or run this session "
             "in an autonomous mode (agy's --dangerously-skip-permissions)."
         )
-    rules = ", ".join(f"`{_ALLOW_RULE_EXAMPLES.get(n, f'{n}(<target>)')}`" for n in names)
-    quoted = ", ".join(f'"{n}"' for n in names)
-    return (
-        f"agy auto-denied an action that needs the {quoted} permission: headless agy "
-        "cannot ask for approval. To allow it, add an allow rule such as "
-        f"{rules} under `permissions.allow` in {SETTINGS_PATH}, or run this session in "
-        "an autonomous mode (agy's --dangerously-skip-permissions)."
-    )
+    else:
+        rules = ", ".join(f"`{allow_rule_example(n)}`" for n in names)
+        quoted = ", ".join(f'"{n}"' for n in names)
+        text = (
+            f"agy auto-denied an action that needs the {quoted} permission: headless agy "
+            "cannot ask for approval. To allow it, add an allow rule such as "
+            f"{rules} under `permissions.allow` in {SETTINGS_PATH}, or run this session in "
+            "an autonomous mode (agy's --dangerously-skip-permissions)."
+        )
+    if blocked:
+        text += " Blocked: " + ", ".join(f"`{title}`" for title in blocked) + "."
+    for name, why in sorted((untied or {}).items()):
+        which = "it" if len(names) == 1 else f"the {name} denial"
+        text += f" agy did not say which step {which} blocked: {why}."
+    return text
 
 
 def denied_permissions(denied_actions: Iterable[Mapping[str, Any]] | None) -> list[str]:
@@ -104,8 +123,10 @@ class QuotaError:
     resets_at: str | None = None
     details: Mapping[str, Any] | None = None
 
-    def message(self) -> str:
-        text = f"agy could not run this turn: {self.text}"
+    def message(self, *, after_answer: bool = False) -> str:
+        """What to show; ``after_answer``: agy answered first, so this names
+        what failed after the answer rather than the turn."""
+        text = self.text if after_answer else f"agy could not run this turn: {self.text}"
         if self.resets_at:
             text += f" (quota resets at {self.resets_at})"
         return text

@@ -33,6 +33,9 @@ class TurnOutcome:
     kind: OutcomeKind
     status: str
     error: str | None = None
+    #: An ERROR result that came after agy's answer: the answer stands, the
+    #: error was shown as a warning after it (contract.md §11).
+    partial: bool = False
 
 
 def response_meta(
@@ -45,6 +48,7 @@ def response_meta(
     agy_error_details: dict[str, Any] | None,
     denied: Sequence[str],
     unrecognised: Mapping[str, int],
+    partial: bool = False,
 ) -> dict[str, Any]:
     """The prompt response's ``_meta`` for one turn (token figures, errors...)."""
     meta: dict[str, Any] = {}
@@ -64,4 +68,7 @@ def response_meta(
         meta["deniedPermissions"] = sorted({p for p in denied if p})
     if unrecognised:
         meta["unrecognisedAgyOutput"] = dict(unrecognised)
+    if partial:
+        # ACP has no stop reason for "answered, then failed": end_turn plus this.
+        meta["partial"] = True
     return meta

@@ -28,6 +28,8 @@ class TurnPlan:
     """One turn's plan entries by key; see the module docstring."""
 
     entries: dict[str, models.PlanEntry] = attrs.Factory(dict)
+    #: Keys of the subagent entries whose return has not been seen yet.
+    _subagents_out: set[str] = attrs.Factory(set)
 
     def set(self, key: str, content: str, status: str) -> list[models.SessionUpdate]:
         entry = models.PlanEntry(content=content, priority="medium", status=status)
@@ -44,15 +46,13 @@ class TurnPlan:
         params = (info.parameters if info else None) or {}
         status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
         if name == "invoke_subagent":
-            updates: list[models.SessionUpdate] = []
             subagents = params.get("Subagents")
-            for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
-                if isinstance(sub, dict):
-                    role = sub.get("Role") or sub.get("TypeName") or "subagent"
-                    prompt = str(sub.get("Prompt") or "").strip().splitlines()
-                    text = f"Subagent {role}" + (f": {prompt[0][:120]}" if prompt else "")
-                    updates += self.set(f"{step.step_index}.{i}", text, status)
-            return updates or self.set(str(step.step_index), "Run subagent", status)
+            found = [
+                (sub.get("Role") or sub.get("TypeName"), sub.get("Prompt"))
+                for sub in (subagents if isinstance(subagents, list) else [])
+                if isinstance(sub, dict)
+            ]
+            return self._subagents(step, found)
         if name == "task_boundary":
             text = str(params.get("TaskName") or params.get("TaskSummary") or "Task")
             task_status = str(params.get("TaskStatus") or "")
@@ -74,14 +74,47 @@ class TurnPlan:
 
     def from_subagents(self, step: events.StepUpdate) -> list[models.SessionUpdate]:
         info = step.subagent_info or {}
-        updates: list[models.SessionUpdate] = []
-        status = "in_progress" if step.state == events.STATE_ACTIVE else "completed"
         subagents = info.get("subagents")
-        for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
-            if isinstance(sub, dict):
-                role = sub.get("role") or sub.get("type_name") or "subagent"
-                updates += self.set(f"{step.step_index}.{i}", f"Subagent {role}", status)
+        found = [
+            (sub.get("role") or sub.get("type_name"), sub.get("initial_prompt"))
+            for sub in (subagents if isinstance(subagents, list) else [])
+            if isinstance(sub, dict)
+        ]
+        return self._subagents(step, found)
+
+    def _subagents(
+        self, step: events.StepUpdate, found: list[tuple[object, object]]
+    ) -> list[models.SessionUpdate]:
+        """Entries for the subagents a step spawns: its role and initial prompt. agy
+        ends the spawning step ~0.5 s after the spawn while the subagent still works
+        (contract.md §11), so the entry stays in progress until its return is seen
+        (:meth:`subagents_returned`) or the turn ends; a step that failed ends it."""
+        status = "completed" if step.state == events.STATE_ERROR else "in_progress"
+        updates: list[models.SessionUpdate] = []
+        for i, (role, prompt) in enumerate(found or [(None, None)]):
+            key = f"{step.step_index}.{i}"
+            lines = str(prompt or "").strip().splitlines()
+            text = f"Subagent {role or 'subagent'}" + (f": {lines[0][:120]}" if lines else "")
+            if not found and key in self.entries:
+                text = self.entries[key].content
+            elif not found:
+                text = "Run subagent"
+            if status == "in_progress":
+                self._subagents_out.add(key)
+            else:
+                self._subagents_out.discard(key)
+            updates += self.set(key, text, status)
         return updates
+
+    def subagents_returned(self) -> list[models.SessionUpdate]:
+        """agy marks a subagent's return with a ``system_message`` step: the
+        subagents still out are done."""
+        updates: list[models.SessionUpdate] = []
+        for key in sorted(self._subagents_out):
+            entry = self.entries[key]
+            updates += self.set(key, entry.content, "completed")
+        self._subagents_out.clear()
+        return updates[-1:]  # each update carries the whole plan: the last says it all
 
     def from_stderr(self, text: str) -> list[models.SessionUpdate]:
         """agy's stderr says it waits for (or ends) background tasks."""

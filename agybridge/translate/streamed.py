@@ -186,3 +186,25 @@ class LineScan:
         rest = line[cut:]
         self._line = [rest] if rest else []
         self._line_chars = len(rest)
+
+
+class HeldAnswer:
+    """agy's text under ``--json-schema``, held while it may be the JSON answer line
+    (agy's internal keys and all, contract.md §11): the clean object is shown instead."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+
+    def offer(self, text: str) -> str | None:
+        """None while held; once the text cannot be the JSON line, all of it."""
+        self._parts.append(text)
+        held = "".join(self._parts)
+        if not held.strip() or held.lstrip().startswith("{"):
+            return None
+        self._parts = []
+        return held
+
+    def take(self) -> str:
+        """What is held (and hold nothing more)."""
+        held, self._parts = "".join(self._parts), []
+        return held

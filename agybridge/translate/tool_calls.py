@@ -17,12 +17,9 @@ import attrs
 
 from ..acp import models
 from ..agy import StepUpdate
+from . import blocked
+from .card_text import BACKGROUND_DONE, BACKGROUND_RUNNING, capped, fenced, text_content
 from .tools import HIDDEN_TOOLS, describe_tool, edit_target
-
-#: Tool output shown as card content is capped (the full text stays in
-#: rawOutput): editors render huge blocks badly, and one line of the wire
-#: should stay far below the clients' line limits.
-MAX_CONTENT_CHARS = 256 * 1024
 
 _UNREAD = object()  # the session did not read the file: no diff
 
@@ -62,27 +59,19 @@ class _Call:
     before: object = _UNREAD
     output_sent: int = 0
     finished: bool = False
+    had_output: bool = False
+    #: agy went on to other steps while this command ran: promoted to a background
+    #: task (run_command's WaitMsBeforeAsync passed; kaoiro print-mode-background-tasks).
+    background: bool = False
+    #: The permission agy's own policy blocked this step for (see blocked.py).
+    blocked: str | None = None
 
 
-def _capped(text: str) -> str:
-    if len(text) <= MAX_CONTENT_CHARS:
-        return text
-    dropped = len(text) - MAX_CONTENT_CHARS
-    return text[:MAX_CONTENT_CHARS] + f"\n… ({dropped} more characters in rawOutput)"
-
-
-def fenced(text: str, info: str = "") -> str:
-    """``text`` in a Markdown code fence longer than any backtick run inside it."""
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
-
-
-def _text_content(text: str) -> models.ContentToolCallContent:
-    return models.ContentToolCallContent(models.TextContent(text=text))
+def _exit_meta(call: _Call) -> dict[str, Any] | None:
+    """A failed command's terminal ends (agy reports no exit code, hooks-and-tools.md §B2)."""
+    if call.terminal_id is None:
+        return None
+    return {"terminal_exit": {"terminal_id": call.terminal_id, "exit_code": None, "signal": None}}
 
 
 @attrs.define
@@ -93,8 +82,16 @@ class ToolCallTracker:
     cwd: str
     #: The client sent ``_meta.terminal_output: true`` (Zed's terminal extension).
     terminals: bool = False
+    #: Hold the ✓ of a guarded step that ended DONE without output until the
+    #: next event (the turn mapper's choice: it alone sees what follows).
+    hold_silent_done: bool = False
     calls: dict[int, _Call] = attrs.Factory(dict)
     _gated_early: set[int] = attrs.Factory(set)
+    #: Steps that ended DONE without output and may have been soft-denied
+    #: (agy 1.3.x): their ✓ waits for the next event (blocked.py).
+    _held: dict[int, Observation] = attrs.Factory(dict)
+    #: Commands announced and not finished, by step index (background detection).
+    _open_commands: dict[int, _Call] = attrs.Factory(dict)
 
     def feed(self, step: StepUpdate, seen: Observation) -> list[models.SessionUpdate]:
         info = step.tool_info
@@ -127,6 +124,14 @@ class ToolCallTracker:
         output = info.output if info else None
         if step.state == "ERROR" or (info and info.error):
             updates.append(self._failed(call, step))
+        elif (
+            step.state == "DONE"
+            and not output
+            and self.hold_silent_done
+            and name in blocked.GUARDED_TOOLS
+        ):
+            call.finished = True
+            self._held[step.step_index] = seen
         elif step.state == "DONE":
             updates.append(self._completed(call, output, seen))
         elif output and call.terminal_id and len(output) > call.output_sent:
@@ -158,6 +163,8 @@ class ToolCallTracker:
         terminal_id = call_id if self.terminals and desc.kind == "execute" else None
         call = _Call(call_id, name, desc.title, params, terminal_id, desc.kind)
         self.calls[step.step_index] = call
+        if desc.kind == "execute":
+            self._open_commands[step.step_index] = call
         self._note_before(call, seen)
         meta = None
         content: list[models.ToolCallContent] | None = None
@@ -187,7 +194,10 @@ class ToolCallTracker:
         self, call: _Call, output: str | None, seen: Observation
     ) -> models.ToolCallUpdate:
         call.finished, call.status = True, "completed"
+        call.had_output = bool(output)
         content: list[models.ToolCallContent] = []
+        if call.background and not output:
+            content.append(text_content(BACKGROUND_DONE))
         meta: dict[str, Any] | None = None
         target = edit_target(call.name, call.params)
         diff = self._diff(call, target, seen)
@@ -210,7 +220,8 @@ class ToolCallTracker:
             if not output:
                 del meta["terminal_output"]
         elif output and diff is None:
-            content.append(_text_content(fenced(_capped(output))))
+            # agy's commands print CRLF line ends (contract.md §3.4): not in Markdown.
+            content.append(text_content(fenced(capped(output.replace("\r\n", "\n")))))
         for image in seen.images.values():
             content.append(
                 models.ContentToolCallContent(
@@ -242,23 +253,19 @@ class ToolCallTracker:
         info = step.tool_info
         error = info.error.message if info and info.error and info.error.message else None
         message = error or "the tool failed"
-        meta = None
-        if call.terminal_id is not None:
-            meta = {
-                "terminal_exit": {
-                    "terminal_id": call.terminal_id,
-                    "exit_code": None,
-                    "signal": None,
-                }
-            }
+        permission = blocked.checked_permission(error)
+        if permission:  # agy 1.2.x names the permission on the step itself
+            call.blocked = permission
+            rule = blocked.rule_for(permission, call.params)
+            message += "\n\n" + blocked.blocked_card_text(permission, rule)
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="failed",
-            content=[_text_content(message)],
+            content=[text_content(message)],
             raw_output={"error": {"type": info.error.type, "message": error}}
             if info and info.error
             else None,
-            meta=meta,
+            meta=_exit_meta(call),
         )
 
     def announce_pending(
@@ -285,6 +292,8 @@ class ToolCallTracker:
             terminal_id = call_id if self.terminals and desc.kind == "execute" else None
             call = _Call(call_id, name, desc.title, args, terminal_id, desc.kind)
             self.calls[step_index] = call
+            if desc.kind == "execute":
+                self._open_commands[step_index] = call
         call.title, call.kind, call.params, call.gated = desc.title, desc.kind, args, True
         fields: dict[str, Any] = {
             "tool_call_id": call.call_id,
@@ -315,12 +324,84 @@ class ToolCallTracker:
             self._gated_early.add(step_index)
 
     def ungated_finished(self) -> list[str]:
-        """Titles of finished tool steps that never went through the gate."""
+        """Titles of finished tool steps that never went through the gate (a step
+        agy's own policy blocked did not run)."""
         return [
             c.title
             for index, c in self.calls.items()
-            if c.finished and not c.gated and index not in self._gated_early
+            if c.finished and not c.gated and index not in self._gated_early and not c.blocked
         ]
+
+    @property
+    def watching(self) -> bool:
+        """Some tool's card depends on what step comes next (:meth:`before_step`)."""
+        return bool(self._held or self._open_commands)
+
+    def before_step(self, step_index: int) -> list[models.SessionUpdate]:
+        """Another step came: a step held at DONE without output was no 1.3.x soft-deny
+        (agy ends the turn at the blocked tool), so it completed; commands still
+        running were left to run in the background, and their cards say so."""
+        updates = self.release_held()
+        for index, call in list(self._open_commands.items()):
+            if call.finished:
+                del self._open_commands[index]
+            elif index < step_index and not call.background:
+                call.background = True
+                content: list[models.ToolCallContent] = [text_content(BACKGROUND_RUNNING)]
+                if call.terminal_id is not None:
+                    content.insert(0, models.TerminalContent(terminal_id=call.terminal_id))
+                updates.append(models.ToolCallUpdate(tool_call_id=call.call_id, content=content))
+        return updates
+
+    def release_held(self) -> list[models.SessionUpdate]:
+        """Another event came: the held steps were not the blocked one; they completed."""
+        updates: list[models.SessionUpdate] = []
+        for index, seen in self._held.items():
+            updates.append(self._completed(self.calls[index], None, seen))
+        self._held.clear()
+        return updates
+
+    def finished_steps(self) -> list[blocked.StepSeen]:
+        """The finished steps, in order, for :func:`blocked.tie`."""
+        return [
+            blocked.StepSeen(
+                index, c.name, c.title, c.had_output or c.background, c.status == "failed"
+            )
+            for index, c in sorted(self.calls.items())
+            if c.finished
+        ]
+
+    def block_denied(self, denied: list[str]) -> tuple[list[models.SessionUpdate], dict[str, str]]:
+        """Fail the steps the turn's denials tie to (:func:`blocked.tie`; a 1.2.x step
+        that named its permission is tied already); returns the updates and the
+        permissions left untied, with why."""
+        already = self.blocked_titles()
+        tie = blocked.tie(self.finished_steps(), [p for p in denied if p not in already])
+        return [self.block(index, p) for index, p in tie.blocked.items()], dict(tie.untied)
+
+    def blocked_titles(self) -> dict[str, list[str]]:
+        """Titles of the blocked steps' cards, by permission."""
+        titles: dict[str, list[str]] = {}
+        for call in self.calls.values():
+            if call.blocked is not None:
+                titles.setdefault(call.blocked, []).append(call.title)
+        return titles
+
+    def block(self, step_index: int, permission: str) -> models.ToolCallUpdate:
+        """agy's policy blocked this step (1.3.x: it ended DONE without output)."""
+        call = self.calls[step_index]
+        self._held.pop(step_index, None)
+        call.finished, call.status, call.blocked = True, "failed", permission
+        rule = blocked.rule_for(permission, call.params)
+        return models.ToolCallUpdate(
+            tool_call_id=call.call_id,
+            status="failed",
+            content=[text_content(blocked.blocked_card_text(permission, rule))],
+            raw_output={
+                "error": {"type": "PERMISSION_DENIED", "permission": permission, "allowRule": rule}
+            },
+            meta=_exit_meta(call),
+        )
 
     def fail_unfinished(self, reason: str) -> list[models.SessionUpdate]:
         """Mark calls still running as failed (the turn ended under them)."""
@@ -332,7 +413,7 @@ class ToolCallTracker:
                     models.ToolCallUpdate(
                         tool_call_id=call.call_id,
                         status="failed",
-                        content=[_text_content(reason)],
+                        content=[text_content(reason)],
                     )
                 )
         return updates

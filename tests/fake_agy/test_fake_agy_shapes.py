@@ -40,12 +40,6 @@ DEADLINE_S = 15.0
 ALLOWED_EXTRA: dict[str, str] = {
     # contract.md §3.1: init carries `agent` only when --agent is given [DOC; KAO-CLI].
     "init.init.agent": "§3.1",
-    # contract.md §3.1: init carries `json_schema` when --json-schema is given [DOC].
-    "init.init.json_schema": "§3.1",
-    # contract.md §3.5: `structured_output` on the result with --json-schema [DOC].
-    "result.result.structured_output": "§3.5",
-    # contract.md §3.5, §4: `denied_actions` when tools were soft-denied (1.1.27+) [KAO-EV].
-    "result.result.denied_actions": "§3.5",
     # hooks-and-tools.md §A2: `agy -p /hooks --output-format json` answers with
     # `command.data.hooks[]` on the result envelope [GOBBY rec. 1.1.21; KAO-CLI].
     "envelope.command": "hooks-and-tools.md §A2",
@@ -55,17 +49,23 @@ ALLOWED_EXTRA: dict[str, str] = {
     "result.result.command": "hooks-and-tools.md §A2 [GOBBY]",
 }
 
+#: Paths whose contents are the user's data, not agy's vocabulary: the schema given with
+#: --json-schema, the object answering it (contract.md §3.1, §3.5), and the finish tool's
+#: arguments, which are that object (samples/untether-1.3.1-json-schema-finish).
+FREE_FORM = (
+    "init.init.json_schema.",
+    "result.result.structured_output.",
+    "step_update[tool:finish/ACTIVE].step_update.tool_info.parameters.",
+)
+
 #: Tools no capture shows a step of. Their steps are checked against the union of the
 #: captured tool steps in the same state (the tool_info envelope of contract.md §3.4:
 #: name, parameters?, output?, error?), with `parameters` limited to the keys
 #: hooks-and-tools.md §B2 documents for the tool (stream column; generate_image's stream
 #: parameters were never seen, so its documented full arguments).
 DOCUMENTED_TOOL_PARAMETERS: dict[str, dict[str, str]] = {
-    "view_file": {"AbsolutePath": "string"},  # §B2 view_file row
     "grep_search": {"Query": "string", "SearchPath": "string"},  # §B2 grep_search row
-    "replace_file_content": {"TargetFile": "string"},  # §B2 replace_file_content row
     "generate_image": {"ImageName": "string"},  # §B2 generate_image row (full args)
-    "finish": {},  # §B2 finish row: "ACTIVE as tool"
 }
 #: Captured tools in a state no capture shows, checked against the union of the captured
 #: tool steps in that state with the tool's stream parameters. hooks-and-tools.md §A6: a
@@ -73,10 +73,12 @@ DOCUMENTED_TOOL_PARAMETERS: dict[str, dict[str, str]] = {
 #: only error shape, and write_to_file's stream parameters are `TargetFile`.
 DOCUMENTED_TOOL_STATES: dict[str, dict[str, str]] = {
     "step_update[tool:write_to_file/ERROR]": {"TargetFile": "string"},
+    "step_update[tool:view_file/ERROR]": {"AbsolutePath": "string"},
+    "step_update[tool:replace_file_content/ERROR]": {"TargetFile": "string"},
 }
-#: Step contexts no capture shows, checked like a captured one. hooks-and-tools.md §B2
-#: finish row: "DONE as step_type:"finish"" (a plumbing step, shaped like checkpoint).
-DOCUMENTED_CONTEXTS: dict[str, str] = {"step_update[finish/DONE]": "step_update[checkpoint/DONE]"}
+#: Step contexts no capture shows, checked like a captured one (context -> the captured
+#: context it is shaped like). Empty since the 1.3.1 captures show `finish` DONE.
+DOCUMENTED_CONTEXTS: dict[str, str] = {}
 
 #: Scenarios whose stdout legitimately contains non-JSON text (contract.md §8.16, §9).
 NON_JSON_SCENARIOS = {"noise", "truncated", "unknown-events"}
@@ -181,7 +183,7 @@ def violations(shape: Shape, known: Shape) -> list[str]:
     for path, keys in shape.items():
         for key, types in keys.items():
             full = f"{path}.{key}" if key != "*" else path
-            if allowed(full) or allowed(path):
+            if allowed(full) or allowed(path) or f"{path}.".startswith(FREE_FORM):
                 continue
             seen = known.get(path, {}).get(key)
             if seen is None:
@@ -304,6 +306,24 @@ VARIANTS: dict[str, tuple[list[str], list[str], dict[str, str]]] = {
     "bad-schema": ([*STREAM, "--json-schema", "string"], [], {}),
     "lazy-init": (STREAM, [user("x")], {"FAKE_AGY_LAZY_INIT": "1"}),
     "signed-out": (STREAM, [user("x")], {"FAKE_AGY_SIGNED_OUT": "1"}),
+    # agy 1.3.x (contract.md §11): init.model always; signed out without init; the JSON
+    # answer streamed with agy's internal keys; the 1.2.x soft-deny under skip-permissions.
+    "init-model-1.3.2": (STREAM, [user("hi"), user("again")], {"FAKE_AGY_VERSION": "1.3.2"}),
+    "signed-out-1.3.2": (
+        STREAM,
+        [user("x")],
+        {"FAKE_AGY_SIGNED_OUT": "1", "FAKE_AGY_VERSION": "1.3.2"},
+    ),
+    "schema-stream-1.3.1": (
+        [*STREAM, "--json-schema", '{"type":"object","properties":{"n":{"type":"integer"}}}'],
+        [user("[fake-agy:schema] stream")],
+        {},
+    ),
+    "permission-check-failed-skip": (
+        [*STREAM, "--dangerously-skip-permissions"],
+        [user("x")],
+        {"FAKE_AGY_SCENARIO": "permission-check-failed"},
+    ),
     "quota-continue": (
         STREAM,
         [user("x"), user("y")],
@@ -457,24 +477,25 @@ def test_documented_tool_parameters_are_checked(known: Shape) -> None:
     """An uncaptured tool's step passes with its documented keys and fails with others."""
     vocabulary = with_documented(known)
     info: dict[str, Any] = {
-        "name": "view_file",
-        "parameters": {"AbsolutePath": "/w/a.txt"},
-        "output": "2 lines, 21 bytes",
+        "name": "grep_search",
+        "parameters": {"Query": "x", "SearchPath": "/w"},
+        "output": "a.txt:1: x",
     }
     step: dict[str, Any] = {
         "conversation_id": "c",
         "step_index": 2,
         "state": "DONE",
         "step_type": "tool",
-        "tool_name": "view_file",
+        "tool_name": "grep_search",
         "duration_seconds": 0.1,
         "tool_info": info,
     }
     event = {"event": "step_update", "step_update": step}
     assert violations(shape_of(event), vocabulary) == []
-    info["parameters"] = {"AbsolutePath": "/w/a.txt", "Content": "x"}
+    info["parameters"] = {"Query": "x", "Content": "x"}
     assert violations(shape_of(event), vocabulary) == [
-        "step_update[tool:view_file/DONE].step_update.tool_info.parameters.Content: never captured"
+        "step_update[tool:grep_search/DONE].step_update.tool_info.parameters.Content: "
+        "never captured"
     ]
     step["tool_name"] = info["name"] = "undocumented_tool"
     assert violations(shape_of(event), vocabulary)

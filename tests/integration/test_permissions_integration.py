@@ -256,7 +256,8 @@ async def test_safe_mode_reject_keeps_the_denial(harness: Harness) -> None:
             response = await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
             assert response["result"]["stopReason"] == "end_turn"
             assert len(client.permission_requests) == 1
-            assert "hello_headless_demo" not in client.message_text(session_id)
+            # (The denial notice names the blocked card, `Run echo hello_headless_demo`.)
+            assert "The command printed" not in client.message_text(session_id)
         assert all("--dangerously-skip-permissions" not in a for a in harness.session_argvs())
         await harness.assert_no_leftovers()
     assert validator.problems == []

@@ -487,9 +487,14 @@ async def test_structured_output_is_shown_once_fenced(harness: Harness, ws: Path
 async def test_structured_output_streamed_as_text_is_not_duplicated(
     harness: Harness, ws: Path
 ) -> None:
-    """If agy also streams the JSON as text deltas, the JSON appears once (as streamed)."""
+    """When agy streams its JSON line (1.3.1: with its internal toolAction/toolSummary
+    keys), the client sees only the clean object, once, fenced."""
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}},
+    }
     with trio.fail_after(TEST_TIMEOUT_S):
-        async with harness.open_bridge() as client:
+        async with harness.open_bridge(AGYBRIDGE_JSON_SCHEMA=json.dumps(schema)) as client:
             session_id = await open_session(client, ws)
             response, updates = await prompt(client, session_id, "[fake-agy:schema] stream")
             assert stop_reason(response) == "end_turn"
@@ -497,6 +502,7 @@ async def test_structured_output_streamed_as_text_is_not_duplicated(
         assert structured == {"answer": "stream", "confidence": 1.5}
         text = message_text(updates)
         assert text.count('"answer"') == 1, text
+        assert text.startswith("```json\n") and "toolAction" not in json.dumps(updates)
         assert json.loads(text.replace("```json", "").replace("```", "")) == structured
         assert_clean(client)
     await harness.assert_no_leftovers()

@@ -18,9 +18,10 @@ from agybridge.acp import models
 from agybridge.agy import events
 from agybridge.agy.stderr import StderrKind, classify_stderr
 from agybridge.translate import notices, usage
+from agybridge.translate.card_text import fenced
 from agybridge.translate.mapper import TurnMapper
 from agybridge.translate.outcome import OutcomeKind, TurnOutcome
-from agybridge.translate.tool_calls import ImageData, Observation, fenced
+from agybridge.translate.tool_calls import ImageData, Observation
 
 from ...acp_wire import assert_updates_valid
 
@@ -218,8 +219,24 @@ def test_structured_output_is_one_fenced_json_chunk() -> None:
     assert turn.outcome is not None and turn.outcome.kind is OutcomeKind.END_TURN
 
 
-def test_structured_output_streamed_as_deltas_is_not_shown_twice() -> None:
-    """When the JSON was already streamed as text, it is not repeated."""
+def test_structured_output_streamed_as_deltas_is_shown_once_clean() -> None:
+    """Under --json-schema the JSON line agy streams is held back: only the clean
+    object is shown, readable (contract.md §11)."""
+    text = json.dumps({**ANSWER, "toolAction": "x", "toolSummary": "y"})
+    updates = feed_all(
+        mapper(structured=True),
+        [
+            step(2, "ACTIVE", "agent_response", text_delta=text[:9]),
+            step(2, "DONE", "agent_response", text_delta=text[9:] + "\n"),
+            result(response=text + "\n", structured_output=ANSWER),
+        ],
+    )
+    assert shown_text(updates) == fenced(json.dumps(ANSWER, indent=2, ensure_ascii=False), "json")
+
+
+def test_structured_output_streamed_when_the_schema_was_unknown() -> None:
+    """A mapper that was not told of the schema showed the streamed JSON: it is not
+    repeated (the session tells it from the settings or init.json_schema)."""
     text = json.dumps(ANSWER)
     updates = feed_all(
         mapper(),
@@ -228,7 +245,17 @@ def test_structured_output_streamed_as_deltas_is_not_shown_twice() -> None:
             result(response=text, structured_output=ANSWER),
         ],
     )
-    assert shown_text(updates).count('"answer"') == 1
+    assert shown_text(updates) == text
+
+
+def test_structured_mapper_shows_prose_at_once() -> None:
+    """Under --json-schema, text that cannot be the JSON answer is not held."""
+    turn = mapper(structured=True)
+    assert turn.feed(step(2, "ACTIVE", "agent_response", text_delta="  ")) == []
+    updates = feed_all(turn, [step(2, "ACTIVE", "agent_response", text_delta="Sorry, ")])
+    assert shown_text(updates) == "  Sorry, "
+    updates = feed_all(turn, [result(response="  Sorry, no.")])
+    assert shown_text(updates) == "no."
 
 
 # --- notices: soft deny, print timeout ------------------------------------------------

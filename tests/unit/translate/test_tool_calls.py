@@ -12,13 +12,12 @@ from hypothesis import strategies as st
 
 from agybridge.acp import models
 from agybridge.agy import StepUpdate, events
+from agybridge.translate.card_text import MAX_CONTENT_CHARS, fenced
 from agybridge.translate.tool_calls import (
-    MAX_CONTENT_CHARS,
     NO_OBSERVATION,
     ImageData,
     Observation,
     ToolCallTracker,
-    fenced,
 )
 
 from ...acp_wire import assert_updates_valid
@@ -73,6 +72,8 @@ DENIED = (
     "error executing cascade step: CORTEX_STEP_TYPE_RUN_COMMAND: granting access to C:\\: "
     "Access is denied."
 )
+#: The PreToolUse hook denial in untether-1.3.1-hook-deny-mid-turn-user-input.
+HOOK_DENIED = "tool call denied by pre-tool hook: probe hook deny: the user refused this command"
 INVALID_ARGS = "invalid arguments:\n- missing property 'toolSummary'"
 
 # (description, steps fed in order, the updates each step must produce)
@@ -101,7 +102,7 @@ LIFECYCLE_CASES: list[tuple[str, list[StepUpdate], list[list[models.SessionUpdat
         ],
     ),
     (
-        "first sight DONE: the call is announced, then completed",
+        "first sight DONE: the call is announced, then completed (CRLF shown as LF)",
         [tool(4, "DONE", params=LS, output="hello_headless_demo\r\n")],
         [
             [
@@ -115,7 +116,7 @@ LIFECYCLE_CASES: list[tuple[str, list[StepUpdate], list[list[models.SessionUpdat
                 models.ToolCallUpdate(
                     tool_call_id="m1-tool-4",
                     status="completed",
-                    content=[text_content("```\nhello_headless_demo\r\n```")],
+                    content=[text_content("```\nhello_headless_demo\n```")],
                     raw_output={"output": "hello_headless_demo\r\n"},
                 ),
             ]
@@ -542,7 +543,7 @@ def test_captured_tool_steps(samples_dir: Path, terminals: bool) -> None:
     tracker = ToolCallTracker(call_prefix="cap", cwd="C:\\Users\\sanle", terminals=terminals)
     updates = [u for updates in run(tracker, steps) for u in updates]
     failed = [u for u in updates if isinstance(u, models.ToolCallUpdate) and u.status == "failed"]
-    assert [u.content for u in failed] == [[text_content(DENIED)]]
+    assert [u.content for u in failed] == [[text_content(DENIED)], [text_content(HOOK_DENIED)]]
 
 
 # --- fenced ---------------------------------------------------------------------------
