@@ -154,6 +154,11 @@ async def test_escalation_and_sweep(tmp_path: Path) -> None:
             await nursery.start(child.run)
             first = await receive.receive()
             assert isinstance(first, ChildEvents)
+            # execve makes a process's environment readable a moment after its
+            # parent's Popen returns (the exec pipe closes first): wait for /proc.
+            with trio.fail_after(5):
+                while len(marked_processes(marker)) < 3:  # noqa: ASYNC110 - /proc is not an event
+                    await trio.sleep(0.01)
             assert len(marked_processes(marker)) == 3
             started = trio.current_time()
             child.kill("test")

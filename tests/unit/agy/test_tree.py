@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -138,6 +139,16 @@ def test_remove_owned_dirs_touches_only_dead_owners_dirs(tmp_path: Path) -> None
     assert left == ["agyb-file", "agyb-link", "agyb-live", "agyb-unowned"]
 
 
+def _wait_environ(pid: int) -> None:
+    """execve makes a process's environment readable a moment after its parent's
+    Popen returns (the exec pipe closes first): wait for /proc to show it."""
+    deadline = time.monotonic() + 5
+    # /proc is not an event; bounded.
+    while procfs.OWNER_VAR.encode() not in Path(f"/proc/{pid}/environ").read_bytes():
+        assert time.monotonic() < deadline, f"pid {pid}'s environment never appeared"
+        time.sleep(0.01)
+
+
 def test_watchdog_cleanup_ends_its_bridges_processes_and_dirs(tmp_path: Path) -> None:
     """The watchdog's work, run directly: the bridge's marked processes and owned
     dirs go, another bridge's stay."""
@@ -148,6 +159,8 @@ def test_watchdog_cleanup_ends_its_bridges_processes_and_dirs(tmp_path: Path) ->
         owned = tmp_path / "agyb-x"
         owned.mkdir(mode=0o700)
         (owned / procfs.OWNER_FILE).write_text(bridge + "\n")
+        for proc in (mine, theirs):
+            _wait_environ(proc.pid)
         killed, removed = watchdog.cleanup(bridge, [str(tmp_path)], "agyb-")
         assert (killed, removed) == (1, 1)
         assert mine.wait(timeout=5) == -9
