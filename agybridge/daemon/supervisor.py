@@ -1,10 +1,11 @@
 """``agybridge daemon``: one long-lived process owns every session.
 
-Main nursery: the session manager (one nursery per session, every agy child
-inside), model discovery and housekeeping, the socket listener (one task per
-connection) and the signal watcher. Each connection gets its own JSON-RPC
-peer and ACP agent (:mod:`.connection`); the sessions are shared, so a
-session outlives the connection that opened it:
+The daemon is the host (``host/``) with a client per socket connection. Its
+main nursery is the host's: the session manager (one nursery per session,
+every agy child inside), model discovery and housekeeping, the signal
+watcher, and here the socket listener (one task per connection). Each
+connection gets its own JSON-RPC peer and ACP agent (``host/connection.py``);
+the sessions are shared, so a session outlives the connection that opened it:
 
 * a connection that ends detaches its sessions (``on_disconnect = keep``:
   their turns go on; ``cancel``: their turns are cancelled), it never closes
