@@ -418,7 +418,8 @@ class ToolStep:
         if blocked is not None:
             self.fail(blocked.message)
             raise HookBlocked(blocked)
-        if self.needs_approval and session.permission_mode != "always-proceed":
+        proceeds = session.permission_mode == "always-proceed" and not self.turn.knobs.deny_always
+        if self.needs_approval and not proceeds:
             self.done()
             raise SoftDenied
 

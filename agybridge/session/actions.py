@@ -334,7 +334,13 @@ async def ask_allow(session: Session, action: ev.AskAllowRetry) -> None:
     work = _unanswered(session, action.seq)
     if work is None or work.mapper is None:
         return
-    await session.gates.ask_allow(action.seq, work.mapper, work.timers)
+    await session.gates.ask_allow(action, work.mapper, work.timers)
+
+
+async def retry_refused(session: Session, action: ev.RetryRefused) -> None:
+    work = _unanswered(session, action.seq)
+    if work is not None and work.mapper is not None:
+        await session.gates.retry_refused(action, work.mapper)
 
 
 async def show_allow_answer(session: Session, action: ev.ShowAllowAnswer) -> None:
@@ -387,6 +393,7 @@ PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
     ev.AcceptPermissions: permissions,
     ev.ApplySettings: apply_settings,
     ev.AskAllowRetry: ask_allow,
+    ev.RetryRefused: retry_refused,
     ev.ArmDeadline: arm_deadline,
     ev.ArmIdle: arm_idle,
     ev.SendAnnouncements: announcements,

@@ -123,13 +123,15 @@ class GatePort:
         if self.gate is not None:
             self.gate.set_mode(mode)
 
-    async def ask_allow(self, seq: float, mapper: TurnMapper, attempt: AttemptScopes) -> None:
+    async def ask_allow(
+        self, action: ev.AskAllowRetry, mapper: TurnMapper, attempt: AttemptScopes
+    ) -> None:
         """Safe mode, agy auto-denied something: show the question's card,
         ask in the background, and post the answer to the loop."""
         gate = self.gate
         assert gate is not None
-        denied = {p for p in mapper.denied if p}
-        card, params = gate.allow_question(denied, _allow_call_id(mapper))
+        seq = action.seq
+        card, params = gate.allow_question(set(action.permissions), _allow_call_id(mapper))
         await self._send(card)
 
         async def ask() -> None:
@@ -166,6 +168,29 @@ class GatePort:
             logger.info(
                 "session %s: allowed %s for the session; retrying", self._session_id, denied
             )
+
+
+    async def retry_refused(self, action: ev.RetryRefused, mapper: TurnMapper) -> None:
+        """agy denied again what the user allowed for this turn's retry: say
+        that this is final for the turn, why, and what would change it."""
+        names = ", ".join(f'"{p}"' for p in sorted(action.permissions))
+        text = (
+            f"\n\n⚠️ agy denied the {names} permission again after you allowed it and "
+            "the prompt was retried, so agybridge does not ask again in this turn. agy's "
+            "own settings keep denying it (a `deny` rule under permissions in "
+            "~/.gemini/antigravity-cli/settings.json, a strict tool permission, or a path "
+            "agy always protects): change that setting, or use the Ask mode."
+        )
+        await self._send(
+            models.AgentMessageChunk(
+                content=models.TextContent(text=text), message_id=f"{mapper.message_id}-final"
+            )
+        )
+        logger.info(
+            "session %s: %s denied again after allow and retry; final for this turn",
+            self._session_id,
+            names,
+        )
 
 
 def _allow_call_id(mapper: TurnMapper) -> str:

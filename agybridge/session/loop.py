@@ -153,7 +153,7 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
             outcome=_OUTCOMES[outcome.kind],
             details_pending=outcome.kind is OutcomeKind.AGY_ERROR
             and mapper.agy_error_details is None,
-            denied=any(mapper.denied),
+            denied=frozenset(p for p in mapper.denied if p),
             error=errors.result_error(mapper, auth_failed=work.auth_failed),
         )
     )

@@ -115,7 +115,7 @@ class Supervision(CoreState):
     def _offers_retry(self, event: ChildResult) -> bool:
         """Safe mode auto-denied something: ask to allow it and retry."""
         return (
-            event.denied
+            bool(event.denied)
             and event.outcome is Outcome.END_TURN
             and self._gate is not GateState.NONE
             and self._settings.mode == "safe"

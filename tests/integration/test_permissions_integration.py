@@ -218,6 +218,18 @@ def test_hooks_json_names_the_helper(tmp_path: Path) -> None:
         root.remove()
 
 
+async def allow_a_soft_denied_command(client: RawClient) -> str:
+    """Safe mode, a client that allows: a prompt whose command agy denies asks
+    once to allow "command"; the session's id."""
+    client.permission_choice = "allow"
+    session_id = await open_session(client)
+    response = await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
+    assert response["result"]["stopReason"] == "end_turn"
+    [asked] = client.permission_requests
+    assert '"command"' in asked["params"]["toolCall"]["title"]
+    return session_id
+
+
 async def test_safe_mode_allow_and_retry(harness: Harness) -> None:
     """Safe mode: agy auto-denies a command; the user is offered to allow it for
     the session, and the prompt runs again behind the gate, with the command
@@ -225,12 +237,7 @@ async def test_safe_mode_allow_and_retry(harness: Harness) -> None:
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(validator=validator, AGYBRIDGE_MODE="safe") as client:
-            client.permission_choice = "allow"
-            session_id = await open_session(client)
-            response = await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
-            assert response["result"]["stopReason"] == "end_turn"
-            [asked] = client.permission_requests
-            assert '"command"' in asked["params"]["toolCall"]["title"]
+            session_id = await allow_a_soft_denied_command(client)
             text = client.message_text(session_id)
             assert "auto-denied" in text  # the first attempt, explained
             assert "hello_headless_demo" in text  # the retry ran the command
@@ -258,5 +265,27 @@ async def test_safe_mode_reject_keeps_the_denial(harness: Harness) -> None:
             assert len(client.permission_requests) == 1
             assert "hello_headless_demo" not in client.message_text(session_id)
         assert all("--dangerously-skip-permissions" not in a for a in harness.session_argvs())
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_safe_mode_retries_once_when_agy_keeps_denying(harness: Harness) -> None:
+    """Issue 27: an auto-approving client and an agy that denies every time (a
+    denial no allowance lifts): one question, one retry, then a final answer
+    that says why, instead of asking and relaunching again and again."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(
+            validator=validator, AGYBRIDGE_MODE="safe", FAKE_AGY_DENY_ALWAYS="1"
+        ) as client:
+            session_id = await allow_a_soft_denied_command(client)
+            text = client.message_text(session_id)
+            assert (
+                'agy denied the "command" permission again after you allowed it and the '
+                "prompt was retried, so agybridge does not ask again in this turn"
+            ) in text
+            assert "hello_headless_demo" not in text
+        argvs = harness.session_argvs()
+        assert [("--dangerously-skip-permissions" in a) for a in argvs[:2]] == [False, True]
         await harness.assert_no_leftovers()
     assert validator.problems == []

@@ -93,6 +93,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.applied: list[LaunchSettings] = []
         self.armed: list[ev.ArmDeadline] = []
         self.asking: set[float] = set()
+        #: "Allow and retry" per prompt: what was asked, what was allowed.
+        self.asked: dict[float, list[frozenset[str]]] = {}
+        self.allowed: dict[float, set[str]] = {}
         self.idle_tokens: list[int] = []
         #: A cancelled answer went out and the client has not spoken since:
         #: the session must stay silent.
@@ -145,6 +148,15 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 self.idle_tokens.append(action.token)
             elif isinstance(action, ev.AskAllowRetry):
                 self.asking.add(action.seq)
+                asked = self.asked.setdefault(action.seq, [])
+                assert action.permissions, "asked to allow nothing"
+                assert not action.permissions & self.allowed.get(action.seq, set()), (
+                    f"asked again for what was allowed and retried: {action}"
+                )
+                asked.append(action.permissions)
+            elif isinstance(action, ev.RetryRefused):
+                # Final only for what the user allowed and the turn retried.
+                assert action.permissions <= self.allowed.get(action.seq, set()), action
             elif isinstance(action, ev.StartFailed):
                 # The first agy could not be started: the session is over, as
                 # after a close (session/new fails; nothing more arrives).
@@ -295,8 +307,11 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 assert _state(trial) == _state(self.core)
             self.feed(ev.ChildOutput(inc, heard=heard))
 
-    @rule(kind=st.sampled_from(["plain", "details", "error", "retry"]))
-    def result(self, kind: str) -> None:
+    @rule(
+        kind=st.sampled_from(["plain", "details", "error", "retry"]),
+        denied=st.sets(st.sampled_from(["command", "write_file"]), min_size=1),
+    )
+    def result(self, kind: str, denied: set[str]) -> None:
         turn = self.running()
         if turn is None or turn.incarnation not in self.alive:
             return
@@ -308,7 +323,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 if kind in ("details", "error")
                 else ev.Outcome.END_TURN,
                 details_pending=kind == "details",
-                denied=kind == "retry",
+                denied=frozenset(denied) if kind == "retry" else frozenset(),
                 error=ERROR if kind == "error" else None,
             )
         )
@@ -343,7 +358,12 @@ class TurnCoreMachine(RuleBasedStateMachine):
             seq = min(self.asking)
             self.asking.discard(seq)
             self.feed(ev.GateVerified(True))
-            self.feed(ev.AllowAnswered(seq, allowed, gate_failure=None if allowed else "broken"))
+            out = self.core.handle(
+                ev.AllowAnswered(seq, allowed, gate_failure=None if allowed else "broken")
+            )
+            if allowed and any(isinstance(a, ev.StartTurn) and a.seq == seq for a in out):
+                self.allowed.setdefault(seq, set()).update(self.asked[seq][-1])
+            self.do(out)
 
     @rule(data=st.data())
     def idle_passed(self, data: st.DataObject) -> None:
@@ -579,3 +599,43 @@ def test_output_is_news_until_the_child_spoke_and_the_turn_was_heard() -> None:
     core.handle(ev.ChildOutput(1, heard=True))
     assert not core.output_is_news(1, heard=True)
     assert not core.output_is_news(2, heard=True)  # no such child
+
+
+def _denied(incarnation: int, *permissions: str) -> ev.ChildResult:
+    return ev.ChildResult(
+        incarnation, success=True, outcome=ev.Outcome.END_TURN, denied=frozenset(permissions)
+    )
+
+
+def test_allow_and_retry_is_offered_once_per_permission_and_turn() -> None:
+    """Issue 27: agy denying again what was allowed and retried ends the turn
+    (saying so) instead of asking again; a permission not retried yet is asked."""
+    core = turns.TurnCore(LaunchSettings(mode="safe"))
+    core.handle(ev.GateStarted(True))
+    core.start()
+    core.handle(ev.ChildSpawned(1))
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
+    out = core.handle(_denied(1, "command"))
+    assert out == [ev.AskAllowRetry(1, frozenset({"command"}))]
+    core.handle(ev.GateVerified(True))
+    out = core.handle(ev.AllowAnswered(1, allowed=True))
+    assert ev.StartTurn(1, 2) in out and ev.RetireChild(1, "allowing for the session") in out
+    out = core.handle(ev.ChildExited(1, ERROR))
+    assert out[0] == ev.SpawnChild(2, resume=True, gated=True)
+    core.handle(ev.ChildSpawned(2))
+    # Denied again, plus a permission not asked about yet: only that one is asked.
+    out = core.handle(_denied(2, "command", "write_file"))
+    assert out == [ev.AskAllowRetry(1, frozenset({"write_file"}))]
+    core.handle(ev.AllowAnswered(1, allowed=True))
+    core.handle(ev.ChildExited(2, ERROR))
+    core.handle(ev.ChildSpawned(3))
+    out = core.handle(_denied(3, "write_file"))
+    assert out[0] == ev.RetryRefused(1, frozenset({"write_file"}))
+    assert ev.AnswerPrompt(1, ev.Stop.END_TURN) in out
+    assert not any(isinstance(a, ev.AskAllowRetry) for a in out)
+    # The next prompt is a new turn: its denials may be asked about again.
+    core.handle(ev.PromptArrived(2))
+    core.handle(ev.PromptReady(2))
+    out = core.handle(_denied(3, "command"))
+    assert out == [ev.AskAllowRetry(2, frozenset({"command"}))]
