@@ -63,7 +63,7 @@ Knobs (environment)
                              of the rest of the prompt, gated but never run).
                              ``unavailable`` as the first item fails at startup. Words after
                              a directive are the scenario's arguments:
-                             ``[fake-agy:edit] PATH`` (file to change, relative to the
+                             ``[fake-agy:edit] PATH...`` (files to change, relative to the
                              workspace; created by a write_to_file step if missing),
                              ``[fake-agy:image-out] [outside] [not-image]``,
                              ``[fake-agy:permission-tool] [PATH]`` (default

@@ -278,9 +278,12 @@ async def spawn_child(session: Session, action: ev.SpawnChild) -> None:
     roots = session.additional_dirs
     if session.staging is not None:
         roots = (*roots, session.staging.root)
-    hook_dir, env = session.gates.agy_env(action.gated)
+    hook_dir, env = session.gates.agy_env(action.gated, observed=action.observed)
     resume = session.conversation.resume_id(action.resume)
-    launch = action.settings.launch_spec(session.cwd, roots, resume, gate_dir=hook_dir)
+    gate_dir, observer_dir = (hook_dir, None) if action.gated else (None, hook_dir)
+    launch = action.settings.launch_spec(
+        session.cwd, roots, resume, gate_dir=gate_dir, observer_dir=observer_dir
+    )
     argv = build_argv(session.deps.agy_bin, launch)
     try:
         await session.slot.ensure(session.nursery, action.incarnation, argv, launch.cwd, env)

@@ -125,6 +125,8 @@ class Gate:
         #: Safe mode after "allow and retry": tools allowed for the session.
         self._session_tools: set[str] = set()
         self._safe_policy: Policy | None = None
+        #: The agy child runs ungated (safe, autonomous): the hook only observes.
+        self.observing = False
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -153,9 +155,9 @@ class Gate:
         if self.root is not None:
             self.root.remove()
 
-    def agy_env(self, base: Mapping[str, str] | None) -> dict[str, str]:
+    def agy_env(self, base: Mapping[str, str] | None, *, observer: bool = False) -> dict[str, str]:
         assert self.root is not None
-        return child_env(self.root, base)
+        return child_env(self.root, base, observer=observer)
 
     @property
     def hook_dir(self) -> str | None:
@@ -275,6 +277,14 @@ class Gate:
         if target is not None and self._note_write is not None:
             # Before agy writes: the "before" side of the session's mutation log.
             await self._note_write(step, target)
+        if self.observing:
+            # agy's own checks (or none, autonomous) decide, as without the hook;
+            # only the bridge's gate itself stays out of reach.
+            assert self._safe_policy is not None
+            tamper = self._safe_policy.assess(request)
+            if tamper.verdict is Verdict.DENY:
+                return Decision.deny(tamper.reason)
+            return Decision.allow()
         if self._mode == "safe":
             assessment = self._safe_assess(request)
         else:

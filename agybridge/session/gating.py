@@ -89,12 +89,18 @@ class GatePort:
         if self.gate is not None:
             self.gate.close()
 
-    def agy_env(self, gated: bool) -> tuple[str | None, Mapping[str, str] | None]:
-        """The hook directory and environment agy is launched with (gated or not)."""
+    def agy_env(
+        self, gated: bool, *, observed: bool = False
+    ) -> tuple[str | None, Mapping[str, str] | None]:
+        """The hook directory and environment agy is launched with: gated, with
+        the hook as an observer, or without it. At most one agy runs at a time,
+        so the gate takes the role of the one being launched."""
         env = self._deps.env
-        if not gated or self.gate is None:
+        gate = self.gate
+        if gate is None or not (gated or (observed and gate.failure is None)):
             return None, env
-        return self.gate.hook_dir, self.gate.agy_env(env)
+        gate.observing = not gated
+        return gate.hook_dir, gate.agy_env(env, observer=not gated)
 
     @property
     def failure(self) -> str | None:

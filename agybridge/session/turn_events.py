@@ -299,18 +299,18 @@ class SpawnChild:
     incarnation: int
     resume: bool
     gated: bool
-    #: The settings it is launched with.
-    settings: LaunchSettings = attrs.field(factory=LaunchSettings, eq=False)
+    settings: LaunchSettings = attrs.field(factory=LaunchSettings, eq=False)  # launched with
     #: The session's first agy: if it cannot be started, neither can the session.
     first: bool = False
+    #: Ungated, the hook runs as an observer: it keeps files' before-state, allows all.
+    observed: bool = False
 
 
 @attrs.frozen
 class RetireChild:
     incarnation: int
     reason: str
-    #: The turn it runs, if any, is being cancelled: agy's ERROR result is
-    #: then its answer to SIGINT, not an error.
+    #: The turn it runs, if any, is being cancelled (agy's ERROR result answers SIGINT).
     cancelling: float | None = None
 
 

@@ -132,6 +132,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
                     self.silent = True
                 self.asking.discard(action.seq)
             elif isinstance(action, ev.SpawnChild):
+                # The hook gates or observes (the gate works in this machine).
+                assert action.gated != action.observed, action
                 assert not self.spawning and not self.alive, (
                     f"second child while {self.spawning | self.alive} exist"
                 )
@@ -639,3 +641,19 @@ def test_allow_and_retry_is_offered_once_per_permission_and_turn() -> None:
     core.handle(ev.PromptReady(2))
     out = core.handle(_denied(3, "command"))
     assert out == [ev.AskAllowRetry(2, frozenset({"command"}))]
+
+
+def test_an_ungated_agy_is_observed_when_the_gate_works() -> None:
+    """Issue 27: in safe (and autonomous) modes the hook observes every tool
+    call, so the files agy changes keep their before-state; no gate, no hook."""
+    for mode in ("safe", "autonomous"):
+        core = turns.TurnCore(LaunchSettings(mode=mode))
+        core.handle(ev.GateStarted(True))
+        spawn = ev.SpawnChild(1, resume=False, gated=False, first=True, observed=True)
+        assert core.start()[0] == spawn
+    core = turns.TurnCore(LaunchSettings(mode="safe"))
+    core.handle(ev.GateStarted(False))
+    assert core.start()[0] == ev.SpawnChild(1, resume=False, gated=False, first=True)
+    core = turns.TurnCore(LaunchSettings(mode="ask"))
+    core.handle(ev.GateStarted(True))
+    assert ev.SpawnChild(1, resume=False, gated=True, first=True) in core.start()
