@@ -23,7 +23,6 @@ is printed. Exit 1 if a run did not print ``allow`` or an edit's before-state wa
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import shutil
@@ -33,15 +32,7 @@ from time import perf_counter
 from typing import Any
 
 import trio
-from smokekit import (
-    DEFAULT_REPORT_DIR,
-    facts_markdown,
-    fmt,
-    machine_facts,
-    summarize,
-    utc_stamp,
-    write_reports,
-)
+from smokekit import facts_markdown, fmt, run_and_report, summarize
 
 from agybridge.permissions import helper_command
 from agybridge.session.gate import Gate
@@ -158,18 +149,8 @@ def markdown(data: dict[str, Any], facts: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR)
-    args = parser.parse_args()
-    facts = machine_facts()
-    data = trio.run(bench, args.runs, args.warmup)
-    data["facts"] = facts
-    text = markdown(data, facts)
-    json_path, md_path = write_reports(args.report_dir, "bench-observer", utc_stamp(), data, text)
-    print(text)
-    print(f"\nreports: {json_path} {md_path}")
+    description = (__doc__ or "").split("\n")[0]
+    data = run_and_report("bench-observer", description, bench, markdown, runs=30, warmup=3)
     return 0 if data["ok"] else 1
 
 
