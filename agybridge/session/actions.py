@@ -143,6 +143,7 @@ async def send_user_turn(session: Session, action: ev.SendUserTurn) -> None:
     notice = session.conversation.take_fork_notice()
     if notice is not None:
         await say(session, mapper, notice + "\n\n", "notice")
+    await tell_mode_notice(session, mapper)
     note = session.mutations.take_agy_note()
     if note is not None:
         # A rollback since agy's last turn (an /undo or a rollback sent before
@@ -271,6 +272,24 @@ async def say(session: Session, mapper: TurnMapper, text: str, suffix: str) -> N
             content=models.TextContent(text=text), message_id=f"{mapper.message_id}-{suffix}"
         )
     )
+
+
+async def agy_init(
+    session: Session, event: InitEvent, incarnation: int, mapper: TurnMapper | None
+) -> None:
+    """agy's ``init``: its own permission mode against the session's mode; a
+    notice is said in the turn running on it, else at the next turn's start."""
+    child = session.slot.get(incarnation)
+    argv = child.argv if child is not None else ()
+    session.gates.agy_started(event.init.permission_mode, session.core.settings.mode, argv)
+    if mapper is not None:
+        await tell_mode_notice(session, mapper)
+
+
+async def tell_mode_notice(session: Session, mapper: TurnMapper) -> None:
+    notice = session.gates.take_mode_notice()
+    if notice is not None:
+        await say(session, mapper, notice, "permission-mode")
 
 
 async def spawn_child(session: Session, action: ev.SpawnChild) -> None:

@@ -18,6 +18,7 @@ import trio
 from agybridge.permissions import HookRoot
 
 from ..acp_wire import Harness, RawClient, WireValidator
+from ..extension_schema import call
 
 pytestmark = pytest.mark.integration
 
@@ -287,5 +288,48 @@ async def test_safe_mode_retries_once_when_agy_keeps_denying(harness: Harness) -
             assert "hello_headless_demo" not in text
         argvs = harness.session_argvs()
         assert [("--dangerously-skip-permissions" in a) for a in argvs[:2]] == [False, True]
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+@pytest.mark.parametrize(("mode", "lazy_init"), [("safe", "0"), ("safe", "1"), ("ask", "0")])
+async def test_agys_own_always_proceed_is_told_once_where_it_voids_the_mode(
+    harness: Harness, mode: str, lazy_init: str
+) -> None:
+    """Issue 27: agy's own settings approve everything (``toolPermission``
+    always-proceed, reported as init.permission_mode). In safe mode that means
+    nothing is denied: the chat says so once per session with how to fix it,
+    and runtime shows it. In ask mode the bridge asked for always-proceed
+    itself (its gate decides): nothing to tell. An init printed only once the
+    prompt arrived (contract.md §3.1, ``lazy_init``) is told in that turn too."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(
+            validator=validator,
+            AGYBRIDGE_MODE=mode,
+            FAKE_AGY_TOOL_PERMISSION="always-proceed",
+            FAKE_AGY_LAZY_INIT=lazy_init,
+        ) as client:
+            client.permission_choice = "allow_once"
+            session_id = await open_session(client)
+            await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
+            text = client.message_text(session_id)
+            assert "hello_headless_demo" in text  # nothing denied
+            told = (
+                "agy's own settings approve every action (agy reports its permission mode as "
+                "`always-proceed`), so the Safe mode denies nothing"
+            )
+            assert text.count(told) == (mode == "safe"), text
+            if mode == "safe":
+                assert 'set `toolPermission` to `"request-review"`' in text
+                assert client.permission_requests == []
+            mark = client.mark()
+            await run_prompt(client, session_id, "[fake-agy:echo] again")
+            assert "approve every action" not in client.message_text(session_id, since=mark)
+            state = (await call(client, "_agybridge/session/runtime", {"sessionId": session_id}))[
+                "result"
+            ]
+            assert state["agyPermissionMode"] == "always-proceed"
+            assert state["agyPermissionOverride"] is (mode == "safe")
         await harness.assert_no_leftovers()
     assert validator.problems == []

@@ -132,8 +132,10 @@ class TurnCoreMachine(RuleBasedStateMachine):
                     self.silent = True
                 self.asking.discard(action.seq)
             elif isinstance(action, ev.SpawnChild):
-                # The hook gates or observes (the gate works in this machine).
-                assert action.gated != action.observed, action
+                # The hook gates, or observes while the gate works, never both.
+                assert not (action.gated and action.observed), action
+                working = self.core.status().gate not in (ev.GateState.NONE, ev.GateState.FAILED)
+                assert action.observed == (working and not action.gated), action
                 assert not self.spawning and not self.alive, (
                     f"second child while {self.spawning | self.alive} exist"
                 )
