@@ -20,7 +20,7 @@ import copy
 from typing import Any
 
 import attrs
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -659,3 +659,69 @@ def test_an_ungated_agy_is_observed_when_the_gate_works() -> None:
     core = turns.TurnCore(LaunchSettings(mode="ask"))
     core.handle(ev.GateStarted(True))
     assert ev.SpawnChild(1, resume=False, gated=True, first=True) in core.start()
+
+
+@given(
+    denials=st.lists(
+        st.frozensets(st.sampled_from(["command", "write_file", "read_url"]), min_size=1),
+        min_size=1,
+        max_size=8,
+    ),
+    allows=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_allow_and_retry_never_asks_twice_for_a_permission_in_a_turn(
+    denials: list[frozenset[str]], allows: list[bool]
+) -> None:
+    """Issue 27: whatever agy denies attempt after attempt and whatever the user
+    answers, a permission is asked about at most once per turn, a refusal names
+    only what was allowed and retried, and the prompt is answered end_turn
+    exactly once, after at most one attempt per permission (plus the first)."""
+    core = turns.TurnCore(LaunchSettings(mode="safe"))
+    core.handle(ev.GateStarted(True))
+    out = core.start()
+
+    def settle(actions: list[ev.Action]) -> list[ev.Action]:
+        """Perform the children's lifecycle as the driver would: spawned ones
+        come up, retired ones exit; returns every action decided meanwhile."""
+        done: list[ev.Action] = []
+        while actions:
+            done += actions
+            followup: list[ev.Action] = []
+            for action in actions:
+                if isinstance(action, ev.SpawnChild):
+                    followup += core.handle(ev.ChildSpawned(action.incarnation))
+                elif isinstance(action, ev.RetireChild):
+                    followup += core.handle(ev.ChildExited(action.incarnation, ERROR))
+                elif isinstance(action, ev.AskAllowRetry):
+                    followup += core.handle(ev.GateVerified(True))
+            actions = followup
+        return done
+
+    seen = settle(out)
+    seen += settle(core.handle(ev.PromptArrived(1)) + core.handle(ev.PromptReady(1)))
+    asked: list[frozenset[str]] = []
+    allowed: set[str] = set()
+    for attempt, denied in enumerate(denials):
+        sent = [a for a in seen if isinstance(a, ev.SendUserTurn)]
+        if any(isinstance(a, ev.AnswerPrompt) for a in seen) or not sent:
+            break
+        seen = settle(core.handle(_denied(sent[-1].incarnation, *denied)))
+        refused = [a for a in seen if isinstance(a, ev.RetryRefused)]
+        # Everything denied was allowed and retried already: final, said once.
+        assert len(refused) == (denied <= allowed), (seen, allowed)
+        for action in seen:
+            if isinstance(action, ev.AskAllowRetry):
+                assert action.permissions == denied - allowed, (action, allowed)
+                assert not action.permissions & set().union(*asked)
+                asked.append(action.permissions)
+                answer = allows[attempt]
+                if answer:
+                    allowed |= action.permissions
+                seen = settle(core.handle(ev.AllowAnswered(1, answer)))
+                break
+            if isinstance(action, ev.RetryRefused):
+                assert action.permissions == denied <= allowed, (action, allowed)
+    answers = [a for a in seen if isinstance(a, ev.AnswerPrompt)]
+    if answers:
+        assert answers == [ev.AnswerPrompt(1, ev.Stop.END_TURN)]
+    assert len(asked) <= 3  # one question per permission at most
