@@ -11,6 +11,10 @@ the gate) and otherwise announces the tool call as ``pending`` — with agy's
 full arguments, so an edit shows its real diff — and asks the editor with
 ``session/request_permission``.
 
+In the ungated modes (``safe``, ``autonomous``) the same hook runs as an
+*observer* (:attr:`Gate.observing`): it notes the edit target's before-state
+for the mutation log and allows, leaving the decision to agy's own checks.
+
 Fail closed: the gate is verified with ``agy -p /hooks`` before the first
 turn; if agy does not list it, the session falls back to ``safe`` (agy's own
 checks) and says why. Every failure on the way (broker down, no answer in
