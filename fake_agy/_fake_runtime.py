@@ -135,6 +135,8 @@ class Knobs:
     resume_usage: bool = False
     ignore_hooks: bool = False
     commands_need_approval: bool = False
+    tool_permission: str = "request-review"
+    deny_always: bool = False
     release_file: str | None = None
     startup_hang: str = ""
 
@@ -154,6 +156,12 @@ class Knobs:
         hang = env.get("FAKE_AGY_STARTUP_HANG", "").strip()
         if hang not in ("", "silent", "garbage"):
             raise ValueError(f"FAKE_AGY_STARTUP_HANG must be silent or garbage, not {hang!r}")
+        tool_permission = env.get("FAKE_AGY_TOOL_PERMISSION", "").strip() or "request-review"
+        if tool_permission not in TOOL_PERMISSIONS:
+            raise ValueError(
+                f"FAKE_AGY_TOOL_PERMISSION must be one of {', '.join(TOOL_PERMISSIONS)}, "
+                f"not {tool_permission!r}"
+            )
         return cls(
             scenarios=tuple(name for name in scenarios if name) or ("echo",),
             fragment_delay_s=_env_float(env, "FAKE_AGY_FRAGMENT_DELAY", 0.01),
@@ -175,9 +183,15 @@ class Knobs:
             resume_usage=_env_flag(env, "FAKE_AGY_RESUME_USAGE"),
             ignore_hooks=_env_flag(env, "FAKE_AGY_IGNORE_HOOKS"),
             commands_need_approval=_env_flag(env, "FAKE_AGY_COMMANDS_NEED_APPROVAL"),
+            tool_permission=tool_permission,
+            deny_always=_env_flag(env, "FAKE_AGY_DENY_ALWAYS"),
             release_file=env.get("FAKE_AGY_RELEASE_FILE") or None,
             startup_hang=hang,
         )
+
+
+#: settings.json ``toolPermission`` values (hooks-and-tools.md §A9; contract.md §3.1).
+TOOL_PERMISSIONS = ("request-review", "always-proceed", "strict", "proceed-in-sandbox")
 
 
 class Session:

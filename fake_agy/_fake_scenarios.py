@@ -438,7 +438,8 @@ class ToolStep:
         if blocked is not None:
             self.fail(blocked.message)
             raise HookBlocked(blocked)
-        if self.needs_approval and session.permission_mode != "always-proceed":
+        proceeds = session.permission_mode == "always-proceed" and not self.turn.knobs.deny_always
+        if self.needs_approval and not proceeds:
             if self.turn.soft_deny_shape == "1.2":
                 command = str(self.args.get("CommandLine", ""))
                 self.fail(
@@ -730,20 +731,30 @@ def _reply_text(turn: Turn, text: str) -> None:
 
 
 def edit(turn: Turn) -> int | None:
-    """``replace_file_content`` on a real file: ``[fake-agy:edit] [path] [gate=P]``.
+    """``replace_file_content`` on real files: ``[fake-agy:edit] [path...] [gate=P]``.
 
-    The path (relative to the workspace, or absolute; default ``fake-agy-edit.txt``) is
+    Each path (relative to the workspace, or absolute; default ``fake-agy-edit.txt``) is
     created first by a ``write_to_file`` step if missing (parameters on DONE only, like
     the 1.1.11 capture). The replace step is ACTIVE with ``{"TargetFile": <abs>}`` before
     the file changes; after ``FAKE_AGY_EDIT_DELAY`` (and once the file P exists, with
     ``gate=P``) its first line gets a suffix, then the step is DONE (no ``output``:
-    none seen for edits, hooks-and-tools.md §B2).
+    none seen for edits, hooks-and-tools.md §B2). Several paths: one after the other.
     """
     turn.user_input()
     root = _workspace(turn)
     args = [arg for arg in directive_args(turn.prompt) if not arg.startswith("gate=")]
-    target = root / (args[0] if args else EDIT_DEFAULT_FILE)  # an absolute arg wins
+    targets = [root / arg for arg in args or [EDIT_DEFAULT_FILE]]  # an absolute arg wins
     turn.pause(turn.knobs.fragment_delay_s)
+    for target in targets:
+        _edit_first_line(turn, target)
+    shown = " and ".join(_shown(target, root) for target in targets)
+    _reply_text(turn, f"I edited the first line of {shown}.")
+    turn.finish()
+    return None
+
+
+def _edit_first_line(turn: Turn, target: Path) -> None:
+    """``edit``'s steps for one file: create it if missing, then mark its first line."""
     if not target.exists():
         create = ToolStep(
             turn,
@@ -779,9 +790,6 @@ def edit(turn: Turn) -> int | None:
     first, newline, rest = target.read_bytes().partition(b"\n")
     target.write_bytes(first + EDIT_SUFFIX.encode() + newline + rest)
     replace.done()
-    _reply_text(turn, f"I edited the first line of {_shown(target, root)}.")
-    turn.finish()
-    return None
 
 
 def multi_tool(turn: Turn) -> int | None:

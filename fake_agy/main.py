@@ -65,7 +65,7 @@ Knobs (environment)
                              of the rest of the prompt, gated but never run).
                              ``unavailable`` as the first item fails at startup. Words after
                              a directive are the scenario's arguments:
-                             ``[fake-agy:edit] PATH`` (file to change, relative to the
+                             ``[fake-agy:edit] PATH...`` (files to change, relative to the
                              workspace; created by a write_to_file step if missing),
                              ``[fake-agy:image-out] [outside] [not-image]``,
                              ``[fake-agy:permission-tool] [PATH]`` (default
@@ -134,6 +134,13 @@ Knobs (environment)
                              ``--dangerously-skip-permissions``) it is soft-denied after the
                              hooks ran. Off by default; ``soft-deny`` and ``permission-tool``
                              commands always need it.
+``FAKE_AGY_TOOL_PERMISSION`` agy's own settings.json ``toolPermission`` (request-review, the
+                             default; always-proceed, strict, proceed-in-sandbox): reported as
+                             ``init.permission_mode`` unless ``--dangerously-skip-permissions``
+                             makes it ``always-proceed``; ``always-proceed`` denies nothing.
+``FAKE_AGY_DENY_ALWAYS=1``   tools that need approval are soft-denied even in always-proceed
+                             mode, as agy's hardcoded protection boundary denies after a hook
+                             ``allow`` (hooks-and-tools.md §A6): a denial no allowance lifts.
 ``HOME``                     the user-level ``.gemini/config/hooks.json`` is read below it.
 A bad knob value exits 64 with a ``fake-agy:`` message on stderr.
 """
@@ -466,7 +473,8 @@ def _open_session(
         log=log,
         store=None if capture is not None else store,
         workspace=workspace,
-        permission_mode="always-proceed" if opts.skip_permissions else "request-review",
+        # The flag wins over settings.json's toolPermission (contract.md §1.1, §11).
+        permission_mode="always-proceed" if opts.skip_permissions else knobs.tool_permission,
         json_schema=schema,
         print_timeout_s=timeout_s,
         print_timeout_text=opts.print_timeout if timeout_s > 0 else "5m0s",

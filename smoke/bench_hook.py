@@ -24,7 +24,6 @@ Reports go to ``smoke/reports/bench-hook-<UTC>.json`` and ``.md``; the Markdown 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -36,15 +35,7 @@ from time import perf_counter
 from typing import Any
 
 import trio
-from smokekit import (
-    DEFAULT_REPORT_DIR,
-    facts_markdown,
-    fmt,
-    machine_facts,
-    summarize,
-    utc_stamp,
-    write_reports,
-)
+from smokekit import facts_markdown, fmt, run_and_report, summarize
 
 from agybridge.permissions import Broker, Decision, HookRequest, HookRoot, child_env
 from agybridge.permissions import hook as hook_module
@@ -165,18 +156,8 @@ def markdown(data: dict[str, Any], facts: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR)
-    args = parser.parse_args()
-    facts = machine_facts()
-    data = trio.run(bench, args.runs, args.warmup)
-    data["facts"] = facts
-    text = markdown(data, facts)
-    json_path, md_path = write_reports(args.report_dir, "bench-hook", utc_stamp(), data, text)
-    print(text)
-    print(f"\nreports: {json_path} {md_path}")
+    description = (__doc__ or "").split("\n")[0]
+    data = run_and_report("bench-hook", description, bench, markdown, runs=20, warmup=2)
     ok = all(
         '"decision"' in out and ("deny" in out if key.startswith("start") else "allow" in out)
         for key, out in data["outputs"].items()

@@ -13,6 +13,7 @@ they escaped. Nothing here imports from ``tests/``.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import datetime as dt
 import json
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -611,6 +612,32 @@ def write_reports(
     json_path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     md_path.write_text(markdown if markdown.endswith("\n") else markdown + "\n")
     return json_path, md_path
+
+
+def run_and_report(
+    kind: str,
+    description: str,
+    bench: Callable[[int, int], Awaitable[dict[str, Any]]],
+    markdown: Callable[[dict[str, Any], dict[str, Any]], str],
+    *,
+    runs: int,
+    warmup: int,
+) -> dict[str, Any]:
+    """A ``--runs``/``--warmup``/``--report-dir`` benchmark's main: run ``bench``,
+    write and print its reports; returns its data (the caller judges it)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR)
+    args = parser.parse_args()
+    facts = machine_facts()
+    data = trio.run(bench, args.runs, args.warmup)
+    data["facts"] = facts
+    text = markdown(data, facts)
+    json_path, md_path = write_reports(args.report_dir, kind, utc_stamp(), data, text)
+    print(text)
+    print(f"\nreports: {json_path} {md_path}")
+    return data
 
 
 def describe_error(exc: BaseException) -> str:

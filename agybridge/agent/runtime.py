@@ -33,6 +33,10 @@ def runtime(session: Session, *, asking: float | None = None) -> dict[str, Any]:
         "agyModel": init.model if init else None,
         "effort": settings.effort,
         "mode": settings.mode,
+        # agy's own permission mode (init.permission_mode), and whether it
+        # makes the mode meaningless (always-proceed the bridge did not ask for).
+        "agyPermissionMode": init.permission_mode if init else None,
+        "agyPermissionOverride": session.gates.mode_overridden,
         "agent": (init.agent if init and init.agent else None) or settings.agent,
         "agy": {
             "version": session.agy_version,
@@ -102,6 +106,15 @@ def status_text(snapshot: dict[str, Any]) -> str:
         + ", "
         f"effort: `{snapshot['effort'] or 'default'}`, agent: `{snapshot['agent'] or 'default'}`",
     ]
+    if snapshot["agyPermissionMode"]:
+        lines.append(
+            f"- agy's own permission mode: `{snapshot['agyPermissionMode']}`"
+            + (
+                " (agy denies nothing: the mode is not in force)"
+                if snapshot["agyPermissionOverride"]
+                else ""
+            )
+        )
     if agy["version"] or agy["pid"]:
         running = f", pid {agy['pid']}" if agy["pid"] else ", not running"
         lines.append(f"- agy: {agy['version'] or 'version unknown'}{running}")

@@ -183,7 +183,7 @@ def format_status(status: dict[str, Any]) -> str:
                 s["sessionId"],
                 _state(s),
                 str(s["agyPid"] or "-"),
-                s["mode"],
+                s["mode"] + (" (agy: always-proceed!)" if s.get("agyPermissionOverride") else ""),
                 s["model"] or "-",
                 str(s["tokens"].get("totalTokens", "-")),
                 _when(s["lastActivity"]),

@@ -69,6 +69,8 @@ def _session_status(session: Session, questions: int) -> dict[str, Any]:
         "title": session.title,
         "cwd": session.cwd,
         "mode": session.settings.mode,
+        "agyPermissionMode": session.init_info.permission_mode if session.init_info else None,
+        "agyPermissionOverride": session.gates.mode_overridden,
         "model": session.model,
         "state": state,
         "runningForS": round(time.time() - started, 1) if started is not None else 0.0,

@@ -6,7 +6,10 @@ with a hook error instead of a clean denial (hooks-and-tools.md §A4, §A5). Thi
 forwards the payload to the bridge's broker over the Unix socket named in its
 environment and prints the broker's answer. Every failure prints an explicit deny with a
 short reason (the model reads it) and exits 0: an empty or decision-less reply is itself
-version-dependent (§A4), so we never leave the choice to agy.
+version-dependent (§A4), so we never leave the choice to agy. Except for an observer
+(``AGYBRIDGE_PERMISSION_OBSERVE=1``: agy runs ungated, with its own checks or none, and
+the hook only lets the bridge keep the before-state of files): it fails open, printing
+``allow``, which leaves the decision to agy's own checks, as without the hook (§A4, §A7).
 
 Wire format (one line each way, UTF-8 JSON):
   helper -> broker: ``{"token": "<hex>", "payload": <agy's stdin JSON>}``
@@ -43,6 +46,8 @@ ENV_TOKEN = "AGYBRIDGE_PERMISSION_TOKEN"
 #: How long the helper waits for the broker's reply; must stay below the hooks.json
 #: ``timeout`` so a slow answer ends in our deny, not in agy killing the hook.
 ENV_TIMEOUT = "AGYBRIDGE_PERMISSION_TIMEOUT_S"
+#: "1": the hook observes an ungated agy; its failures allow (never change agy's choice).
+ENV_OBSERVE = "AGYBRIDGE_PERMISSION_OBSERVE"
 
 MAX_INPUT_BYTES = 4 * 2**20  # 4 MiB: edits carry whole file bodies in their args
 MAX_REPLY_BYTES = 64 * 2**10  # 64 KiB
@@ -57,6 +62,10 @@ _PREFIX = "agybridge: "
 
 class HookFailure(Exception):
     """A failure that becomes a deny with this message as its reason."""
+
+
+def allow() -> dict[str, str]:
+    return {"decision": "allow"}
 
 
 def deny(reason: str) -> dict[str, str]:
@@ -173,7 +182,7 @@ def parse_reply(line: bytes) -> dict[str, str]:
         raise HookFailure("malformed reply from the permission broker")
     decision = reply.get("decision")
     if decision == "allow":
-        return {"decision": "allow"}
+        return allow()
     if decision == "deny":
         reason = reply.get("reason")
         if not isinstance(reason, str) or not reason.strip():
@@ -184,6 +193,8 @@ def parse_reply(line: bytes) -> dict[str, str]:
 
 def decide(stdin_fd: int, environ: Mapping[str, str]) -> dict[str, str]:
     """Read the hook input and return the decision; never raises an Exception."""
+    # An observer's failure must not become a denial agy would not make.
+    observer = environ.get(ENV_OBSERVE) == "1"
     try:
         raw = read_stdin(stdin_fd)
         try:
@@ -194,9 +205,9 @@ def decide(stdin_fd: int, environ: Mapping[str, str]) -> dict[str, str]:
             raise HookFailure("hook input is not a JSON object")
         return ask_broker(payload, environ)
     except HookFailure as exc:
-        return deny(_PREFIX + str(exc))
+        return allow() if observer else deny(_PREFIX + str(exc))
     except Exception as exc:
-        return deny(f"{_PREFIX}hook helper failed ({type(exc).__name__})")
+        return allow() if observer else deny(f"{_PREFIX}hook helper failed ({type(exc).__name__})")
 
 
 def main() -> int:
@@ -204,7 +215,8 @@ def main() -> int:
     try:
         decision = decide(0, os.environ)
     except BaseException:  # KeyboardInterrupt and friends: still answer, still exit 0
-        decision = deny(_PREFIX + "hook helper interrupted")
+        observer = os.environ.get(ENV_OBSERVE) == "1"
+        decision = allow() if observer else deny(_PREFIX + "hook helper interrupted")
     out = (json.dumps(decision, separators=(",", ":")) + "\n").encode()
     try:  # noqa: SIM105 (contextlib is one more import on every tool call)
         os.write(1, out)

@@ -271,8 +271,14 @@ def _rmtree(path: str) -> None:
     procfs.rmtree_private(path)
 
 
-def child_env(root: HookRoot, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) plus the hook variables."""
+def child_env(
+    root: HookRoot, base: Mapping[str, str] | None = None, *, observer: bool = False
+) -> dict[str, str]:
+    """``base`` (default: this process's environment) plus the hook variables;
+    ``observer``: the hook only observes an ungated agy (its failures allow)."""
     env = dict(os.environ if base is None else base)
     env.update(root.env)
+    env.pop(hook.ENV_OBSERVE, None)
+    if observer:
+        env[hook.ENV_OBSERVE] = "1"
     return env

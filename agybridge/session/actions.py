@@ -152,6 +152,7 @@ async def send_user_turn(session: Session, action: ev.SendUserTurn) -> None:
     notice = session.conversation.take_fork_notice()
     if notice is not None:
         await say(session, mapper, notice + "\n\n", "notice")
+    await tell_mode_notice(session, mapper)
     note = session.mutations.take_agy_note()
     if note is not None:
         # A rollback since agy's last turn (an /undo or a rollback sent before
@@ -282,14 +283,35 @@ async def say(session: Session, mapper: TurnMapper, text: str, suffix: str) -> N
     )
 
 
+async def agy_init(
+    session: Session, event: InitEvent, incarnation: int, mapper: TurnMapper | None
+) -> None:
+    """agy's ``init``: its own permission mode against the session's mode; a
+    notice is said in the turn running on it, else at the next turn's start."""
+    child = session.slot.get(incarnation)
+    argv = child.argv if child is not None else ()
+    session.gates.agy_started(event.init.permission_mode, session.core.settings.mode, argv)
+    if mapper is not None:
+        await tell_mode_notice(session, mapper)
+
+
+async def tell_mode_notice(session: Session, mapper: TurnMapper) -> None:
+    notice = session.gates.take_mode_notice()
+    if notice is not None:
+        await say(session, mapper, notice, "permission-mode")
+
+
 async def spawn_child(session: Session, action: ev.SpawnChild) -> None:
     assert session.nursery is not None
     roots = session.additional_dirs
     if session.staging is not None:
         roots = (*roots, session.staging.root)
-    hook_dir, env = session.gates.agy_env(action.gated)
+    hook_dir, env = session.gates.agy_env(action.gated, observed=action.observed)
     resume = session.conversation.resume_id(action.resume)
-    launch = action.settings.launch_spec(session.cwd, roots, resume, gate_dir=hook_dir)
+    gate_dir, observer_dir = (hook_dir, None) if action.gated else (None, hook_dir)
+    launch = action.settings.launch_spec(
+        session.cwd, roots, resume, gate_dir=gate_dir, observer_dir=observer_dir
+    )
     argv = build_argv(session.deps.agy_bin, launch)
     try:
         await session.slot.ensure(session.nursery, action.incarnation, argv, launch.cwd, env)
@@ -343,7 +365,13 @@ async def ask_allow(session: Session, action: ev.AskAllowRetry) -> None:
     work = _unanswered(session, action.seq)
     if work is None or work.mapper is None:
         return
-    await session.gates.ask_allow(action.seq, work.mapper, work.timers)
+    await session.gates.ask_allow(action, work.mapper, work.timers)
+
+
+async def retry_refused(session: Session, action: ev.RetryRefused) -> None:
+    work = _unanswered(session, action.seq)
+    if work is not None and work.mapper is not None:
+        await session.gates.retry_refused(action, work.mapper)
 
 
 async def show_allow_answer(session: Session, action: ev.ShowAllowAnswer) -> None:
@@ -396,6 +424,7 @@ PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
     ev.AcceptPermissions: permissions,
     ev.ApplySettings: apply_settings,
     ev.AskAllowRetry: ask_allow,
+    ev.RetryRefused: retry_refused,
     ev.ArmDeadline: arm_deadline,
     ev.ArmIdle: arm_idle,
     ev.SendAnnouncements: announcements,

@@ -156,21 +156,23 @@ class LaunchSettings:
         additional_dirs: Sequence[str] = (),
         conversation_id: str | None = None,
         gate_dir: str | None = None,
+        observer_dir: str | None = None,
     ) -> LaunchSpec:
         """How to launch agy with these settings.
 
         ``gate_dir`` is the verified permission gate's hook root: the gated
         modes need it, and without it they run with agy's own checks (fail
-        closed: never skip agy's checks without the gate).
+        closed: never skip agy's checks without the gate). ``observer_dir``:
+        the same root for an ungated agy, whose hook only observes.
         """
         from ..agy import LaunchSpec  # noqa: PLC0415 - issue 15: not at start-up
 
-        # The caller passes gate_dir only when the gate is verified and wanted.
-        gated = gate_dir is not None
+        gated = gate_dir is not None  # passed only when verified and wanted
+        hook_dir = gate_dir or observer_dir
         extra = (*self.agy_flags(), "--dangerously-skip-permissions") if gated else self.agy_flags()
         return LaunchSpec(
             cwd=cwd,
-            additional_dirs=(*additional_dirs, *((gate_dir,) if gated and gate_dir else ())),
+            additional_dirs=(*additional_dirs, *((hook_dir,) if hook_dir else ())),
             conversation_id=conversation_id,
             model=self.model,
             effort=self.effort,

@@ -31,6 +31,10 @@ class Turn:
     #: The prompt reached agy in some attempt: the turn goes in the journal.
     reached_agy: bool = False
     stall_noticed: bool = False
+    #: Permissions the user allowed and this turn was retried for (at most
+    #: once each: agy denying one again is final), and those asked about now.
+    retried: frozenset[str] = frozenset()
+    asked: frozenset[str] = frozenset()
     #: How the turn ends once its retiring child is gone.
     pending_stop: Stop | None = None
     pending_error: SessionError | None = None

@@ -11,6 +11,10 @@ the gate) and otherwise announces the tool call as ``pending`` — with agy's
 full arguments, so an edit shows its real diff — and asks the editor with
 ``session/request_permission``.
 
+In the ungated modes (``safe``, ``autonomous``) the same hook runs as an
+*observer* (:attr:`Gate.observing`): it notes the edit target's before-state
+for the mutation log and allows, leaving the decision to agy's own checks.
+
 Fail closed: the gate is verified with ``agy -p /hooks`` before the first
 turn; if agy does not list it, the session falls back to ``safe`` (agy's own
 checks) and says why. Every failure on the way (broker down, no answer in
@@ -125,6 +129,8 @@ class Gate:
         #: Safe mode after "allow and retry": tools allowed for the session.
         self._session_tools: set[str] = set()
         self._safe_policy: Policy | None = None
+        #: The agy child runs ungated (safe, autonomous): the hook only observes.
+        self.observing = False
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -153,9 +159,9 @@ class Gate:
         if self.root is not None:
             self.root.remove()
 
-    def agy_env(self, base: Mapping[str, str] | None) -> dict[str, str]:
+    def agy_env(self, base: Mapping[str, str] | None, *, observer: bool = False) -> dict[str, str]:
         assert self.root is not None
-        return child_env(self.root, base)
+        return child_env(self.root, base, observer=observer)
 
     @property
     def hook_dir(self) -> str | None:
@@ -275,6 +281,14 @@ class Gate:
         if target is not None and self._note_write is not None:
             # Before agy writes: the "before" side of the session's mutation log.
             await self._note_write(step, target)
+        if self.observing:
+            # agy's own checks (or none, autonomous) decide, as without the hook;
+            # only the bridge's gate itself stays out of reach.
+            assert self._safe_policy is not None
+            tamper = self._safe_policy.assess(request)
+            if tamper.verdict is Verdict.DENY:
+                return Decision.deny(tamper.reason)
+            return Decision.allow()
         if self._mode == "safe":
             assessment = self._safe_assess(request)
         else:

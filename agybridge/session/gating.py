@@ -11,13 +11,15 @@ posts what happened back to the loop as facts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..acp import models
+from ..translate.notices import SETTINGS_PATH
 from . import turn_events as ev
+from .config import MODES
 from .deps import SessionDeps
 from .errors import auth_required
 from .prompts import AttemptScopes
@@ -55,6 +57,12 @@ class GatePort:
         self._start_soon = start_soon
         #: None: no client to ask, so no gate (or not started yet).
         self.gate: Gate | None = None
+        #: The current agy's own settings make the session's mode meaningless
+        #: (`agy_started`); the chat is told once per session, when a turn
+        #: can carry it.
+        self.mode_overridden = False
+        self._mode_warned = False
+        self._mode_notice: str | None = None
 
     async def start(self, nursery: trio.Nursery, roots: tuple[str, ...], mode: str) -> bool | None:
         """Create the gate with its broker running: whether it works (None:
@@ -89,12 +97,18 @@ class GatePort:
         if self.gate is not None:
             self.gate.close()
 
-    def agy_env(self, gated: bool) -> tuple[str | None, Mapping[str, str] | None]:
-        """The hook directory and environment agy is launched with (gated or not)."""
+    def agy_env(
+        self, gated: bool, *, observed: bool = False
+    ) -> tuple[str | None, Mapping[str, str] | None]:
+        """The hook directory and environment agy is launched with: gated, with
+        the hook as an observer, or without it. At most one agy runs at a time,
+        so the gate takes the role of the one being launched."""
         env = self._deps.env
-        if not gated or self.gate is None:
+        gate = self.gate
+        if gate is None or not (gated or (observed and gate.failure is None)):
             return None, env
-        return self.gate.hook_dir, self.gate.agy_env(env)
+        gate.observing = not gated
+        return gate.hook_dir, gate.agy_env(env, observer=not gated)
 
     @property
     def failure(self) -> str | None:
@@ -123,13 +137,15 @@ class GatePort:
         if self.gate is not None:
             self.gate.set_mode(mode)
 
-    async def ask_allow(self, seq: float, mapper: TurnMapper, attempt: AttemptScopes) -> None:
+    async def ask_allow(
+        self, action: ev.AskAllowRetry, mapper: TurnMapper, attempt: AttemptScopes
+    ) -> None:
         """Safe mode, agy auto-denied something: show the question's card,
         ask in the background, and post the answer to the loop."""
         gate = self.gate
         assert gate is not None
-        denied = {p for p in mapper.denied if p}
-        card, params = gate.allow_question(denied, _allow_call_id(mapper))
+        seq = action.seq
+        card, params = gate.allow_question(set(action.permissions), _allow_call_id(mapper))
         await self._send(card)
 
         async def ask() -> None:
@@ -168,6 +184,62 @@ class GatePort:
             logger.info(
                 "session %s: allowed %s for the session; retrying", self._session_id, denied
             )
+
+    async def retry_refused(self, action: ev.RetryRefused, mapper: TurnMapper) -> None:
+        """agy denied again what the user allowed for this turn's retry: say
+        that this is final for the turn, why, and what would change it."""
+        names = ", ".join(f'"{p}"' for p in sorted(action.permissions))
+        text = (
+            f"\n\n⚠️ agy denied the {names} permission again after you allowed it and "
+            "the prompt was retried, so agybridge does not ask again in this turn. agy's "
+            "own settings keep denying it (a `deny` rule under permissions in "
+            "~/.gemini/antigravity-cli/settings.json, a strict tool permission, or a path "
+            "agy always protects): change that setting, or use the Ask mode."
+        )
+        await self._send(
+            models.AgentMessageChunk(
+                content=models.TextContent(text=text), message_id=f"{mapper.message_id}-final"
+            )
+        )
+        logger.info(
+            "session %s: %s denied again after allow and retry; final for this turn",
+            self._session_id,
+            names,
+        )
+
+    def agy_started(self, permission_mode: str | None, mode: str, argv: Sequence[str]) -> None:
+        """agy's ``init`` said its own permission mode (contract.md §3.1, §11).
+        ``always-proceed`` without our ``--dangerously-skip-permissions`` is
+        agy's own settings (or an ``agy`` wrapper): its checks deny nothing,
+        so a mode that relies on them (safe, or a gated mode fallen back to
+        safe) is not what it says. Told once per session in the chat."""
+        # Asked for by us (autonomous, or behind the gate), it is expected.
+        self.mode_overridden = (
+            permission_mode == "always-proceed" and "--dangerously-skip-permissions" not in argv
+        )
+        if self._mode_warned or not self.mode_overridden:
+            return
+        self._mode_warned = True
+        name = MODES.get(mode, (mode, ""))[0]
+        self._mode_notice = (
+            f"⚠️ agy's own settings approve every action (agy reports its permission mode "
+            f"as `always-proceed`), so the {name} mode denies nothing: agy runs commands "
+            'and changes files without asking. This comes from `"toolPermission": '
+            f'"always-proceed"` in {SETTINGS_PATH} (or an `agy` wrapper that adds '
+            "--dangerously-skip-permissions). To fix it, set `toolPermission` to "
+            '`"request-review"` there, or switch this session to the Ask mode, where '
+            "agybridge asks you before each action.\n\n"
+        )
+        logger.warning(
+            "session %s: agy runs with permission mode always-proceed in %s mode",
+            self._session_id,
+            mode,
+        )
+
+    def take_mode_notice(self) -> str | None:
+        """The pending permission-mode notice, once."""
+        notice, self._mode_notice = self._mode_notice, None
+        return notice
 
 
 def _allow_call_id(mapper: TurnMapper) -> str:

@@ -40,7 +40,7 @@ from ..workspace.mutations import observe_step
 from ..workspace.reads import observe_for
 from . import errors
 from . import turn_events as ev
-from .actions import PERFORM
+from .actions import PERFORM, agy_init
 from .errors import internal_error
 from .inbox import Inbox, Step
 
@@ -114,6 +114,8 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
     else:
         if not step and isinstance(event, InitEvent | ResultEvent):
             session.learned(event, inc)
+            if isinstance(event, InitEvent):
+                await agy_init(session, event, inc, on_turn[1].mapper if on_turn else None)
         heard = on_turn is not None and (step or kind is ResultEvent)
         # A turn heard already is not heard again: then only the child's first
         # line is news (the core need not look the turn up a second time).
@@ -153,7 +155,7 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
             outcome=_OUTCOMES[outcome.kind],
             details_pending=outcome.kind is OutcomeKind.AGY_ERROR
             and mapper.agy_error_details is None,
-            denied=any(mapper.denied),
+            denied=frozenset(p for p in mapper.denied if p),
             error=errors.result_error(mapper, auth_failed=work.auth_failed),
         )
     )

@@ -1,6 +1,7 @@
 """The turn core's rules for how a turn ends (part of the core: see
 ``turns.py``): agy's result and its error details, safe mode's "allow and
-retry", the turn's child exiting, deadlines, and bugs in the bridge.
+retry" (at most once per permission and turn), the turn's child exiting,
+deadlines, and bugs in the bridge.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .turn_events import (
     Outcome,
     RecordTurn,
     RefusePermissions,
+    RetryRefused,
     ShowAllowAnswer,
     StallNotice,
     StartTurn,
@@ -46,6 +48,7 @@ class Outcomes(Supervision):
             return
         # The same prompt again, now behind the gate with the allowance.
         self._session_allows = True
+        turn.retried |= turn.asked
         self._emit(RecordTurn(turn.seq))
         turn.reached_agy = False
         turn.attempt += 1
@@ -68,8 +71,16 @@ class Outcomes(Supervision):
         elif event.error is not None:
             self._finish(turn, error=event.error)
         elif self._offers_retry(event) and not self._is_cancelled(turn.seq):
-            turn.state = TurnState.ASKING
-            self._emit(AskAllowRetry(turn.seq))
+            fresh = event.denied - turn.retried
+            if fresh:
+                turn.state = TurnState.ASKING
+                turn.asked = fresh
+                self._emit(AskAllowRetry(turn.seq, fresh))
+            else:
+                # Allowed and retried once already: asking again would loop
+                # (agy's own settings keep denying it).
+                self._emit(RetryRefused(turn.seq, event.denied))
+                self._finish(turn, Stop.END_TURN)
         else:
             self._finish(turn, Stop.END_TURN)
 

@@ -1,6 +1,7 @@
 """The turn core's rules for agy children and the permission gate (part of
 the core: see ``turns.py``): when agy is spawned, retired and replaced, when
-the gate is verified and used, and when a STARTING turn can be sent.
+the gate is verified and used (or only observes), and when a STARTING turn
+can be sent.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class Supervision(CoreState):
     def _offers_retry(self, event: ChildResult) -> bool:
         """Safe mode auto-denied something: ask to allow it and retry."""
         return (
-            event.denied
+            bool(event.denied)
             and event.outcome is Outcome.END_TURN
             and self._gate is not GateState.NONE
             and self._settings.mode == "safe"
@@ -152,8 +153,13 @@ class Supervision(CoreState):
         if self._children.current is not None or self._children.retiring or self._closing:
             return
         child = self._children.new(gated=self.gate_in_use(), first=first)
+        # Not gated, a working gate still observes every tool call: the files
+        # agy changes keep their before-state in every mode (issue 27).
+        observed = not child.gated and self._gate not in (GateState.NONE, GateState.FAILED)
         self._emit(
-            SpawnChild(child.incarnation, self._resumable, child.gated, self._settings, first)
+            SpawnChild(
+                child.incarnation, self._resumable, child.gated, self._settings, first, observed
+            )
         )
 
     def _retire(

@@ -79,7 +79,7 @@ class CancelPrompt:
 
 @attrs.frozen
 class Close:
-    pass
+    """The session closes."""
 
 
 @attrs.frozen
@@ -135,10 +135,9 @@ class ChildResult:
     outcome: Outcome | None = None
     #: An ERROR result whose AGY_ERROR details have not arrived yet.
     details_pending: bool = False
-    #: agy's own policy denied an action (safe mode's soft denials).
-    denied: bool = False
-    #: The client-actionable error the result is (auth, model), or the
-    #: failure outside a turn.
+    #: The permissions agy's own policy denied (safe mode's soft denials).
+    denied: frozenset[str] = frozenset()
+    #: The client-actionable error the result is (auth, model), or one outside a turn.
     error: SessionError | None = None
 
 
@@ -165,8 +164,7 @@ class ChildExited:
 @attrs.frozen
 class GateVerified:
     ok: bool
-    #: The check found agy signed out: the turn fails with this (-32000)
-    #: before any gate notice, and the next turn checks again.
+    #: agy is signed out: the turn fails with this (-32000), checked again next turn.
     auth_error: SessionError | None = None
 
 
@@ -301,18 +299,18 @@ class SpawnChild:
     incarnation: int
     resume: bool
     gated: bool
-    #: The settings it is launched with.
-    settings: LaunchSettings = attrs.field(factory=LaunchSettings, eq=False)
+    settings: LaunchSettings = attrs.field(factory=LaunchSettings, eq=False)  # launched with
     #: The session's first agy: if it cannot be started, neither can the session.
     first: bool = False
+    #: Ungated, the hook runs as an observer: it keeps files' before-state, allows all.
+    observed: bool = False
 
 
 @attrs.frozen
 class RetireChild:
     incarnation: int
     reason: str
-    #: The turn it runs, if any, is being cancelled: agy's ERROR result is
-    #: then its answer to SIGINT, not an error.
+    #: The turn it runs, if any, is being cancelled (agy's ERROR result answers SIGINT).
     cancelling: float | None = None
 
 
@@ -348,6 +346,16 @@ class GateFallbackNotice:
 @attrs.frozen
 class AskAllowRetry:
     seq: float
+    permissions: frozenset[str] = frozenset()  # denied, not yet retried in this turn
+
+
+@attrs.frozen
+class RetryRefused:
+    """agy denied ``permissions`` again after they were allowed and retried:
+    final for this turn (say why)."""
+
+    seq: float
+    permissions: frozenset[str]
 
 
 @attrs.frozen
@@ -401,7 +409,7 @@ class SendAnnouncements:
 
 @attrs.frozen
 class Closed:
-    pass
+    """Nothing of the session runs any more."""
 
 
 Action = (
@@ -417,6 +425,7 @@ Action = (
     | ApplySettings
     | GateFallbackNotice
     | AskAllowRetry
+    | RetryRefused
     | ShowAllowAnswer
     | StartFailed
     | RecordTurn

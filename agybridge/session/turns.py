@@ -26,13 +26,17 @@ by enumerating interleavings (tests/unit/session/test_turn_core.py):
   written during a turn only after that turn's ``result`` (contract.md §2.3),
   so a steer becomes the very next turn;
 * a configuration change requested during a turn is applied exactly once,
-  when that turn ends.
+  when that turn ends;
+* "allow and retry" is offered at most once per permission and turn: a
+  denial of a permission already allowed and retried is final (the answer
+  says why), so a client that always allows cannot make it loop.
 
 The running turn's states (``None``: no turn runs)::
 
   STARTING ─(gate ok, child live)─▶ RUNNING ─(result)─▶ done
   RUNNING ─(error result, details pending)─▶ AWAITING_DETAILS ─(details | exit | deadline)─▶ done
-  RUNNING ─(safe-mode denials)─▶ ASKING ─(allowed)─▶ STARTING (next attempt)
+  RUNNING ─(safe-mode denials not yet retried)─▶ ASKING ─(allowed)─▶ STARTING (next attempt)
+  RUNNING ─(safe-mode denials, each allowed and retried once already)─▶ done, saying so
   STARTING | ASKING ─(cancel, failure)─▶ done (nothing is running)
   RUNNING | AWAITING_DETAILS ─(cancel, failure)─▶ RETIRING ─(its child exited)─▶ done
   RUNNING ─(child exited unheard, first attempt)─▶ STARTING (sent again)

@@ -1171,6 +1171,8 @@ def test_fake_misuse_exits_64(fake: Harness) -> None:
     """Unknown scenarios and bad knob values are the test author's error: exit 64."""
     assert fake.run(STREAM, FAKE_AGY_SCENARIO="nope").code == 64
     assert fake.run(STREAM, FAKE_AGY_FRAGMENT_DELAY="soon").code == 64
+    bad = fake.run(STREAM, FAKE_AGY_TOOL_PERMISSION="sometimes")
+    assert bad.code == 64 and "FAKE_AGY_TOOL_PERMISSION must be one of" in bad.stderr
     assert fake.run(STREAM, [user("[fake-agy:nope]")]).code == 64
 
 

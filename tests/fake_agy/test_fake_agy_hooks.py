@@ -739,6 +739,35 @@ def test_commands_need_approval_knob(fake: Harness, knob: str, skip: bool, denie
     assert ("output" in final_tool_states(done)["run_command"]["tool_info"]) is not denied
 
 
+@pytest.mark.parametrize(
+    ("setting", "skip", "mode", "denied"),
+    [
+        ("always-proceed", False, "always-proceed", False),
+        ("strict", False, "strict", True),
+        ("strict", True, "always-proceed", False),
+    ],
+)
+def test_tool_permission_knob_is_init_permission_mode(
+    fake: Harness, setting: str, skip: bool, mode: str, denied: bool
+) -> None:
+    """FAKE_AGY_TOOL_PERMISSION stands for settings.json's toolPermission: init
+    reports it (the flag wins, contract.md §1.1), and always-proceed denies nothing."""
+    args = [*STREAM, SKIP] if skip else STREAM
+    done = fake.run(args, [user("[fake-agy:soft-deny]")], FAKE_AGY_TOOL_PERMISSION=setting)
+    assert done.events[0]["init"]["permission_mode"] == mode
+    assert ("denied_actions" in done.results()[0]) is denied
+
+
+def test_deny_always_knob_denies_even_with_skip_permissions(fake: Harness) -> None:
+    """FAKE_AGY_DENY_ALWAYS=1: a denial no allowance lifts (agy's protection
+    boundary, hooks-and-tools.md §A6): soft-denied under always-proceed too."""
+    done = fake.run([*STREAM, SKIP], [user("[fake-agy:soft-deny]")], FAKE_AGY_DENY_ALWAYS="1")
+    assert done.events[0]["init"]["permission_mode"] == "always-proceed"
+    assert done.results()[0]["denied_actions"] == [
+        {"action": "command", "display_name": "RunCommand"}
+    ]
+
+
 def test_permission_tool_stops_at_the_soft_denied_command(fake: Harness) -> None:
     """Without skip-permissions the command is soft-denied and the turn ends (1.3.x)."""
     done = fake.run(STREAM, [user("[fake-agy:permission-tool]")])

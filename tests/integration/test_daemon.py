@@ -454,6 +454,29 @@ async def test_the_advertised_extensions_work_through_the_daemon(
     await harness.assert_no_leftovers()
 
 
+async def test_status_shows_agys_own_permission_mode(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """Issue 27: a safe-mode session whose agy reports ``always-proceed`` from
+    its own settings (nothing is denied) is marked in ``status``, JSON and table."""
+    async with supervisor.attach(
+        AGYBRIDGE_MODE="safe", FAKE_AGY_TOOL_PERMISSION="always-proceed"
+    ) as client:
+        await client.initialize()
+        session_id = await client.new_session(harness.tmp_path)
+        # A turn's answer comes after the init its agy printed first.
+        answer = await client.response(await client.start_prompt(session_id, "[fake-agy:echo] hi"))
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        found = await supervisor.session_status(session_id)
+        assert found["mode"] == "safe"
+        assert found["agyPermissionMode"] == "always-proceed"
+        assert found["agyPermissionOverride"] is True
+        table = await supervisor.command("status")
+        assert b"safe (agy: always-proceed!)" in table.stdout, table.stdout
+    await supervisor.stop()
+    await harness.assert_no_leftovers()
+
+
 async def test_second_daemon_refuses_and_socket_is_private(
     supervisor: Supervisor, harness: Harness
 ) -> None:

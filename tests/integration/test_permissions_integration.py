@@ -18,6 +18,7 @@ import trio
 from agybridge.permissions import HookRoot
 
 from ..acp_wire import Harness, RawClient, WireValidator
+from ..extension_schema import call
 
 pytestmark = pytest.mark.integration
 
@@ -218,6 +219,18 @@ def test_hooks_json_names_the_helper(tmp_path: Path) -> None:
         root.remove()
 
 
+async def allow_a_soft_denied_command(client: RawClient) -> str:
+    """Safe mode, a client that allows: a prompt whose command agy denies asks
+    once to allow "command"; the session's id."""
+    client.permission_choice = "allow"
+    session_id = await open_session(client)
+    response = await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
+    assert response["result"]["stopReason"] == "end_turn"
+    [asked] = client.permission_requests
+    assert '"command"' in asked["params"]["toolCall"]["title"]
+    return session_id
+
+
 async def test_safe_mode_allow_and_retry(harness: Harness) -> None:
     """Safe mode: agy auto-denies a command; the user is offered to allow it for
     the session, and the prompt runs again behind the gate, with the command
@@ -225,12 +238,7 @@ async def test_safe_mode_allow_and_retry(harness: Harness) -> None:
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(validator=validator, AGYBRIDGE_MODE="safe") as client:
-            client.permission_choice = "allow"
-            session_id = await open_session(client)
-            response = await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
-            assert response["result"]["stopReason"] == "end_turn"
-            [asked] = client.permission_requests
-            assert '"command"' in asked["params"]["toolCall"]["title"]
+            session_id = await allow_a_soft_denied_command(client)
             text = client.message_text(session_id)
             assert "auto-denied" in text  # the first attempt, explained
             assert "hello_headless_demo" in text  # the retry ran the command
@@ -259,5 +267,70 @@ async def test_safe_mode_reject_keeps_the_denial(harness: Harness) -> None:
             # (The denial notice names the blocked card, `Run echo hello_headless_demo`.)
             assert "The command printed" not in client.message_text(session_id)
         assert all("--dangerously-skip-permissions" not in a for a in harness.session_argvs())
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_safe_mode_retries_once_when_agy_keeps_denying(harness: Harness) -> None:
+    """Issue 27: an auto-approving client and an agy that denies every time (a
+    denial no allowance lifts): one question, one retry, then a final answer
+    that says why, instead of asking and relaunching again and again."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(
+            validator=validator, AGYBRIDGE_MODE="safe", FAKE_AGY_DENY_ALWAYS="1"
+        ) as client:
+            session_id = await allow_a_soft_denied_command(client)
+            text = client.message_text(session_id)
+            assert (
+                'agy denied the "command" permission again after you allowed it and the '
+                "prompt was retried, so agybridge does not ask again in this turn"
+            ) in text
+            assert "hello_headless_demo" not in text
+        argvs = harness.session_argvs()
+        assert [("--dangerously-skip-permissions" in a) for a in argvs[:2]] == [False, True]
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+@pytest.mark.parametrize(("mode", "lazy_init"), [("safe", "0"), ("safe", "1"), ("ask", "0")])
+async def test_agys_own_always_proceed_is_told_once_where_it_voids_the_mode(
+    harness: Harness, mode: str, lazy_init: str
+) -> None:
+    """Issue 27: agy's own settings approve everything (``toolPermission``
+    always-proceed, reported as init.permission_mode). In safe mode that means
+    nothing is denied: the chat says so once per session with how to fix it,
+    and runtime shows it. In ask mode the bridge asked for always-proceed
+    itself (its gate decides): nothing to tell. An init printed only once the
+    prompt arrived (contract.md §3.1, ``lazy_init``) is told in that turn too."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(
+            validator=validator,
+            AGYBRIDGE_MODE=mode,
+            FAKE_AGY_TOOL_PERMISSION="always-proceed",
+            FAKE_AGY_LAZY_INIT=lazy_init,
+        ) as client:
+            client.permission_choice = "allow_once"
+            session_id = await open_session(client)
+            await run_prompt(client, session_id, "[fake-agy:soft-deny] rm it")
+            text = client.message_text(session_id)
+            assert "hello_headless_demo" in text  # nothing denied
+            told = (
+                "agy's own settings approve every action (agy reports its permission mode as "
+                "`always-proceed`), so the Safe mode denies nothing"
+            )
+            assert text.count(told) == (mode == "safe"), text
+            if mode == "safe":
+                assert 'set `toolPermission` to `"request-review"`' in text
+                assert client.permission_requests == []
+            mark = client.mark()
+            await run_prompt(client, session_id, "[fake-agy:echo] again")
+            assert "approve every action" not in client.message_text(session_id, since=mark)
+            state = (await call(client, "_agybridge/session/runtime", {"sessionId": session_id}))[
+                "result"
+            ]
+            assert state["agyPermissionMode"] == "always-proceed"
+            assert state["agyPermissionOverride"] is (mode == "safe")
         await harness.assert_no_leftovers()
     assert validator.problems == []

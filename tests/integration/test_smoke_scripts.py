@@ -241,3 +241,17 @@ def test_bench_smoke_baseline_smallest_run_passes(tmp_path: Path) -> None:
     report = _report(tmp_path, "bench-smoke-baseline")
     assert report["false_alarms"] == [] and report["missed_slowdowns"] == []
     assert report["baseline_cells"] == 3
+
+
+def test_bench_observer_runs_small_and_writes_reports(tmp_path: Path) -> None:
+    """The observer-hook benchmark runs the helper against a real observing gate:
+    every call is allowed and every edit's before-state noted (timings not asserted)."""
+    done = _run("bench_observer.py", "--runs", "2", "--warmup", "1", "--report-dir", str(tmp_path))
+    assert done.returncode == 0, _explain(done)
+    report = _report(tmp_path, "bench-observer")
+    assert report["ok"] is True and report["before_states_noted"] == 3
+    assert report["outputs"] == {
+        "view_file": '{"decision":"allow"}',
+        "write_to_file": '{"decision":"allow"}',
+        "sh -c true": "",
+    }

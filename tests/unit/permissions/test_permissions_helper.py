@@ -23,6 +23,7 @@ from agybridge.permissions import (
     Decision,
     HookRequest,
     HookRoot,
+    child_env,
     helper_command,
 )
 from agybridge.permissions import hook as hook_module
@@ -161,6 +162,28 @@ async def test_broker_down_denies(root: HookRoot) -> None:
     finally:
         dead.close()
     assert decision["decision"] == "deny" and "unreachable" in decision["reason"]
+
+
+async def test_an_observer_fails_open_but_passes_the_brokers_deny(root: HookRoot) -> None:
+    """Observing an ungated agy (issue 27), a failure allows: agy's own checks
+    decide, as without the hook. A deny the broker gives is still printed."""
+    observer = child_env(root, base_env(), observer=True)
+    assert observer[hook_module.ENV_OBSERVE] == "1"
+    assert hook_module.ENV_OBSERVE not in child_env(root, observer)  # not inherited
+    decision, _ = await run_helper(observer)  # the broker is down
+    assert decision == {"decision": "allow"}
+    decision, _ = await run_helper(observer, stdin=b"not json")
+    assert decision == {"decision": "allow"}
+
+    async def decide(request: HookRequest) -> Decision:
+        return Decision.deny("agybridge: this call touches the permission gate")
+
+    async with broker_running(root, decide):
+        decision, _ = await run_helper(observer)
+    assert decision == {
+        "decision": "deny",
+        "reason": "agybridge: this call touches the permission gate",
+    }
 
 
 async def test_wrong_token_denies(root: HookRoot) -> None:

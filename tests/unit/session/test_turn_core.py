@@ -20,7 +20,7 @@ import copy
 from typing import Any
 
 import attrs
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -93,6 +93,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.applied: list[LaunchSettings] = []
         self.armed: list[ev.ArmDeadline] = []
         self.asking: set[float] = set()
+        #: "Allow and retry" per prompt: what was asked, what was allowed.
+        self.asked: dict[float, list[frozenset[str]]] = {}
+        self.allowed: dict[float, set[str]] = {}
         self.idle_tokens: list[int] = []
         #: A cancelled answer went out and the client has not spoken since:
         #: the session must stay silent.
@@ -129,6 +132,10 @@ class TurnCoreMachine(RuleBasedStateMachine):
                     self.silent = True
                 self.asking.discard(action.seq)
             elif isinstance(action, ev.SpawnChild):
+                # The hook gates, or observes while the gate works, never both.
+                assert not (action.gated and action.observed), action
+                working = self.core.status().gate not in (ev.GateState.NONE, ev.GateState.FAILED)
+                assert action.observed == (working and not action.gated), action
                 assert not self.spawning and not self.alive, (
                     f"second child while {self.spawning | self.alive} exist"
                 )
@@ -145,6 +152,15 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 self.idle_tokens.append(action.token)
             elif isinstance(action, ev.AskAllowRetry):
                 self.asking.add(action.seq)
+                asked = self.asked.setdefault(action.seq, [])
+                assert action.permissions, "asked to allow nothing"
+                assert not action.permissions & self.allowed.get(action.seq, set()), (
+                    f"asked again for what was allowed and retried: {action}"
+                )
+                asked.append(action.permissions)
+            elif isinstance(action, ev.RetryRefused):
+                # Final only for what the user allowed and the turn retried.
+                assert action.permissions <= self.allowed.get(action.seq, set()), action
             elif isinstance(action, ev.StartFailed):
                 # The first agy could not be started: the session is over, as
                 # after a close (session/new fails; nothing more arrives).
@@ -295,8 +311,11 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 assert _state(trial) == _state(self.core)
             self.feed(ev.ChildOutput(inc, heard=heard))
 
-    @rule(kind=st.sampled_from(["plain", "details", "error", "retry"]))
-    def result(self, kind: str) -> None:
+    @rule(
+        kind=st.sampled_from(["plain", "details", "error", "retry"]),
+        denied=st.sets(st.sampled_from(["command", "write_file"]), min_size=1),
+    )
+    def result(self, kind: str, denied: set[str]) -> None:
         turn = self.running()
         if turn is None or turn.incarnation not in self.alive:
             return
@@ -308,7 +327,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 if kind in ("details", "error")
                 else ev.Outcome.END_TURN,
                 details_pending=kind == "details",
-                denied=kind == "retry",
+                denied=frozenset(denied) if kind == "retry" else frozenset(),
                 error=ERROR if kind == "error" else None,
             )
         )
@@ -343,7 +362,12 @@ class TurnCoreMachine(RuleBasedStateMachine):
             seq = min(self.asking)
             self.asking.discard(seq)
             self.feed(ev.GateVerified(True))
-            self.feed(ev.AllowAnswered(seq, allowed, gate_failure=None if allowed else "broken"))
+            out = self.core.handle(
+                ev.AllowAnswered(seq, allowed, gate_failure=None if allowed else "broken")
+            )
+            if allowed and any(isinstance(a, ev.StartTurn) and a.seq == seq for a in out):
+                self.allowed.setdefault(seq, set()).update(self.asked[seq][-1])
+            self.do(out)
 
     @rule(data=st.data())
     def idle_passed(self, data: st.DataObject) -> None:
@@ -579,3 +603,125 @@ def test_output_is_news_until_the_child_spoke_and_the_turn_was_heard() -> None:
     core.handle(ev.ChildOutput(1, heard=True))
     assert not core.output_is_news(1, heard=True)
     assert not core.output_is_news(2, heard=True)  # no such child
+
+
+def _denied(incarnation: int, *permissions: str) -> ev.ChildResult:
+    return ev.ChildResult(
+        incarnation, success=True, outcome=ev.Outcome.END_TURN, denied=frozenset(permissions)
+    )
+
+
+def test_allow_and_retry_is_offered_once_per_permission_and_turn() -> None:
+    """Issue 27: agy denying again what was allowed and retried ends the turn
+    (saying so) instead of asking again; a permission not retried yet is asked."""
+    core = turns.TurnCore(LaunchSettings(mode="safe"))
+    core.handle(ev.GateStarted(True))
+    core.start()
+    core.handle(ev.ChildSpawned(1))
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
+    out = core.handle(_denied(1, "command"))
+    assert out == [ev.AskAllowRetry(1, frozenset({"command"}))]
+    core.handle(ev.GateVerified(True))
+    out = core.handle(ev.AllowAnswered(1, allowed=True))
+    assert ev.StartTurn(1, 2) in out and ev.RetireChild(1, "allowing for the session") in out
+    out = core.handle(ev.ChildExited(1, ERROR))
+    assert out[0] == ev.SpawnChild(2, resume=True, gated=True)
+    core.handle(ev.ChildSpawned(2))
+    # Denied again, plus a permission not asked about yet: only that one is asked.
+    out = core.handle(_denied(2, "command", "write_file"))
+    assert out == [ev.AskAllowRetry(1, frozenset({"write_file"}))]
+    core.handle(ev.AllowAnswered(1, allowed=True))
+    core.handle(ev.ChildExited(2, ERROR))
+    core.handle(ev.ChildSpawned(3))
+    out = core.handle(_denied(3, "write_file"))
+    assert out[0] == ev.RetryRefused(1, frozenset({"write_file"}))
+    assert ev.AnswerPrompt(1, ev.Stop.END_TURN) in out
+    assert not any(isinstance(a, ev.AskAllowRetry) for a in out)
+    # The next prompt is a new turn: its denials may be asked about again.
+    core.handle(ev.PromptArrived(2))
+    core.handle(ev.PromptReady(2))
+    out = core.handle(_denied(3, "command"))
+    assert out == [ev.AskAllowRetry(2, frozenset({"command"}))]
+
+
+def test_an_ungated_agy_is_observed_when_the_gate_works() -> None:
+    """Issue 27: in safe (and autonomous) modes the hook observes every tool
+    call, so the files agy changes keep their before-state; no gate, no hook."""
+    for mode in ("safe", "autonomous"):
+        core = turns.TurnCore(LaunchSettings(mode=mode))
+        core.handle(ev.GateStarted(True))
+        spawn = ev.SpawnChild(1, resume=False, gated=False, first=True, observed=True)
+        assert core.start()[0] == spawn
+    core = turns.TurnCore(LaunchSettings(mode="safe"))
+    core.handle(ev.GateStarted(False))
+    assert core.start()[0] == ev.SpawnChild(1, resume=False, gated=False, first=True)
+    core = turns.TurnCore(LaunchSettings(mode="ask"))
+    core.handle(ev.GateStarted(True))
+    assert ev.SpawnChild(1, resume=False, gated=True, first=True) in core.start()
+
+
+@given(
+    denials=st.lists(
+        st.frozensets(st.sampled_from(["command", "write_file", "read_url"]), min_size=1),
+        min_size=1,
+        max_size=8,
+    ),
+    allows=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_allow_and_retry_never_asks_twice_for_a_permission_in_a_turn(
+    denials: list[frozenset[str]], allows: list[bool]
+) -> None:
+    """Issue 27: whatever agy denies attempt after attempt and whatever the user
+    answers, a permission is asked about at most once per turn, a refusal names
+    only what was allowed and retried, and the prompt is answered end_turn
+    exactly once, after at most one attempt per permission (plus the first)."""
+    core = turns.TurnCore(LaunchSettings(mode="safe"))
+    core.handle(ev.GateStarted(True))
+    out = core.start()
+
+    def settle(actions: list[ev.Action]) -> list[ev.Action]:
+        """Perform the children's lifecycle as the driver would: spawned ones
+        come up, retired ones exit; returns every action decided meanwhile."""
+        done: list[ev.Action] = []
+        while actions:
+            done += actions
+            followup: list[ev.Action] = []
+            for action in actions:
+                if isinstance(action, ev.SpawnChild):
+                    followup += core.handle(ev.ChildSpawned(action.incarnation))
+                elif isinstance(action, ev.RetireChild):
+                    followup += core.handle(ev.ChildExited(action.incarnation, ERROR))
+                elif isinstance(action, ev.AskAllowRetry):
+                    followup += core.handle(ev.GateVerified(True))
+            actions = followup
+        return done
+
+    seen = settle(out)
+    seen += settle(core.handle(ev.PromptArrived(1)) + core.handle(ev.PromptReady(1)))
+    asked: list[frozenset[str]] = []
+    allowed: set[str] = set()
+    for attempt, denied in enumerate(denials):
+        sent = [a for a in seen if isinstance(a, ev.SendUserTurn)]
+        if any(isinstance(a, ev.AnswerPrompt) for a in seen) or not sent:
+            break
+        seen = settle(core.handle(_denied(sent[-1].incarnation, *denied)))
+        refused = [a for a in seen if isinstance(a, ev.RetryRefused)]
+        # Everything denied was allowed and retried already: final, said once.
+        assert len(refused) == (denied <= allowed), (seen, allowed)
+        for action in seen:
+            if isinstance(action, ev.AskAllowRetry):
+                assert action.permissions == denied - allowed, (action, allowed)
+                assert not action.permissions & set().union(*asked)
+                asked.append(action.permissions)
+                answer = allows[attempt]
+                if answer:
+                    allowed |= action.permissions
+                seen = settle(core.handle(ev.AllowAnswered(1, answer)))
+                break
+            if isinstance(action, ev.RetryRefused):
+                assert action.permissions == denied <= allowed, (action, allowed)
+    answers = [a for a in seen if isinstance(a, ev.AnswerPrompt)]
+    if answers:
+        assert answers == [ev.AnswerPrompt(1, ev.Stop.END_TURN)]
+    assert len(asked) <= 3  # one question per permission at most
