@@ -152,7 +152,11 @@ def _wait_environ(pid: int) -> None:
 def test_watchdog_cleanup_ends_its_bridges_processes_and_dirs(tmp_path: Path) -> None:
     """The watchdog's work, run directly: the bridge's marked processes and owned
     dirs go, another bridge's stay."""
-    bridge, other = "999999999.1", procfs.bridge_identity()
+    # The "gone" bridge is a live stand-in: a process marked as a dead bridge's
+    # would be ended by any bridge starting meanwhile (its orphan sweep), which
+    # under -n 2 made this test count 0 killed.
+    stand_in = subprocess.Popen(["sleep", "300"])
+    bridge, other = procfs.bridge_identity(stand_in.pid), procfs.bridge_identity()
     mine = subprocess.Popen(["sleep", "300"], env={**os.environ, procfs.OWNER_VAR: f"{bridge}/3"})
     theirs = subprocess.Popen(["sleep", "300"], env={**os.environ, procfs.OWNER_VAR: f"{other}/3"})
     try:
@@ -167,7 +171,7 @@ def test_watchdog_cleanup_ends_its_bridges_processes_and_dirs(tmp_path: Path) ->
         assert theirs.poll() is None
         assert not owned.exists()
     finally:
-        for proc in (mine, theirs):
+        for proc in (mine, theirs, stand_in):
             proc.kill()
             proc.wait()
 
