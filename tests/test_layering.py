@@ -16,7 +16,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
 #: ``procfs`` (process ownership primitives), ``watchdog`` (run without
 #: site-packages) are stdlib-only leaves: agy and permissions share them.
-LEAVES = {"jsonrpc", "acp", "lines", "locks", "pipes", "media", "procfs", "watchdog", "lazy"}
+LEAVES = {
+    "jsonrpc",
+    "acp",
+    "lines",
+    "locks",
+    "pipes",
+    "media",
+    "procfs",
+    "watchdog",
+    "lazy",
+    "causes",
+}
 LOWER = {"agy", "permissions", "store"}
 #: Layer rank; a module may import its own rank or lower (leaves: rank 0).
 RANK = {

@@ -8,22 +8,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from .. import causes
 from ..acp import codec, models
 from ..acp.text_check import find_bad_text
 from ..jsonrpc import ErrorCode, RpcError
-from ..session import AuthRequiredError, InvalidModelError, SessionError
+from ..session import SessionError
 from ..session.config import ConfigValueError, LaunchSettings, settings_from_meta
 
 T = TypeVar("T")
 
 
 def session_rpc_error(exc: SessionError) -> RpcError:
-    """A session failure as the JSON-RPC error that answers it, in one place."""
-    if isinstance(exc, AuthRequiredError):
-        return RpcError(ErrorCode.AUTH_REQUIRED, exc.message, exc.data)
-    if isinstance(exc, InvalidModelError):
-        return RpcError(ErrorCode.INVALID_PARAMS, exc.message, exc.data)
-    return RpcError(ErrorCode.INTERNAL_ERROR, exc.message, {"details": exc.message, **exc.data})
+    """A session failure as the JSON-RPC error that answers it, in one place:
+    the code is its cause's (the catalogue, `agybridge.causes`), ``data``
+    carries ``_meta.agybridge.cause`` and the cause's fields, and ``details``
+    (what Zed shows) the message."""
+    row = causes.cause(exc.cause)
+    code = row.code if row.code is not None else ErrorCode.INTERNAL_ERROR
+    return RpcError(code, exc.message, {"details": exc.message, **exc.data, "_meta": exc.meta()})
 
 
 @contextmanager

@@ -288,9 +288,21 @@ async def spawn_child(session: Session, action: ev.SpawnChild) -> None:
         located = session.deps.agy_runs.located() if session.deps.agy_runs else None
         # The program itself is the problem (it went away, say): say so and how to fix it.
         if located is not None and located.path is None:
-            error = AgyStartError(located.message(), data={"cause": located.cause, "argv": argv})
+            error = AgyStartError(
+                located.message(),
+                data={"argv": argv},
+                cause=located.cause,
+                fields={"agyBin": session.deps.agy_bin},
+            )
+        elif exc.missing_cwd is not None:
+            error = AgyStartError(
+                f"{exc}: pick an existing directory for the session",
+                data={"argv": argv},
+                cause="cwd_missing",
+                fields={"path": exc.missing_cwd},
+            )
         else:
-            error = AgyStartError(str(exc), data={"argv": argv})
+            error = AgyStartError(str(exc), data={"argv": argv}, fields={"agyBin": argv[0]})
         await session.feed(ev.ChildSpawnFailed(action.incarnation, error))
         return
     except Exception as exc:

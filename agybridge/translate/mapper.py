@@ -38,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from .. import causes
 from ..acp import models
 from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
@@ -114,6 +115,10 @@ class TurnMapper:
     print_timeout: bool = False
     structured_output: Any = None
     quota: notices.QuotaError | None = None
+    #: Why the turn did not end well (a catalogue id), and its fields: the
+    #: response's ``_meta.agybridge``.
+    cause: str | None = None
+    cause_fields: dict[str, Any] = attrs.Factory(dict)
     #: Image paths named by each agent_response step so far.
     _step_scans: dict[int, LineScan] = attrs.Factory(dict)
     _usage_sent: int | None = None
@@ -305,9 +310,13 @@ class TurnMapper:
         updates += self.turn_plan.finish()
         self.denied += notices.denied_permissions(result.denied_actions)
         if self.denied:
-            updates.append(self._message("⚠️ " + notices.soft_deny_message(self.denied)))
+            # A notice, not the turn's cause: the turn ran, one action did not.
+            notice = self._message("⚠️ " + notices.soft_deny_message(self.denied))
+            permissions = sorted({p for p in self.denied if p})
+            meta = causes.meta("policy_blocked", permissions=permissions)
+            updates.append(attrs.evolve(notice, meta=meta))
         if self.print_timeout:
-            updates.append(self._message("⚠️ " + notices.PRINT_TIMEOUT_MESSAGE))
+            updates.append(self._notice(notices.PRINT_TIMEOUT_MESSAGE, "print_timeout"))
         ungated = self.tools.ungated_finished() if self.gate_active else []
         if ungated:
             logger.warning("tool steps finished without the permission gate: %s", ungated)
@@ -357,10 +366,27 @@ class TurnMapper:
         if status != events.STATUS_ERROR:
             self._note(f"status:{status}")
         self.outcome = TurnOutcome(OutcomeKind.AGY_ERROR, status, error)
+        found = causes.classify_agy_failure(error, self.agy_error_details)
+        if self.print_timeout:
+            return []  # its notice says it; agy's "print timeout" error adds nothing
+        if found == "interrupted":
+            row = causes.cause(found)
+            return [self._notice(f"{row.message}. To go on: {row.fix}.", found)]
         self.quota = notices.quota_error(error, self.agy_error_details, self.now)
         if self.quota is not None:
-            return [self._message("⚠️ " + self.quota.message())]
-        return [self._message(f"⚠️ agy error: {error}")]
+            quota_fields = {"resetsIn": self.quota.resets_in, "resetsAt": self.quota.resets_at}
+            found = found if found != "agy_error" else "quota"
+            return [self._notice(self.quota.message(), found, **quota_fields)]
+        return [self._notice(f"agy error: {error}", found, detail=error)]
+
+    def _notice(self, text: str, cause: str, **fields: Any) -> models.AgentMessageChunk:
+        """A bridge notice of why the turn did not end well: ``_meta.agybridge``
+        names the cause, and the turn's response says it too (the first one)."""
+        if self.cause is None:
+            self.cause = cause
+            self.cause_fields = {k: v for k, v in fields.items() if v is not None}
+        chunk = self._message("⚠️ " + text)
+        return attrs.evolve(chunk, meta=causes.meta(cause, **fields))
 
     def response_meta(self) -> dict[str, Any]:
         """The prompt response's ``_meta`` for this turn (:func:`~.outcome.response_meta`)."""
@@ -373,4 +399,5 @@ class TurnMapper:
             agy_error_details=self.agy_error_details,
             denied=self.denied,
             unrecognised=self.unrecognised,
+            cause=causes.meta(self.cause, **self.cause_fields) if self.cause else None,
         )

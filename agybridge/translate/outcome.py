@@ -45,9 +45,11 @@ def response_meta(
     agy_error_details: dict[str, Any] | None,
     denied: Sequence[str],
     unrecognised: Mapping[str, int],
+    cause: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The prompt response's ``_meta`` for one turn (token figures, errors...)."""
-    meta: dict[str, Any] = {}
+    """The prompt response's ``_meta`` for one turn (token figures, errors...);
+    ``cause`` is the catalogue's ``_meta`` of a turn that did not end well."""
+    meta: dict[str, Any] = dict(cause or {})
     if structured_output is not None:
         meta["structuredOutput"] = structured_output
     if turn_usage is not None:
