@@ -72,6 +72,12 @@ class Cause:
         """The message with its fields (a missing field shows as ``?``)."""
         return self.message.format_map(_Fields(fields))
 
+    def with_fix(self, text: str) -> str:
+        """``text`` followed by what to do, as its own sentence."""
+        text = text.rstrip()
+        stop = "" if text.endswith((".", "!", "?")) else "."
+        return f"{text}{stop} {self.fix[0].upper()}{self.fix[1:]}."
+
 
 class _Fields(dict[str, Any]):
     def __missing__(self, key: str) -> str:
@@ -117,9 +123,9 @@ _ROWS = (
           "update agy (1.2.6+ honours --print-timeout 0) or remove the print timeout from "
           "agy's settings", False, stop=END_TURN),
     Cause("interrupted", "agy ended the turn interrupted though the client did not cancel it",
-          "agy was interrupted and ended this turn early; the answer may be incomplete",
-          "retry the prompt; if it keeps happening, look for what signals agy "
-          "(`agybridge logs`)", True, stop=END_TURN),
+          "agy was interrupted from outside the bridge and ended this turn early; the answer "
+          "may be incomplete", "retry the prompt; if it repeats, `agybridge logs` shows what "
+          "stopped agy", True, stop=END_TURN),
     Cause("agy_crashed", "agy exited (or was killed by a signal) before finishing",
           "agy exited unexpectedly ({exit}) before finishing the turn",
           "retry; if it repeats, run the same prompt with `agy -p` in a terminal and report "
@@ -191,6 +197,12 @@ _ROWS = (
     # --- the client ----------------------------------------------------------------------
     Cause("invalid_params", "a request's params are malformed or name something impossible",
           "Invalid params: {detail}", "fix the request", False, ErrorCode.INVALID_PARAMS),
+    Cause("unknown_method", "the client called a method this bridge does not offer",
+          "Method not found: {method}", "call only what `initialize` advertised",
+          False, ErrorCode.METHOD_NOT_FOUND),
+    Cause("invalid_request", "a request came before `initialize`, or is not a request",
+          "Invalid request: {detail}", "send `initialize` first", False,
+          ErrorCode.INVALID_REQUEST),
     Cause("unknown_session", "a request names a session this bridge does not have",
           "unknown session {session_id}", "start or load the session first",
           False, ErrorCode.RESOURCE_NOT_FOUND),
@@ -278,6 +290,8 @@ def classify_agy_failure(
         return "not_signed_in"
     if text.startswith("invalid model selection"):
         return "invalid_model"
+    if lowered.startswith("print timeout"):  # the result's error when it fired
+        return "print_timeout"
     if text.strip().lower() == "interrupted":  # agy's answer to a SIGINT (contract.md §5)
         return "interrupted"
     if (

@@ -30,7 +30,7 @@ from . import compat
 from .advertised import extension_capabilities
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
-from .params import check_text, translate_session_errors
+from .params import check_text, name_cause, translate_session_errors
 from .request import Kind, Request
 from .routes import ROUTES
 from .wirelog import log_initialize
@@ -209,6 +209,7 @@ class AcpAgent:
             if exc.code == ErrorCode.AUTH_REQUIRED and method != "authenticate":
                 details = exc.data.get("details") if isinstance(exc.data, dict) else None
                 self._sign_in.note_signed_out(str(details or exc.message))
+            name_cause(exc)
             raise
         finally:
             if request.rollback is not None:

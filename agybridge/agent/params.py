@@ -28,6 +28,30 @@ def session_rpc_error(exc: SessionError) -> RpcError:
     return RpcError(code, exc.message, {"details": exc.message, **exc.data, "_meta": exc.meta()})
 
 
+#: The cause of an error raised without one, by its code (the client's
+#: mistakes; -32603 is a bug by definition).
+_CAUSE_BY_CODE = {
+    ErrorCode.INVALID_PARAMS: "invalid_params",
+    ErrorCode.INVALID_REQUEST: "invalid_request",
+    ErrorCode.METHOD_NOT_FOUND: "unknown_method",
+    ErrorCode.RESOURCE_NOT_FOUND: "unknown_session",
+    ErrorCode.REQUEST_CANCELLED: "cancelled",
+    ErrorCode.AUTH_REQUIRED: "not_signed_in",
+    ErrorCode.INTERNAL_ERROR: "bridge_bug",
+}
+
+
+def name_cause(exc: RpcError) -> None:
+    """Give an error answer that names no cause the one its code means, in
+    ``data._meta.agybridge.cause`` (``data`` that is not an object is kept
+    as it is: a client may read it)."""
+    if causes.cause_of(exc.data) is not None or exc.code not in _CAUSE_BY_CODE:
+        return
+    if exc.data is None or isinstance(exc.data, dict):
+        found = causes.meta(_CAUSE_BY_CODE[ErrorCode(exc.code)])
+        exc.data = {**(exc.data or {}), "_meta": {**(exc.data or {}).get("_meta", {}), **found}}
+
+
 @contextmanager
 def translate_session_errors() -> Iterator[None]:
     """Session failures -> JSON-RPC errors (`session_rpc_error`)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,6 +20,10 @@ from ..agy.stderr import StderrKind, classify_stderr
 if TYPE_CHECKING:
     from ..agy import ChildExited, ResultEvent
     from ..translate.mapper import TurnMapper
+
+
+# agy's words for an unknown model: ``invalid model selection (--model "X" ...``.
+_ASKED_MODEL = re.compile(r'--model "([^"]*)"')
 
 
 class SessionError(Exception):
@@ -86,10 +91,11 @@ def classify_agy_error(text: str, *, auth_failed: bool = False) -> SessionError 
         message = text.split("\n", 1)[0]
         if models_known:
             message += "; available models: " + ", ".join(models_known)
+        asked = _ASKED_MODEL.search(text)
         return InvalidModelError(
             message,
             data={"details": text, "availableModels": models_known},
-            fields={"availableModels": models_known},
+            fields={"model": asked.group(1) if asked else None, "availableModels": models_known},
         )
     if found == "not_signed_in":
         return auth_required(text)
@@ -218,6 +224,7 @@ def _service_error(text: str, details: dict[str, Any] | None) -> SessionError | 
     if found == "quota" and quota is not None and quota.resets_at:
         message += f" (quota resets at {quota.resets_at})"
         fields.update(resetsIn=quota.resets_in, resetsAt=quota.resets_at)
+    message = causes.cause(found).with_fix(message)
     return SessionError(message, cause=found, data={"details": text}, fields=fields)
 
 
@@ -246,9 +253,16 @@ def silence_error(kind: str, seconds: float, notes: ChildNotes | None) -> AgySta
     return AgyStalledError(
         message,
         data={"reason": kind, "seconds": seconds, "stderrTail": stderr},
-        cause="agy_start_timeout" if kind == "startup" else "stall_timeout",
-        fields={"seconds": seconds},
+        cause=_silence_cause(kind, notes),
+        fields={"seconds": seconds, "quote": notes.garbage},
     )
+
+
+def _silence_cause(kind: str, notes: ChildNotes) -> str:
+    if kind != "startup":
+        return "stall_timeout"
+    # Not stream-json at all: most likely AGY_BIN is not agy (or too old an agy).
+    return "agy_garbage" if notes.garbage is not None else "agy_start_timeout"
 
 
 def quote(line: str) -> str:

@@ -369,15 +369,18 @@ class TurnMapper:
         found = causes.classify_agy_failure(error, self.agy_error_details)
         if self.print_timeout:
             return []  # its notice says it; agy's "print timeout" error adds nothing
+        if found == "print_timeout":  # the stderr line has not come (another pipe)
+            self.print_timeout = True
+            return [self._notice(notices.PRINT_TIMEOUT_MESSAGE, found)]
+        row = causes.cause(found)
         if found == "interrupted":
-            row = causes.cause(found)
-            return [self._notice(f"{row.message}. To go on: {row.fix}.", found)]
+            return [self._notice(row.with_fix(row.message), found)]
         self.quota = notices.quota_error(error, self.agy_error_details, self.now)
         if self.quota is not None:
             quota_fields = {"resetsIn": self.quota.resets_in, "resetsAt": self.quota.resets_at}
             found = found if found != "agy_error" else "quota"
-            return [self._notice(self.quota.message(), found, **quota_fields)]
-        return [self._notice(f"agy error: {error}", found, detail=error)]
+            return [self._notice(row.with_fix(self.quota.message()), found, **quota_fields)]
+        return [self._notice(row.with_fix(f"agy error: {error}"), found, detail=error)]
 
     def _notice(self, text: str, cause: str, **fields: Any) -> models.AgentMessageChunk:
         """A bridge notice of why the turn did not end well: ``_meta.agybridge``
