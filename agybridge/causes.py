@@ -36,8 +36,7 @@ class BridgeCode(enum.IntEnum):
 
     #: The agy program cannot be used (wrong AGY_BIN, broken or too old install).
     AGY_UNUSABLE = -32040
-    #: Something the bridge needs on this machine is unusable (a directory, the
-    #: session database, the MCP config, the permission gate).
+    #: Something the bridge needs on this machine is unusable (its staging directory).
     SETUP_UNUSABLE = -32041
     #: agy ran and failed the request (crashed, stalled, printed garbage).
     AGY_FAILED = -32042
@@ -67,6 +66,8 @@ class Cause:
     code: int | None = None
     #: The stop reason of a turn it ends (with a notice), if it can.
     stop: str | None = None
+    #: Where else it is reported (a notice, a tool call, ``agybridge doctor``).
+    elsewhere: str | None = None
 
     def render(self, **fields: Any) -> str:
         """The message with its fields (a missing field shows as ``?``)."""
@@ -85,6 +86,7 @@ class _Fields(dict[str, Any]):
 
 
 _AGY_FIX_DOCTOR = "`agybridge doctor` checks it"
+_DOCTOR_ONLY = "`agybridge doctor` (the bridge does not refuse to run for it)"
 
 _ROWS = (
     # --- the agy program ------------------------------------------------------------
@@ -104,7 +106,7 @@ _ROWS = (
           False, BridgeCode.AGY_UNUSABLE),
     Cause("agy_too_old", "agy is older than the oldest version the bridge supports",
           "agy {version} is older than {minimum}", "update agy: `agy update`",
-          False, BridgeCode.AGY_UNUSABLE),
+          False, elsewhere=_DOCTOR_ONLY),
     Cause("not_signed_in", "agy is not signed in (or its sign-in expired)",
           "agy is not signed in",
           "sign in with your editor's login action, or run `agybridge login` (or `agy`) in a "
@@ -162,11 +164,13 @@ _ROWS = (
           "autonomous mode", False, stop=END_TURN),
     Cause("hook_denied", "the permission gate denied a tool call (the user or a rule said no)",
           "the bridge's permission gate denied {tool}", "allow it when asked, or change the "
-          "session's mode", False, stop=END_TURN),
+          "session's mode", False,
+          elsewhere="the tool call ends `failed` with the reason; the turn goes on"),
     Cause("gate_unavailable", "agy does not load the bridge's permission hook",
-          "the permission gate is unavailable: {detail}",
+          "the permission gate is not available ({detail}), so this session runs in safe mode",
           "update agy (hooks need 1.1.18+) and make sure ~/.gemini/config/hooks.json is "
-          "valid JSON", False, BridgeCode.SETUP_UNUSABLE),
+          "valid JSON", False,
+          elsewhere="a notice in the first reply (the session runs in safe mode); doctor"),
     # --- this machine --------------------------------------------------------------------
     Cause("staging_unusable", "the bridge's private staging directory cannot be made",
           "the staging directory {path} is unusable",
@@ -175,25 +179,27 @@ _ROWS = (
     Cause("session_db_unusable", "the session database cannot be opened or written",
           "the session database {path} is unusable: {detail}",
           "check the file and its directory (`agybridge doctor`), or set AGYBRIDGE_DB",
-          False, BridgeCode.SETUP_UNUSABLE),
+          False, elsewhere="`agybridge doctor`; the bridge refuses a bad AGYBRIDGE_DB at "
+          "start (on stderr) and keeps sessions in memory if the file fails later (log)"),
     Cause("runtime_dir_unusable", "no private runtime directory for the permission gate",
           "no private runtime directory: {detail}",
           "set TMPDIR (or XDG_RUNTIME_DIR) to a short private path",
-          False, BridgeCode.SETUP_UNUSABLE),
+          False, elsewhere=_DOCTOR_ONLY + "; a session then reports gate_unavailable"),
     Cause("log_file_unusable", "the log file cannot be written",
           "the log file {path} is unusable: {detail}",
           "fix its directory or set AGYBRIDGE_LOG_FILE (empty: no log file)",
-          False, BridgeCode.SETUP_UNUSABLE),
+          False, elsewhere=_DOCTOR_ONLY),
     Cause("platform_unsupported", "the operating system is not one agybridge supports",
           "{platform} is not supported", "run agybridge on Linux or macOS",
-          False, BridgeCode.SETUP_UNUSABLE),
+          False, elsewhere=_DOCTOR_ONLY),
     Cause("cwd_missing", "the session's working directory is gone or not a directory",
           "the working directory {path} does not exist",
           "pick an existing directory for the session", False, ErrorCode.RESOURCE_NOT_FOUND),
     Cause("mcp_config_unwritable", "the MCP server configuration cannot be written for agy",
           "the MCP configuration {path} cannot be written",
           "make the staging directory writable (AGYBRIDGE_STAGING_DIR)",
-          False, BridgeCode.SETUP_UNUSABLE),
+          False, elsewhere="`session/new` reports it as staging_unusable (the config is "
+          "written into the staging directory)"),
     # --- the client ----------------------------------------------------------------------
     Cause("invalid_params", "a request's params are malformed or name something impossible",
           "Invalid params: {detail}", "fix the request", False, ErrorCode.INVALID_PARAMS),

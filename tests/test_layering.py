@@ -1,7 +1,7 @@
 """The architecture's layering is what the code does (architecture.md):
 ``cli → server → agent → session → {workspace → translate} → {agy, permissions, store}``, with
-``jsonrpc``, ``acp``, ``lines``, ``locks``, ``media``, ``procfs`` and ``watchdog`` as leaves every
-layer may use.
+``jsonrpc``, ``acp``, ``lines``, ``locks``, ``media``, ``procfs``, ``watchdog`` and ``causes``
+as leaves every layer may use.
 A lower layer never imports a higher one; the three lower packages do not
 import each other; the leaves import only leaves. Checked on the source's
 import statements (including function-local and TYPE_CHECKING ones)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
+from .. import causes
 from ..acp import codec, models
 from ..agy import AgySpawnError, InitEvent, ResultEvent, build_argv
 from ..translate.history import storable
@@ -249,6 +250,7 @@ async def gate_notice(session: Session, action: ev.GateFallbackNotice) -> None:
         "runs in safe mode: agy's own checks apply, and actions that need approval are "
         "auto-denied.\n\n",
         "gate",
+        meta=causes.meta("gate_unavailable", detail=session.gates.failure),
     )
 
 
@@ -264,11 +266,15 @@ async def stall_notice(session: Session, action: ev.StallNotice) -> None:
     )
 
 
-async def say(session: Session, mapper: TurnMapper, text: str, suffix: str) -> None:
-    """A paragraph of the bridge's own in the turn's reply."""
+async def say(
+    session: Session, mapper: TurnMapper, text: str, suffix: str, *, meta: Any = None
+) -> None:
+    """A paragraph of the bridge's own in the turn's reply (``meta``: its ``_meta``)."""
     await session.outlet.send(
         models.AgentMessageChunk(
-            content=models.TextContent(text=text), message_id=f"{mapper.message_id}-{suffix}"
+            content=models.TextContent(text=text),
+            message_id=f"{mapper.message_id}-{suffix}",
+            meta=meta,
         )
     )
 
