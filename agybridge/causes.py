@@ -148,7 +148,9 @@ _ROWS = (
           "agy's service is unavailable: {detail}", "retry in a minute", True,
           BridgeCode.AGY_BUSY, END_TURN),
     Cause("agy_error", "agy ended the turn with an error not listed above",
-          "agy error: {detail}", "read agy's words; retry or rephrase the prompt",
+          "agy error: {detail}",
+          "if retrying does not help, run the prompt with `agy -p` in a terminal to see "
+          "agy's whole error",
           False, BridgeCode.AGY_FAILED, END_TURN),
     # --- settings ------------------------------------------------------------------------
     Cause("invalid_model", "agy does not know the model asked for",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .. import __version__
+from .. import __version__, causes
 from ..acp import codec, models
 from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
@@ -210,6 +210,10 @@ class AcpAgent:
                 details = exc.data.get("details") if isinstance(exc.data, dict) else None
                 self._sign_in.note_signed_out(str(details or exc.message))
             name_cause(exc)
+            logger.info(
+                "%s answered %s, cause %s: %s",
+                method, exc.code, causes.cause_of(exc.data), exc.message,
+            )  # fmt: skip
             raise
         finally:
             if request.rollback is not None:

@@ -212,14 +212,25 @@ def _give(work: PromptWork, action: ev.AnswerPrompt | ev.AmendAnswer) -> models.
     """Answer the prompt's request; the turn-outcome notification that goes with it."""
     if action.error is not None:
         work.answer(error=action.error)
-        return turn_outcome("failed", error={"message": action.error.message})
+        failed = turn_outcome("failed", error={"message": action.error.message})
+        return _naming_cause(failed, action.error.meta())
     assert type(action) is ev.AnswerPrompt
     if action.stop is ev.Stop.CANCELLED:
         work.answer(stop=models.STOP_CANCELLED)
         return turn_outcome("ended", stopReason=models.STOP_CANCELLED)
     assert work.mapper is not None
-    work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
-    return turn_outcome("ended", stopReason=models.STOP_END_TURN)
+    meta = work.mapper.response_meta()
+    work.answer(stop=models.STOP_END_TURN, meta=meta)
+    return _naming_cause(turn_outcome("ended", stopReason=models.STOP_END_TURN), meta)
+
+
+def _naming_cause(outcome: models.SessionInfoUpdate, meta: Any) -> models.SessionInfoUpdate:
+    """The turn-outcome notification with the cause ``meta`` names (if any)
+    beside its ``turn``: ``_meta.agybridge.cause`` and the cause's fields."""
+    if causes.cause_of(meta) is None:
+        return outcome
+    merged = {**meta["agybridge"], **(outcome.meta or {})["agybridge"]}
+    return attrs.evolve(outcome, meta={"agybridge": merged})
 
 
 async def record_turn(session: Session, action: ev.RecordTurn) -> None:

@@ -24,9 +24,7 @@ class Unknown(enum.Enum):
 Side = str | Unknown
 
 
-def unified(
-    path: str, before: Side, after: Side, *, before_unseen: bool = False
-) -> dict[str, Any]:
+def unified(path: str, before: Side, after: Side, *, before_unseen: bool = False) -> dict[str, Any]:
     """One file's diff: ``{path, binary, diff, hunks}``.
 
     ``binary`` only when a side is bytes that are not text (then there is no
