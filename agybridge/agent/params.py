@@ -215,9 +215,16 @@ def settings_from(
     try:
         return settings_from_meta(defaults, meta if isinstance(meta, dict) else None, paths)
     except ConfigValueError as exc:
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS, str(exc), {"path": exc.path or "$._meta"}
-        ) from None
+        path = exc.path or "$._meta"
+        raise setting_error(exc, path.rsplit(".", 1)[-1], {"path": path}) from None
+
+
+def setting_error(exc: ConfigValueError, setting: str, data: dict[str, Any]) -> RpcError:
+    """-32602 for a model, mode, effort or other setting the bridge refuses:
+    ``invalid_model`` or ``invalid_setting``, naming the setting."""
+    cause = "invalid_model" if setting == "model" else "invalid_setting"
+    meta = causes.meta(cause, setting=setting, value=data.get("value"))
+    return RpcError(ErrorCode.INVALID_PARAMS, str(exc), {**data, "_meta": meta})
 
 
 ON_DISCONNECT = ("keep", "cancel")

@@ -159,3 +159,50 @@ async def test_each_cause_reaches_the_wire_as_the_catalogue_says(
             assert "AGY_ERROR" not in message, message
             assert not client.validator.problems, client.validator.report()
     assert await wait_no_leftovers(harness.marker) == []
+
+
+#: Requests a client gets wrong, each answered with its own cause (one bridge).
+CLIENT_ROWS: tuple[tuple[str, dict[str, Any], int, str, str], ...] = (
+    ("session/set_mode", {"modeId": "nonesuch"}, -32602, "invalid_setting", "nonesuch"),
+    (
+        "session/set_config_option",
+        {"configId": "effort", "value": "extreme"},
+        -32602,
+        "invalid_setting",
+        "extreme",
+    ),
+    (
+        "session/set_config_option",
+        {"configId": "model", "value": "nonesuch"},
+        -32602,
+        "invalid_model",
+        "nonesuch",
+    ),
+    (
+        "session/prompt",
+        {"sessionId": "sess_nope", "prompt": []},
+        -32002,
+        "unknown_session",
+        "sess_nope",
+    ),
+    ("session/frobnicate", {}, -32601, "unknown_method", "session/frobnicate"),
+)
+
+
+async def test_a_clients_mistakes_name_their_cause(harness: Harness, tmp_path: Path) -> None:
+    """A bad mode, effort or model is the setting's own cause (not a bridge
+    error); an unknown session or method is named too."""
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with open_bridge(tmp_path, harness.env()) as client:
+            await client.initialize()
+            session_id = await client.new_session(tmp_path)
+            for method, params, code, cause, words in CLIENT_ROWS:
+                invalid = method == "session/frobnicate"  # not in the schema: on purpose
+                request_id = await client.start_request(
+                    method, {"sessionId": session_id, **params}, expect_invalid=invalid
+                )
+                answer = await client.response(request_id)
+                error = answer["error"]
+                assert (error["code"], causes.cause_of(error["data"])) == (code, cause), answer
+                assert words in error["message"], error
+            assert not client.validator.problems, client.validator.report()
