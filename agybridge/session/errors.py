@@ -179,13 +179,26 @@ def exit_error(message: ChildExited) -> SessionError:
     said = stderr_failure(message.stderr_tail)
     if said is not None:
         return said
-    tail = "\n".join(message.stderr_tail[-STDERR_LINES_QUOTED:])
+    # agy's AGY_ERROR JSON goes to _meta, parsed; the message quotes its words only.
+    lines = [classify_stderr(text) for text in message.stderr_tail]
+    parsed = [line.details for line in lines if line.kind is StderrKind.AGY_ERROR]
+    words = [line.text for line in lines if line.kind is not StderrKind.AGY_ERROR]
+    tail = "\n".join(words[-STDERR_LINES_QUOTED:])
     how = causes.exit_description(message.returncode)
+    fields = causes.exit_fields(message.returncode)
+    if parsed and parsed[-1]:
+        fields["agyError"] = _camel_keys(parsed[-1])
     return AgyExitedError(
         causes.cause("agy_crashed").render(exit=how) + (f": {tail}" if tail else ""),
         data={"exitCode": message.returncode, "stderrTail": list(message.stderr_tail)},
-        fields=causes.exit_fields(message.returncode),
+        fields=fields,
     )
+
+
+def _camel_keys(details: dict[str, Any]) -> dict[str, Any]:
+    from ..translate.notices import camel_keys  # noqa: PLC0415 - with the first failure
+
+    return camel_keys(details)
 
 
 def stderr_failure(tail: tuple[str, ...] | list[str]) -> SessionError | None:
@@ -218,7 +231,7 @@ def _service_error(text: str, details: dict[str, Any] | None) -> SessionError | 
     # notices (datetime, regexes) loads with the first such error (issue 15).
     from ..translate import notices  # noqa: PLC0415
 
-    fields: dict[str, Any] = {"agyError": notices.camel_keys(details)} if details else {}
+    fields: dict[str, Any] = {"agyError": _camel_keys(details)} if details else {}
     message = f"agy could not run the turn: {text}"
     quota = notices.quota_error(text, details, dt.datetime.now(dt.UTC))
     if found == "quota" and quota is not None and quota.resets_at:
