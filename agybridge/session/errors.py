@@ -188,8 +188,9 @@ def exit_error(message: ChildExited) -> SessionError:
     fields = causes.exit_fields(message.returncode)
     if parsed and parsed[-1]:
         fields["agyError"] = _camel_keys(parsed[-1])
+    row = causes.cause("agy_crashed")
     return AgyExitedError(
-        causes.cause("agy_crashed").render(exit=how) + (f": {tail}" if tail else ""),
+        row.with_fix(row.render(exit=how)) + (f" agy's last stderr lines: {tail}" if tail else ""),
         data={"exitCode": message.returncode, "stderrTail": list(message.stderr_tail)},
         fields=fields,
     )
