@@ -26,11 +26,12 @@ from ..acp import codec, models
 from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session.config import LaunchSettings
+from ..session.errors import internal_error
 from . import compat
 from .advertised import extension_capabilities
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
-from .params import check_text, name_cause, translate_session_errors
+from .params import check_text, name_cause, session_rpc_error, translate_session_errors
 from .request import Kind, Request
 from .routes import ROUTES
 from .wirelog import log_initialize
@@ -215,6 +216,10 @@ class AcpAgent:
                 method, exc.code, causes.cause_of(exc.data), exc.message,
             )  # fmt: skip
             raise
+        except Exception as exc:
+            # A bug: answered -32603 naming it, with its cause like every error.
+            logger.exception("request %r failed", method)
+            raise session_rpc_error(internal_error(exc)) from exc
         finally:
             if request.rollback is not None:
                 request.rollback.rollback_left()

@@ -216,7 +216,8 @@ def settings_from(
         return settings_from_meta(defaults, meta if isinstance(meta, dict) else None, paths)
     except ConfigValueError as exc:
         path = exc.path or "$._meta"
-        raise setting_error(exc, path.rsplit(".", 1)[-1], {"path": path}) from None
+        setting = "model" if path.endswith(".model") else path
+        raise setting_error(exc, setting, {"path": path}) from None
 
 
 def setting_error(exc: ConfigValueError, setting: str, data: dict[str, Any]) -> RpcError:
