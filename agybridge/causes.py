@@ -194,7 +194,8 @@ _ROWS = (
     Cause("platform_unsupported", "the operating system is not one agybridge supports",
           "{platform} is not supported", "run agybridge on Linux or macOS",
           False, elsewhere=_DOCTOR_ONLY),
-    Cause("cwd_missing", "the session's working directory is gone or not a directory",
+    Cause("cwd_missing", "the session's working directory went away while the session lived "
+          "(a `session/new` for a missing cwd is invalid_params)",
           "the working directory {path} does not exist",
           "pick an existing directory for the session", False, ErrorCode.RESOURCE_NOT_FOUND),
     Cause("mcp_config_unwritable", "the MCP server configuration cannot be written for agy",
