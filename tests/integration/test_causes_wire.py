@@ -206,3 +206,28 @@ async def test_a_clients_mistakes_name_their_cause(harness: Harness, tmp_path: P
                 assert (error["code"], causes.cause_of(error["data"])) == (code, cause), answer
                 assert words in error["message"], error
             assert not client.validator.problems, client.validator.report()
+
+
+async def test_a_working_directory_that_went_away_is_cwd_missing(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """agy crashes, the session's directory is removed, the next prompt cannot
+    start agy there: -32002 naming the directory, cause ``cwd_missing``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with open_bridge(tmp_path, harness.env()) as client:
+            await client.initialize()
+            session_id = await client.new_session(work)
+            crashed = await client.response(
+                await client.start_prompt(session_id, "[fake-agy:crash] hi")
+            )
+            assert causes.cause_of(crashed["error"]["data"]) == "agy_crashed", crashed
+            work.rmdir()
+            answer = await client.response(await client.start_prompt(session_id, "again"))
+            error = answer["error"]
+            assert (error["code"], causes.cause_of(error["data"])) == (-32002, "cwd_missing")
+            assert error["data"]["_meta"]["agybridge"]["path"] == str(work)
+            assert str(work) in error["message"] and "existing directory" in error["message"]
+            assert not client.validator.problems, client.validator.report()
+    assert await wait_no_leftovers(harness.marker) == []
