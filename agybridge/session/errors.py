@@ -8,14 +8,12 @@ Translated once, to JSON-RPC codes, by the agent (style.md §7).
 from __future__ import annotations
 
 import collections
-import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .. import causes
-from ..agy.stderr import StderrKind, classify_stderr
 
 if TYPE_CHECKING:
     from ..agy import ChildExited, ResultEvent
@@ -179,6 +177,8 @@ def exit_error(message: ChildExited) -> SessionError:
     said = stderr_failure(message.stderr_tail)
     if said is not None:
         return said
+    from ..agy.stderr import StderrKind, classify_stderr  # noqa: PLC0415 - with the first exit
+
     # agy's AGY_ERROR JSON goes to _meta, parsed; the message quotes its words only.
     lines = [classify_stderr(text) for text in message.stderr_tail]
     parsed = [line.details for line in lines if line.kind is StderrKind.AGY_ERROR]
@@ -205,6 +205,8 @@ def _camel_keys(details: dict[str, Any]) -> dict[str, Any]:
 def stderr_failure(tail: tuple[str, ...] | list[str]) -> SessionError | None:
     """The failure agy's last stderr lines name (quota, outage, rate limit,
     sign-in), if they name one; an ``AGY_ERROR`` line's fields win."""
+    from ..agy.stderr import StderrKind, classify_stderr  # noqa: PLC0415 - with the first exit
+
     lines = [classify_stderr(text) for text in tail]
     for line in reversed(lines):
         if line.kind is StderrKind.AUTH:
@@ -234,6 +236,8 @@ def _service_error(text: str, details: dict[str, Any] | None) -> SessionError | 
 
     fields: dict[str, Any] = {"agyError": _camel_keys(details)} if details else {}
     message = f"agy could not run the turn: {text}"
+    import datetime as dt  # noqa: PLC0415 - not before initialize is answered (issue 15)
+
     quota = notices.quota_error(text, details, dt.datetime.now(dt.UTC))
     if found == "quota" and quota is not None and quota.resets_at:
         message += f" (quota resets at {quota.resets_at})"
