@@ -6,6 +6,14 @@
   ``step_update`` of the finished turn. The contract says nothing follows a result
   (§3.5); the bridge must survive a peer that breaks it, so this is the robustness
   probe for "an internal error inside a session".
+* ``interrupted``: a fragment, then agy's answer to a SIGINT nobody in the bridge sent
+  (a terminal's Ctrl-C reaching the process group, say): ``error: interrupted`` on
+  stderr, an ERROR result ``"interrupted"``, exit 1 (contract.md §5).
+* ``quota-words``: an agy before 1.2.6 failing on its quota with words only: the text on
+  stderr as ``error: ...``, no ``AGY_ERROR`` line and no result, exit 1 (contract.md §4
+  "TZ 1.1.14 quota → exit 1", §5).
+* ``killed``: a fragment, then the process dies of ``FAKE_AGY_CRASH_SIGNAL`` (default
+  SIGSEGV) with no result: an agy the kernel killed (OOM, a segfault in cgo).
 * `hang_at_startup`: ``FAKE_AGY_STARTUP_HANG=silent|garbage`` makes a stream-json
   session print nothing (or one non-JSON line) and then wait for a signal, like an agy
   stuck in its start-up fetch; ``FAKE_AGY_HANG_WHILE=PATH`` limits it to launches that
@@ -18,12 +26,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
-from ._fake_io import Interrupted, Interrupts, Output
+from ._fake_io import Interrupted, Interrupts, Output, stderr_line
 from ._fake_protocol import Usage
 from ._fake_runtime import Turn
-from ._fake_scenarios import CHECKPOINT_USAGE, Scenario, reply_usage, split_fragments
+from ._fake_scenarios import (
+    CHECKPOINT_USAGE,
+    QUOTA_ERROR,
+    Scenario,
+    reply_usage,
+    split_fragments,
+)
 
 #: The non-JSON line ``garbage`` prints (a crash banner from a wrapper script, say).
 GARBAGE_LINE = "fake-agy: warming up the model cache..."
@@ -51,6 +66,35 @@ def late_event(turn: Turn) -> int | None:
     return None
 
 
+def interrupted(turn: Turn) -> int | None:
+    """A fragment, then agy's reaction to a SIGINT (contract.md §5), unasked by the bridge."""
+    turn.user_input()
+    turn.response(gap=1).fragment("Partial")
+    turn.pause(turn.knobs.fragment_delay_s)
+    stderr_line("error: interrupted")
+    turn.finish("ERROR", error="interrupted")
+    return 1
+
+
+def quota_words(turn: Turn) -> int | None:
+    """A quota failure an old agy reports in words only, then exit 1 (no result)."""
+    turn.user_input()
+    stderr_line(f"error: {QUOTA_ERROR}")
+    return 1
+
+
+def killed(turn: Turn) -> int | None:
+    """A fragment, then death by a signal (no result, no exit code)."""
+    turn.user_input()
+    turn.response(gap=1).fragment("Partial")
+    turn.pause(turn.knobs.fragment_delay_s)
+    name = os.environ.get("FAKE_AGY_CRASH_SIGNAL", "SIGSEGV")
+    number = signal.Signals[name]
+    signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
+    return 1  # not reached: the signal ends the process
+
+
 class _TotalOnly(Usage):
     @classmethod
     def of(cls, usage: Usage) -> _TotalOnly:
@@ -62,7 +106,13 @@ class _TotalOnly(Usage):
         return {"total_tokens": self.total_tokens}
 
 
-EDGE_SCENARIOS: dict[str, Scenario] = {"total-usage": total_usage, "late-event": late_event}
+EDGE_SCENARIOS: dict[str, Scenario] = {
+    "total-usage": total_usage,
+    "late-event": late_event,
+    "interrupted": interrupted,
+    "quota-words": quota_words,
+    "killed": killed,
+}
 
 
 def hang_at_startup(mode: str, out: Output, interrupts: Interrupts) -> int | None:

@@ -51,7 +51,8 @@ Knobs (environment)
                              multi-response, total-usage (usage with only ``total_tokens``),
                              agy 1.3.x's partial-error (an answer, then an ERROR result
                              holding it) and subagent, 1.2.x's permission-check-failed,
-                             late-event (a step after an ERROR result; ``_fake_edge``), and
+                             late-event (a step after an ERROR result; ``_fake_edge``),
+                             interrupted, quota-words, killed (``_fake_edge``), and
                              for rendering tests edit, multi-tool,
                              image-out, schema, unknown-events, big-output, huge-line,
                              for benchmarks flood (``[fake-agy:flood] N``: N text deltas
@@ -111,6 +112,7 @@ Knobs (environment)
 ``FAKE_AGY_CHILD_HOLDS_STDIO=1`` children inherit stdout/stderr (hold the pipes open).
 ``FAKE_AGY_QUOTA_CONTINUE=1`` API-error turns keep the session alive (CL 1.2.10).
 ``FAKE_AGY_CRASH_EXIT_CODE`` exit code of ``crash``/``truncated`` (default 1; Go panics exit 2).
+``FAKE_AGY_CRASH_SIGNAL``    the signal ``killed`` dies of (default SIGSEGV).
 ``FAKE_AGY_SIGNED_OUT=1``    subcommands fail with the not-logged-in error; a session's first
                              turn fails with ``authentication required``, exit 1.
 ``FAKE_AGY_AGENTS``          names printed by ``agents`` (comma-separated).

@@ -1,7 +1,7 @@
 """The architecture's layering is what the code does (architecture.md):
 ``cli → server → agent → session → {workspace → translate} → {agy, permissions, store}``, with
-``jsonrpc``, ``acp``, ``lines``, ``locks``, ``media``, ``procfs`` and ``watchdog`` as leaves every
-layer may use.
+``jsonrpc``, ``acp``, ``lines``, ``locks``, ``media``, ``procfs``, ``watchdog`` and ``causes``
+as leaves every layer may use.
 A lower layer never imports a higher one; the three lower packages do not
 import each other; the leaves import only leaves. Checked on the source's
 import statements (including function-local and TYPE_CHECKING ones)."""
@@ -16,7 +16,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agybridge"
 #: ``procfs`` (process ownership primitives), ``watchdog`` (run without
 #: site-packages) are stdlib-only leaves: agy and permissions share them.
-LEAVES = {"jsonrpc", "acp", "lines", "locks", "pipes", "media", "procfs", "watchdog", "lazy"}
+LEAVES = {
+    "jsonrpc",
+    "acp",
+    "lines",
+    "locks",
+    "pipes",
+    "media",
+    "procfs",
+    "watchdog",
+    "lazy",
+    "causes",
+}
 LOWER = {"agy", "permissions", "store"}
 #: The two hosts: each is the host (host/) with its own clients, never built
 #: on the other.

@@ -74,12 +74,23 @@ async def _diff(session: Session, args: str) -> str:
         return f"No file changes by agy recorded {where}."
     parts = []
     for file in diff["files"]:
+        path = f"`{file['path']}`"
         if file["binary"]:
-            parts.append(f"`{file['path']}`: changed (binary or too large to show)")
+            parts.append(f"{path}: changed (not text)")
+        elif "after" in file:
+            parts.append(f"{path}: changed (too large to keep, so not shown)")
+        elif "before" in file:
+            # agy wrote it before the bridge could look: show what it did see.
+            seen = (
+                f"{path}: its content before agy's first change is unknown "
+                "(not seen, or too large to keep)"
+            )
+            body = fenced(file["diff"], "diff") if file["diff"] else "no change since then"
+            parts.append(f"{seen}; since then:\n\n{body}")
         elif file["diff"]:
             parts.append(fenced(file["diff"], "diff"))
         else:
-            parts.append(f"`{file['path']}`: back to how it was")
+            parts.append(f"{path}: back to how it was")
     return "\n\n".join(parts)
 
 

@@ -14,9 +14,11 @@ import trio
 
 from ..jsonrpc import ErrorCode, RpcError
 from ..session import Session, SessionManager
-from ..translate.diffs import unified
+from ..translate.diffs import Side, Unknown, unified
 from ..workspace.changes import Mutation
+from ..workspace.mutations import MutationLog
 from ..workspace.rollback import Restore, RollbackRefused
+from ..workspace.snapshots import Snapshot
 from . import history_pages as history
 from .history_pages import mutation_wire
 from .params import bool_param, int_param, str_param, unknown_session
@@ -130,14 +132,36 @@ async def diff_of(
         first.setdefault(mutation.path, mutation)
         last[mutation.path] = mutation
     log = session.mutations
-    sides = [(p, log.text_of(first[p].before), log.text_of(last[p].after)) for p in first]
+    sides = []
+    for p, earliest in first.items():
+        before = _side(log, earliest.before)
+        unseen = before is Unknown.UNSEEN
+        if unseen:  # from the first content the bridge did see: after that first change
+            before = _side(log, earliest.after)
+        sides.append((p, before, _side(log, last[p].after), unseen))
     # difflib is quadratic on many repeated lines (a minute for two 1 MiB files):
     # never on the event loop, where it stalled every session. Pure, so a
     # cancelled request abandons it.
     files = await trio.to_thread.run_sync(
-        lambda: [unified(*side) for side in sides], abandon_on_cancel=True
+        lambda: [unified(p, b, a, before_unseen=u) for p, b, a, u in sides],
+        abandon_on_cancel=True,
     )
     return {"files": files, "diff": "".join(f["diff"] for f in files)}
+
+
+def _side(log: MutationLog, snapshot: Snapshot | None) -> Side:
+    """A snapshot as one side of a diff: its text ("" for no file), or why not."""
+    if snapshot is None:
+        return Unknown.UNSEEN
+    if not snapshot.exists:
+        return ""
+    data = log.blobs.get(snapshot)
+    if data is None:
+        return Unknown.UNSEEN  # seen, but its bytes were not kept
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Unknown.BINARY
 
 
 def _restore_wire(restore: Restore) -> dict[str, Any]:

@@ -21,16 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .. import __version__
+from .. import __version__, causes
 from ..acp import codec, models
 from ..acp.limits import PromptLimits
 from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session.config import LaunchSettings
+from ..session.errors import internal_error
 from . import compat
 from .advertised import extension_capabilities
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
-from .params import check_text, translate_session_errors
+from .params import check_text, name_cause, session_rpc_error, translate_session_errors
 from .request import Kind, Request
 from .routes import ROUTES
 from .wirelog import log_initialize
@@ -209,7 +210,16 @@ class AcpAgent:
             if exc.code == ErrorCode.AUTH_REQUIRED and method != "authenticate":
                 details = exc.data.get("details") if isinstance(exc.data, dict) else None
                 self._sign_in.note_signed_out(str(details or exc.message))
+            name_cause(exc)
+            logger.info(
+                "%s answered %s, cause %s: %s",
+                method, exc.code, causes.cause_of(exc.data), exc.message,
+            )  # fmt: skip
             raise
+        except Exception as exc:
+            # A bug: answered -32603 naming it, with its cause like every error.
+            logger.exception("request %r failed", method)
+            raise session_rpc_error(internal_error(exc)) from exc
         finally:
             if request.rollback is not None:
                 request.rollback.rollback_left()

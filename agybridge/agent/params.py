@@ -8,22 +8,48 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from .. import causes
 from ..acp import codec, models
 from ..acp.text_check import find_bad_text
 from ..jsonrpc import ErrorCode, RpcError
-from ..session import AuthRequiredError, InvalidModelError, SessionError
+from ..session import SessionError
 from ..session.config import ConfigValueError, LaunchSettings, settings_from_meta
 
 T = TypeVar("T")
 
 
 def session_rpc_error(exc: SessionError) -> RpcError:
-    """A session failure as the JSON-RPC error that answers it, in one place."""
-    if isinstance(exc, AuthRequiredError):
-        return RpcError(ErrorCode.AUTH_REQUIRED, exc.message, exc.data)
-    if isinstance(exc, InvalidModelError):
-        return RpcError(ErrorCode.INVALID_PARAMS, exc.message, exc.data)
-    return RpcError(ErrorCode.INTERNAL_ERROR, exc.message, {"details": exc.message, **exc.data})
+    """A session failure as the JSON-RPC error that answers it, in one place:
+    the code is its cause's (the catalogue, `agybridge.causes`), ``data``
+    carries ``_meta.agybridge.cause`` and the cause's fields, and ``details``
+    (what Zed shows) the message."""
+    row = causes.cause(exc.cause)
+    code = row.code if row.code is not None else ErrorCode.INTERNAL_ERROR
+    return RpcError(code, exc.message, {"details": exc.message, **exc.data, "_meta": exc.meta()})
+
+
+#: The cause of an error raised without one, by its code (the client's
+#: mistakes; -32603 is a bug by definition).
+_CAUSE_BY_CODE = {
+    ErrorCode.INVALID_PARAMS: "invalid_params",
+    ErrorCode.INVALID_REQUEST: "invalid_request",
+    ErrorCode.METHOD_NOT_FOUND: "unknown_method",
+    ErrorCode.RESOURCE_NOT_FOUND: "unknown_session",
+    ErrorCode.REQUEST_CANCELLED: "cancelled",
+    ErrorCode.AUTH_REQUIRED: "not_signed_in",
+    ErrorCode.INTERNAL_ERROR: "bridge_bug",
+}
+
+
+def name_cause(exc: RpcError) -> None:
+    """Give an error answer that names no cause the one its code means, in
+    ``data._meta.agybridge.cause`` (``data`` that is not an object is kept
+    as it is: a client may read it)."""
+    if causes.cause_of(exc.data) is not None or exc.code not in _CAUSE_BY_CODE:
+        return
+    if exc.data is None or isinstance(exc.data, dict):
+        found = causes.meta(_CAUSE_BY_CODE[ErrorCode(exc.code)])
+        exc.data = {**(exc.data or {}), "_meta": {**(exc.data or {}).get("_meta", {}), **found}}
 
 
 @contextmanager
@@ -189,9 +215,17 @@ def settings_from(
     try:
         return settings_from_meta(defaults, meta if isinstance(meta, dict) else None, paths)
     except ConfigValueError as exc:
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS, str(exc), {"path": exc.path or "$._meta"}
-        ) from None
+        path = exc.path or "$._meta"
+        setting = "model" if path.endswith(".model") else path
+        raise setting_error(exc, setting, {"path": path}) from None
+
+
+def setting_error(exc: ConfigValueError, setting: str, data: dict[str, Any]) -> RpcError:
+    """-32602 for a model, mode, effort or other setting the bridge refuses:
+    ``invalid_model`` or ``invalid_setting``, naming the setting."""
+    cause = "invalid_model" if setting == "model" else "invalid_setting"
+    meta = causes.meta(cause, setting=setting, value=data.get("value"))
+    return RpcError(ErrorCode.INVALID_PARAMS, str(exc), {**data, "_meta": meta})
 
 
 ON_DISCONNECT = ("keep", "cancel")

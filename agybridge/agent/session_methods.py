@@ -38,6 +38,7 @@ from .params import (
     normalise,
     on_disconnect_from,
     session_rpc_error,
+    setting_error,
     settings_from,
     translate_session_errors,
     unknown_session,
@@ -272,11 +273,8 @@ class SessionMethods:
         try:
             await session.set_config_option(request.config_id, request.value)
         except ConfigValueError as exc:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                str(exc),
-                {"configId": request.config_id, "value": request.value},
-            ) from None
+            data = {"configId": request.config_id, "value": request.value}
+            raise setting_error(exc, request.config_id, data) from None
         session.options_seen()
         return codec.unstructure(
             models.SetConfigOptionResponse(config_options=session.config_options())
@@ -287,9 +285,8 @@ class SessionMethods:
         try:
             await session.set_mode(request.mode_id)
         except ConfigValueError as exc:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS, str(exc), {"modeId": request.mode_id}
-            ) from None
+            data = {"modeId": request.mode_id, "value": request.mode_id}
+            raise setting_error(exc, "mode", data) from None
         return {}
 
     async def prompt(self, request: models.PromptRequest, call: Request) -> Any:

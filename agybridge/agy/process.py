@@ -59,7 +59,14 @@ _encode_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 class AgySpawnError(Exception):
-    """agy could not be started at all (missing binary, bad cwd, ...)."""
+    """agy could not be started at all (missing binary, bad cwd, ...).
+
+    ``missing_cwd``: the working directory that is gone (or not a directory),
+    when that is why."""
+
+    def __init__(self, message: str, *, missing_cwd: str | None = None) -> None:
+        super().__init__(message)
+        self.missing_cwd = missing_cwd
 
 
 @attrs.frozen
@@ -119,6 +126,11 @@ def spawn_failure(program: str, cwd: str, exc: OSError) -> str:
         hint = "install agy or set AGY_BIN to its path"
         return f"could not start agy ({program!r}): {reason}: {hint}"
     return f"could not start agy ({program!r}) in {cwd!r}: {reason}"
+
+
+def _spawn_error(program: str, cwd: str, exc: OSError) -> AgySpawnError:
+    missing = None if os.path.isdir(cwd) else cwd
+    return AgySpawnError(spawn_failure(program, cwd, exc), missing_cwd=missing)
 
 
 class AgyChild:
@@ -192,7 +204,7 @@ class AgyChild:
                 env=self.env,
             )
         except OSError as exc:
-            raise AgySpawnError(spawn_failure(self.argv[0], self.cwd, exc)) from exc
+            raise _spawn_error(self.argv[0], self.cwd, exc) from exc
         self.pid = proc.pid
         logger.info("agy[%s] started pid=%s argv=%s", self.incarnation, proc.pid, self.argv)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

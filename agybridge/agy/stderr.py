@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from ..causes import is_auth_text
+
 
 class StderrKind(enum.Enum):
     SOFT_DENY = "soft_deny"
@@ -32,25 +34,6 @@ class StderrLine:
     text: str
     #: The parsed JSON of an ``AGY_ERROR:`` line (contract.md §4).
     details: dict[str, Any] | None = None
-
-
-_AUTH_MARKERS = (
-    "not logged into antigravity",
-    "authentication required",
-    # `agy -p /hooks` signed out (GOBBY capture, fake_agy ``_hooks_command``).
-    "authentication failed",
-    "authentication timed out",
-    "auth timed out",
-    "authentication expired",
-    "please sign in",
-)
-
-
-def is_auth_text(text: str) -> bool:
-    """agy's words say it is signed out (a stderr line or a ``result.error``, such as
-    1.3.2's ``authentication failed or timed out``, contract.md §11)."""
-    lowered = text.lower()
-    return any(marker in lowered for marker in _AUTH_MARKERS)
 
 
 def classify_stderr(text: str) -> StderrLine:

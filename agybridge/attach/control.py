@@ -208,6 +208,9 @@ def _state(session: dict[str, Any]) -> str:
         state = f"waiting for permission ({session['permissionQuestions']})"
     if not session["attached"]:
         state += ", detached"
+    failure = session.get("lastFailure")
+    if failure:  # a catalogue id (docs/errors.md)
+        state += f", last turn: {failure['cause']}"
     return state
 
 

@@ -78,6 +78,8 @@ def _session_status(session: Session, questions: int) -> dict[str, Any]:
         "permissionQuestions": questions,
         "agyPid": child.pid if child is not None else None,
         "lastActivity": outlet.last_activity,
+        # The catalogue id of the last turn that did not end well (docs/errors.md).
+        "lastFailure": outlet.last_failure,
         "tokens": dict(session.book.usage_totals),
     }
 

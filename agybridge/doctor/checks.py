@@ -17,6 +17,7 @@ from pathlib import Path
 
 import attrs
 
+from .. import causes
 from ..agy import ProbeResult, SignIn
 from ..agy.binary import locate
 from ..config import Settings
@@ -42,6 +43,32 @@ class Check:
     status: Status
     summary: str
     fix: str | None = None
+    #: The catalogue id of a failed check (`agybridge.causes`) when the check's
+    #: name does not say it (`cause_of`).
+    cause: str | None = None
+
+
+#: The catalogue id each failed check means, unless the check names its own.
+_CAUSE_BY_CHECK = {
+    "agy": "agy_not_found",
+    "version": "agy_fails",
+    "signed in": "not_signed_in",
+    "permission gate": "gate_unavailable",
+    "models and agents": "agy_error",
+    "session database": "session_db_unusable",
+    "staging dir": "staging_unusable",
+    "runtime dir": "runtime_dir_unusable",
+    "log file": "log_file_unusable",
+    "OS": "platform_unsupported",
+}
+
+
+def cause_of(check: Check) -> str | None:
+    """The catalogue id of a failed check (None: it did not fail): the same ids
+    the wire's errors carry in ``_meta.agybridge.cause``."""
+    if check.status is not Status.FAIL:
+        return None
+    return check.cause or _CAUSE_BY_CHECK[check.name]
 
 
 def failures(checks: Sequence[Check]) -> int:
@@ -52,7 +79,9 @@ def agy_binary(settings: Settings) -> tuple[Check, str | None]:
     """Where agy is, telling unset / missing / a directory / not executable apart."""
     binary = locate(settings.agy_bin, from_env=settings.agy_bin_set)
     if binary.path is None:
-        return Check("agy", Status.FAIL, binary.problem or "agy not found", binary.fix), None
+        failed = Check("agy", Status.FAIL, binary.problem or "agy not found", binary.fix,
+                       binary.cause)  # fmt: skip
+        return failed, None
     where = "AGY_BIN" if settings.agy_bin_set and os.sep in settings.agy_bin else "found on PATH"
     return Check("agy", Status.OK, f"{binary.path} ({where})"), binary.path
 
@@ -80,6 +109,7 @@ def version(text: str | None, error: str | None = None) -> Check:
             f"agy {match.group(0)} is older than {minimum}, the oldest with the hooks "
             "the permission gate needs",
             "update agy: `agy update`",
+            "agy_too_old",
         )
     return Check("version", Status.OK, f"agy {match.group(0)} (minimum {minimum})")
 
@@ -96,6 +126,7 @@ def sign_in(result: ProbeResult | None) -> Check:
         Status.FAIL,
         f"could not tell whether agy is signed in: {result.detail}",
         "run `agy -p /hooks` in a terminal to see agy's error",
+        causes.classify_agy_failure(result.detail or ""),
     )
 
 
@@ -124,6 +155,7 @@ def discovery(
             Status.FAIL,
             error,
             "run `agy models` in a terminal; sign-in and network problems show there",
+            causes.classify_agy_failure(error),
         )
     shown = ", ".join(models[:3]) + (", …" if len(models) > 3 else "")
     return Check(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .checks import Check, Status, failures
+from .checks import Check, Status, cause_of, failures
 
 _MARK = {Status.OK: "✓", Status.FAIL: "✗", Status.PENDING: "…", Status.SKIPPED: "-"}
 
@@ -40,7 +40,14 @@ def to_json(checks: Sequence[Check]) -> str:
         "ok": failures(checks) == 0,
         "failed": failures(checks),
         "checks": [
-            {"name": c.name, "status": c.status.value, "summary": c.summary, "fix": c.fix}
+            {
+                "name": c.name,
+                "status": c.status.value,
+                "summary": c.summary,
+                "fix": c.fix,
+                # A failed check's catalogue id: what the wire's errors name.
+                "cause": cause_of(c),
+            }
             for c in checks
         ],
     }

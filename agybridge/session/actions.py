@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
+from .. import causes
 from ..acp import codec, models
 from ..agy import AgySpawnError, InitEvent, ResultEvent, build_argv
 from ..agy.events import InitInfo
@@ -22,7 +23,7 @@ from ..translate.mapper import TurnMapper
 from ..translate.usage import context_window
 from . import errors
 from . import turn_events as ev
-from .errors import AgyStartError, SessionError, internal_error
+from .errors import SessionError, internal_error
 from .outlet import turn_outcome
 from .prompts import AttemptScopes, PromptWork, make_title
 
@@ -221,14 +222,25 @@ def _give(work: PromptWork, action: ev.AnswerPrompt | ev.AmendAnswer) -> models.
     """Answer the prompt's request; the turn-outcome notification that goes with it."""
     if action.error is not None:
         work.answer(error=action.error)
-        return turn_outcome("failed", error={"message": action.error.message})
+        failed = turn_outcome("failed", error={"message": action.error.message})
+        return _naming_cause(failed, action.error.meta())
     assert type(action) is ev.AnswerPrompt
     if action.stop is ev.Stop.CANCELLED:
         work.answer(stop=models.STOP_CANCELLED)
         return turn_outcome("ended", stopReason=models.STOP_CANCELLED)
     assert work.mapper is not None
-    work.answer(stop=models.STOP_END_TURN, meta=work.mapper.response_meta())
-    return turn_outcome("ended", stopReason=models.STOP_END_TURN)
+    meta = work.mapper.response_meta()
+    work.answer(stop=models.STOP_END_TURN, meta=meta)
+    return _naming_cause(turn_outcome("ended", stopReason=models.STOP_END_TURN), meta)
+
+
+def _naming_cause(outcome: models.SessionInfoUpdate, meta: Any) -> models.SessionInfoUpdate:
+    """The turn-outcome notification with the cause ``meta`` names (if any)
+    beside its ``turn``: ``_meta.agybridge.cause`` and the cause's fields."""
+    if causes.cause_of(meta) is None:
+        return outcome
+    merged = {**meta["agybridge"], **(outcome.meta or {})["agybridge"]}
+    return attrs.evolve(outcome, meta={"agybridge": merged})
 
 
 async def record_turn(session: Session, action: ev.RecordTurn) -> None:
@@ -259,6 +271,7 @@ async def gate_notice(session: Session, action: ev.GateFallbackNotice) -> None:
         "runs in safe mode: agy's own checks apply, and actions that need approval are "
         "auto-denied.\n\n",
         "gate",
+        meta=causes.meta("gate_unavailable", detail=session.gates.failure),
     )
 
 
@@ -274,11 +287,15 @@ async def stall_notice(session: Session, action: ev.StallNotice) -> None:
     )
 
 
-async def say(session: Session, mapper: TurnMapper, text: str, suffix: str) -> None:
-    """A paragraph of the bridge's own in the turn's reply."""
+async def say(
+    session: Session, mapper: TurnMapper, text: str, suffix: str, *, meta: Any = None
+) -> None:
+    """A paragraph of the bridge's own in the turn's reply (``meta``: its ``_meta``)."""
     await session.outlet.send(
         models.AgentMessageChunk(
-            content=models.TextContent(text=text), message_id=f"{mapper.message_id}-{suffix}"
+            content=models.TextContent(text=text),
+            message_id=f"{mapper.message_id}-{suffix}",
+            meta=meta,
         )
     )
 
@@ -317,11 +334,7 @@ async def spawn_child(session: Session, action: ev.SpawnChild) -> None:
         await session.slot.ensure(session.nursery, action.incarnation, argv, launch.cwd, env)
     except AgySpawnError as exc:
         located = session.deps.agy_runs.located() if session.deps.agy_runs else None
-        # The program itself is the problem (it went away, say): say so and how to fix it.
-        if located is not None and located.path is None:
-            error = AgyStartError(located.message(), data={"cause": located.cause, "argv": argv})
-        else:
-            error = AgyStartError(str(exc), data={"argv": argv})
+        error = errors.spawn_error(exc, argv, located)
         await session.feed(ev.ChildSpawnFailed(action.incarnation, error))
         return
     except Exception as exc:

@@ -71,6 +71,8 @@ class Outlet:
         self.dropped = 0
         #: Wall-clock time of the last update (for status).
         self.last_activity = time.time()
+        #: The last turn that did not end well: ``{cause, at}`` (for status).
+        self.last_failure: dict[str, Any] | None = None
         #: The running turn: its updates so far, who started it, since when.
         self._turn: TurnLog | None = None
         self._turn_owner: ClientSink | None = None
@@ -277,6 +279,8 @@ class Outlet:
                 return
             owner, self._turn, self._turn_owner = self._turn_owner, None, None
             self.turn_started_at = None
+            if (named := (outcome.meta or {}).get("agybridge", {}).get("cause")) is not None:
+                self.last_failure = {"cause": named, "at": self.last_activity}
             client = self._client
             if client is None:
                 self._unseen_outcome = outcome

@@ -178,7 +178,7 @@ class Session:
         runs = self.deps.agy_runs
         failure = await runs.failure() if runs is not None else None
         if failure is not None:
-            raise AgyStartError(failure[1], data={"cause": failure[0], "agyBin": self.deps.agy_bin})
+            raise AgyStartError(failure[1], cause=failure[0], fields={"agyBin": self.deps.agy_bin})
 
     async def _prepare_private_root(self) -> StagingArea | None:
         try:
@@ -189,8 +189,8 @@ class Session:
             raise AgyStartError(
                 f"{exc.message}: make it a writable directory, or set "
                 "AGYBRIDGE_STAGING_DIR to one (`agybridge doctor` checks it)",
-                data={"cause": "staging_unusable", "path": exc.base},
-            ) from exc
+                cause="staging_unusable", fields={"path": exc.base},
+            ) from exc  # fmt: skip
 
     def start_failed(self, error: SessionError) -> None:
         """The core's verdict: the session's first agy could not be started."""

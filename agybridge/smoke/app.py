@@ -29,6 +29,7 @@ import trio
 
 from . import github, reports
 from .baseline import Baseline, Comparison, Limits, finish
+from .causes import AGY_UNUSABLE
 from .cell import Setup, find_agy
 from .model import Cell, Matrix
 from .progress import Progress
@@ -190,7 +191,8 @@ async def _run(
         unwritten |= _update_baseline(args, reference, results)
     if interrupted is not None:
         return 128 + interrupted.value
-    if agy_missing and args.require_agy:
+    unusable = any(r.error is not None and r.error.kind in AGY_UNUSABLE for r in results)
+    if (agy_missing or unusable) and args.require_agy:
         return EXIT_NO_AGY
     if unwritten or problem is not None:
         return EXIT_INVALID

@@ -37,8 +37,6 @@ CANCEL_GRACE_S = 10.0
 #: The variable every process of a cell carries (see `processes.marked`).
 CELL_MARKER = "AGYBRIDGE_SMOKE_CELL"
 _STDERR_TAIL_LINES = 8
-#: How far back the bridge's stderr is read for the cause of an unclassified error.
-_STDERR_SCAN_LINES = 200
 #: agy's version is a nicety for the report: never worth holding a cell up for.
 _VERSION_WAIT_S = 5.0
 
@@ -65,14 +63,19 @@ def find_agy(env: Mapping[str, str]) -> str | None:
     return shutil.which(name, path=env.get("PATH"))
 
 
-def agy_problem(env: Mapping[str, str]) -> str | None:
-    """Why the agy this environment names cannot be run, or None."""
+def agy_problem(env: Mapping[str, str]) -> Cause | None:
+    """Why the agy this environment names cannot be run (a catalogue cause), or None."""
     if find_agy(env) is not None:
         return None
     name = env.get("AGY_BIN")
-    if name:
-        return f"AGY_BIN={name!r} is not an executable file (nor a program on PATH)"
-    return "agy is not on PATH and AGY_BIN is not set"
+    if not name:
+        return Cause("agy_not_found", "agy is not on PATH and AGY_BIN is not set")
+    path = Path(name).expanduser()
+    if os.sep in name and path.is_dir():
+        return Cause("agy_is_directory", f"AGY_BIN={name} is a directory, not the agy program")
+    if os.sep in name and path.exists():
+        return Cause("agy_not_executable", f"AGY_BIN={name} is not executable")
+    return Cause("agy_not_found", f"AGY_BIN={name} does not exist (nor is it a program on PATH)")
 
 
 async def run_attempt(
@@ -92,7 +95,7 @@ async def run_attempt(
     if setup.check_agy:
         unusable = agy_problem({**setup.env, **setup.run.env, **cell.env})
         if unusable is not None:
-            return record, Cause("agy_unusable", unusable), []
+            return record, unusable, []
     marker = f"{setup.run_id}-{cell.index}-{attempt}"
     env = {**setup.env, **setup.run.env, **cell.env, CELL_MARKER: marker}
     stderr_path = cell_dir / "bridge.stderr"
@@ -107,9 +110,6 @@ async def run_attempt(
     if cause is not None and cause.kind in ("bridge_crash", "bridge_start"):
         tail = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_TAIL_LINES:]
         cause = attrs.evolve(cause, details={**cause.details, "stderr_tail": tail})
-    elif cause is not None and cause.kind == "bridge_error":
-        lines = stderr_path.read_text(errors="replace").splitlines()[-_STDERR_SCAN_LINES:]
-        cause = causes.from_bridge_stderr(cause, lines)
     # Bounded by its grace; a cancelled run (a signal) must still sweep the cell.
     with trio.CancelScope(shield=True):
         leftovers = await processes.reap_marked(CELL_MARKER, marker)
@@ -278,6 +278,9 @@ class _Conversation:
 
     def _turn_cause(self, turn: TurnRecord) -> Cause | None:
         """Why a turn that was answered did not end normally, if it did not."""
+        named = causes.from_response_meta(turn.meta, self.setup.run.retry_max_wait_s)
+        if named is not None:
+            return named
         if turn.agy_error:
             return from_agy_error(turn.agy_error, self.setup.run.retry_max_wait_s)
         if turn.stop_reason == "cancelled" and not self.cancel_sent:

@@ -3,8 +3,9 @@
 Exit status: 0 every cell passed (flaky counts as passed) or was skipped; 1 a cell
 failed or errored; 2 the matrix, the baseline or the command line is invalid, the
 bridge cannot start, or a baseline compared 0 cells or fewer than it holds; 3 agy is
-missing and ``--require-agy`` was given; 130 / 143 SIGINT / SIGTERM (the reports are
-still written, every bridge is stopped, the temp dir is removed).
+missing or unusable (a cell errored with one of `causes.AGY_UNUSABLE`) and
+``--require-agy`` was given; 130 / 143 SIGINT / SIGTERM (the reports are still
+written, every bridge is stopped, the temp dir is removed).
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"samples kept per cell (default {KEEP}); the reference is their median",
     )
     run.add_argument(
-        "--require-agy", action="store_true", help="exit 3 when agy is missing (else: skip)"
+        "--require-agy",
+        action="store_true",
+        help="exit 3 when agy is missing or unusable (else: skip)",
     )
     run.add_argument("--concurrency", type=_count, metavar="N", help="override run.concurrency")
     run.add_argument("-v", "--verbose", action="store_true", help="stream cell transcripts")

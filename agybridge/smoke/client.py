@@ -144,6 +144,7 @@ class CellClient:
             if isinstance(meta.get("agyError"), dict):
                 turn.agy_error = meta["agyError"]
             turn.structured_output = meta.get("structuredOutput")
+            turn.meta = meta
         self.line(f"[turn ended: {turn.stop_reason}, {turn.tokens} tokens]")
         if turn.agy_error:
             self.line(f"[agy error] {json.dumps(turn.agy_error)[:300]}")

@@ -35,6 +35,8 @@ class TurnRecord:
     tokens: int | None = None
     agy_error: dict[str, Any] | None = None
     structured_output: Any = None
+    #: The prompt response's ``_meta`` (agybridge names a turn's cause in it).
+    meta: dict[str, Any] = attrs.Factory(dict)
     #: The `causes.CAUSES` id when the turn did not end normally (print timeout, ...).
     end_cause: str | None = None
 

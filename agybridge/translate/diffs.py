@@ -3,17 +3,42 @@
 from __future__ import annotations
 
 import difflib
+import enum
 import re
 from typing import Any
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def unified(path: str, before: str | None, after: str | None) -> dict[str, Any]:
-    """One file's diff: ``{path, binary, diff, hunks}``; ``binary`` when either
-    side is not known as text (then there is no diff)."""
-    if before is None or after is None:
-        return {"path": path, "binary": True, "diff": "", "hunks": []}
+class Unknown(enum.Enum):
+    """A side of a diff that is not text: why."""
+
+    #: The bridge never saw this content (agy wrote before it could look), or
+    #: did not keep it.
+    UNSEEN = "unknown"
+    #: Bytes that are not UTF-8 text.
+    BINARY = "binary"
+
+
+#: One side of a diff: the file's text ("" for no file), or why there is none.
+Side = str | Unknown
+
+
+def unified(path: str, before: Side, after: Side, *, before_unseen: bool = False) -> dict[str, Any]:
+    """One file's diff: ``{path, binary, diff, hunks}``.
+
+    ``binary`` only when a side is bytes that are not text (then there is no
+    diff). A side the bridge never saw is said (``"before": "unknown"``, or
+    ``"after"``), never called binary; ``before_unseen``: the content before
+    the change was not seen, and ``before`` is the first content the bridge
+    did see (the diff shows the change from there)."""
+    found: dict[str, Any] = {"path": path, "binary": Unknown.BINARY in (before, after)}
+    if before_unseen or before is Unknown.UNSEEN:
+        found["before"] = Unknown.UNSEEN.value
+    if after is Unknown.UNSEEN:
+        found["after"] = Unknown.UNSEEN.value
+    if isinstance(before, Unknown) or isinstance(after, Unknown):
+        return {**found, "diff": "", "hunks": []}
     lines = list(
         difflib.unified_diff(
             _lines(before),
@@ -24,7 +49,7 @@ def unified(path: str, before: str | None, after: str | None) -> dict[str, Any]:
     )
     no_newline = "\n\\ No newline at end of file\n"
     text = "".join(line if line.endswith("\n") else line + no_newline for line in lines)
-    return {"path": path, "binary": False, "diff": text, "hunks": hunks_of(lines)}
+    return {**found, "diff": text, "hunks": hunks_of(lines)}
 
 
 def _lines(text: str) -> list[str]:

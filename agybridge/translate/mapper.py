@@ -38,17 +38,17 @@ from typing import Any
 
 import attrs
 
+from .. import causes
 from ..acp import models
 from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
 from . import notices, usage
 from .card_text import fenced
-from .images import image_candidates
-from .outcome import OutcomeKind, TurnOutcome, response_meta
+from .outcome import OutcomeKind, TurnOutcome, ending, response_meta
 from .plan import TurnPlan
-from .streamed import HeldAnswer, LineScan, StreamedText
+from .read_needs import ReadNeeds
+from .streamed import HeldAnswer, StreamedText
 from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker
-from .tools import edit_target
 
 logger = logging.getLogger(__name__)
 
@@ -127,14 +127,15 @@ class TurnMapper:
     _held: HeldAnswer = attrs.Factory(HeldAnswer)
     #: How the text shown so far ends (for the blank line before a notice).
     _shown_tail: str = ""
-    #: Image paths named by each agent_response step so far.
-    _step_scans: dict[int, LineScan] = attrs.Factory(dict)
+    #: Why the turn did not end well (a catalogue id), and its fields: the
+    #: response's ``_meta.agybridge``.
+    cause: str | None = None
+    cause_fields: dict[str, Any] = attrs.Factory(dict)
+    needs: ReadNeeds = attrs.field(init=False)
     _usage_sent: int | None = None
-    #: Images already inlined this turn (a tool output and the reply often
-    #: name the same file).
-    _images_shown: set[str] = attrs.Factory(set)
 
     def __attrs_post_init__(self) -> None:
+        self.needs = ReadNeeds(self.cwd)
         self.tools = ToolCallTracker(
             call_prefix=f"{self.message_id}-tool",
             cwd=self.cwd,
@@ -157,38 +158,8 @@ class TurnMapper:
     def paths_to_read(
         self, event: events.AgyEvent | events.MalformedLine
     ) -> tuple[list[str], list[str]]:
-        """(files to read as text, image candidates) for ``event``."""
-        step_class = events.StepUpdateEvent  # its exact type first: no isinstance call
-        if type(event) is not step_class and not isinstance(event, step_class):
-            return [], []
-        step = event.step_update
-        if step.step_type == "tool":
-            files, images = self._tool_paths(step)
-        elif step.step_type == "agent_response" and step.state == events.STATE_DONE:
-            files, images = [], self._response_images(step)
-        else:
-            return [], []  # e.g. a text delta still streaming
-        if images:
-            images = [path for path in images if path not in self._images_shown]
-        return files, images
-
-    def _tool_paths(self, step: events.StepUpdate) -> tuple[list[str], list[str]]:
-        info = step.tool_info
-        name = step.tool_name or (info.name if info else "") or ""
-        target = edit_target(name, info.parameters if info else None)
-        files = [target] if target else []
-        images: list[str] = []
-        if step.state == events.STATE_DONE and info and info.output:
-            images = image_candidates(info.output, self.cwd)
-        if step.state == events.STATE_DONE and name == "generate_image" and info:
-            images += image_candidates(json.dumps(info.parameters or {}), self.cwd)
-        return files, images
-
-    def _response_images(self, step: events.StepUpdate) -> list[str]:
-        scan = self._step_scans.get(step.step_index)
-        if scan is None:
-            return image_candidates(step.text_delta or "", self.cwd)
-        return scan.candidates(step.text_delta or "")
+        """(files to read as text, image candidates) for ``event`` (`ReadNeeds`)."""
+        return self.needs.paths_to_read(event)
 
     # --- events ------------------------------------------------------------
 
@@ -204,7 +175,7 @@ class TurnMapper:
         # Mostly steps: their exact type is tested first (no isinstance call).
         if type(event) is events.StepUpdateEvent or isinstance(event, events.StepUpdateEvent):
             if seen.images:
-                self._images_shown.update(seen.images)
+                self.needs.shown(seen.images)
             if self.tools.watching:  # a later step settles earlier tools (tool_calls.py)
                 earlier = self.tools.before_step(event.step_update.step_index)
                 return [*earlier, *self._step(event.step_update, seen)]
@@ -259,10 +230,7 @@ class TurnMapper:
         if step.step_type == "agent_response":
             text = step.text_delta
             if text:
-                scan = self._step_scans.get(step.step_index)
-                if scan is None:
-                    scan = self._step_scans[step.step_index] = LineScan(self.cwd)
-                scan.add(text)
+                self.needs.scan_text(step.step_index, text)
                 updates = self._agent_text(text)
             else:
                 updates = []
@@ -361,9 +329,13 @@ class TurnMapper:
         if self.denied:
             titles = [t for ts in self.tools.blocked_titles().values() for t in ts]
             message = notices.soft_deny_message(self.denied, blocked=titles, untied=untied)
-            updates.append(self._message("⚠️ " + message))
+            # A notice, not the turn's cause: the turn ran, one action did not.
+            notice = self._message("⚠️ " + message)
+            permissions = sorted({p for p in self.denied if p})
+            meta = causes.meta("policy_blocked", permissions=permissions)
+            updates.append(attrs.evolve(notice, meta=meta))
         if self.print_timeout:
-            updates.append(self._message("⚠️ " + notices.PRINT_TIMEOUT_MESSAGE))
+            updates.append(self._notice(notices.PRINT_TIMEOUT_MESSAGE, "print_timeout"))
         ungated = self.tools.ungated_finished() if self.gate_active else []
         if ungated:
             logger.warning("tool steps finished without the permission gate: %s", ungated)
@@ -406,31 +378,33 @@ class TurnMapper:
         return []
 
     def _status(self, result: events.Result) -> list[models.SessionUpdate]:
-        status = result.status
-        if status == events.STATUS_SUCCESS:
-            self.outcome = TurnOutcome(OutcomeKind.END_TURN, status)
+        end = ending(
+            result,
+            denied=bool(self.denied),
+            cancel_requested=self.cancel_requested,
+            answered=self._answered,
+            print_timeout_shown=self.print_timeout,
+            agy_error_details=self.agy_error_details,
+            now=self.now,
+        )
+        self.outcome = end.outcome
+        if end.outcome.kind is OutcomeKind.AGY_ERROR and result.status != events.STATUS_ERROR:
+            self._note(f"status:{result.status}")
+        self.partial = end.outcome.partial
+        self.quota = end.quota
+        self.print_timeout = self.print_timeout or end.print_timeout
+        if end.notice is None:
             return []
-        if status in ("CANCELED", "CANCELLED") and self.denied and not self.cancel_requested:
-            # agy 1.2.x ends a soft-denied turn CANCELED: its denial, not the user's cancel.
-            self.outcome = TurnOutcome(OutcomeKind.END_TURN, status)
-            return []
-        if self.cancel_requested or status in ("CANCELED", "CANCELLED", "INTERRUPTED"):
-            self.outcome = TurnOutcome(OutcomeKind.CANCELLED, status, result.error)
-            return []
-        error = result.error or f"agy ended the turn with status {status}"
-        if status != events.STATUS_ERROR:
-            self._note(f"status:{status}")
-        # agy gave its answer, then failed (e.g. a 429 after its own retries):
-        # the answer stands; the error is what came after it (contract.md §11).
-        self.partial = self._answered or bool((result.response or "").strip())
-        self.outcome = TurnOutcome(OutcomeKind.AGY_ERROR, status, error, partial=self.partial)
-        self.quota = notices.quota_error(error, self.agy_error_details, self.now)
-        if self.partial:
-            failed = self.quota.message(after_answer=True) if self.quota else error
-            return [self._message(f"⚠️ agy stopped after this answer: {failed}")]
-        if self.quota is not None:
-            return [self._message("⚠️ " + self.quota.message())]
-        return [self._message(f"⚠️ agy error: {error}")]
+        return [self._notice(end.notice.text, end.notice.cause, **end.notice.fields)]
+
+    def _notice(self, text: str, cause: str, **fields: Any) -> models.AgentMessageChunk:
+        """A bridge notice of why the turn did not end well: ``_meta.agybridge``
+        names the cause, and the turn's response says it too (the first one)."""
+        if self.cause is None:
+            self.cause = cause
+            self.cause_fields = {k: v for k, v in fields.items() if v is not None}
+        chunk = self._message("⚠️ " + text)
+        return attrs.evolve(chunk, meta=causes.meta(cause, **fields))
 
     def response_meta(self) -> dict[str, Any]:
         """The prompt response's ``_meta`` for this turn (:func:`~.outcome.response_meta`)."""
@@ -444,4 +418,5 @@ class TurnMapper:
             denied=self.denied,
             unrecognised=self.unrecognised,
             partial=self.partial,
+            cause=causes.meta(self.cause, **self.cause_fields) if self.cause else None,
         )

@@ -201,20 +201,6 @@ class MutationLog:
             changed[mutation.seq] = None if read is None else not read[0].same_as(mutation.after)
         return [(m, changed[m.seq]) for m in self.entries if m.turn >= since_turn]
 
-    def text_of(self, snapshot: Snapshot | None) -> str | None:
-        """A snapshot's text for a diff: "" for an absent file, None if unknown/binary."""
-        if snapshot is None:
-            return None
-        if not snapshot.exists:
-            return ""
-        data = self.blobs.get(snapshot)
-        if data is None:
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-
     # --- rollback ----------------------------------------------------------------
 
     def undo_target(self) -> int | None:

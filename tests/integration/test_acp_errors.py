@@ -361,9 +361,9 @@ async def test_unknown_session_is_resource_not_found(harness: Harness) -> None:
 # --------------------------------------------------------------------------- -32603
 
 
-async def test_agy_crash_mid_turn_is_internal_error(harness: Harness) -> None:
-    """agy exiting mid-turn answers the prompt -32603 naming agy's exit; the next prompt
-    starts a new agy and works."""
+async def test_agy_crash_mid_turn_is_agy_crashed(harness: Harness) -> None:
+    """agy exiting mid-turn answers the prompt -32042 (agy failed, not a bridge bug:
+    cause ``agy_crashed``) naming agy's exit; the next prompt starts a new agy and works."""
     with trio.fail_after(TEST_TIMEOUT_S):
         async with harness.open_bridge() as client:
             session_id = await ready_session(client)
@@ -375,7 +375,8 @@ async def test_agy_crash_mid_turn_is_internal_error(harness: Harness) -> None:
                 },
             )
             error = error_of(response)
-            assert error["code"] == -32603
+            assert error["code"] == -32042
+            assert error["data"]["_meta"]["agybridge"] == {"cause": "agy_crashed", "exitCode": 1}
             assert "agy exited unexpectedly" in error["message"]
             assert "exit code 1" in error["message"]
             assert error["data"]["exitCode"] == 1

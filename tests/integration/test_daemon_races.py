@@ -19,6 +19,7 @@ import attrs
 import pytest
 import trio
 
+from agybridge.attach.control import format_status
 from agybridge.daemon.listener import own_socket_path
 from agybridge.daemon.supervisor import Daemon
 from agybridge.store import AsyncStore, Store
@@ -227,3 +228,22 @@ async def test_stop_gives_a_client_that_stopped_reading_mid_turn_the_grace_only(
         await stream.aclose()
     assert stopped_after < 30.0  # the budget was not what ended it
     print(f"stop with a client not reading mid-turn: {stopped_after:.2f} s (grace {grace_s} s)")
+
+
+async def test_status_names_the_cause_of_the_last_turn_that_did_not_end_well(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: ``status`` uses the catalogue: a print-timed-out turn is
+    ``lastFailure.cause = print_timeout`` on its session."""
+    async with _daemons(tmp_path, monkeypatch) as (start, path, _):
+        await start()
+        stream = await trio.open_unix_socket(str(path))
+        async with stream:
+            client = LineClient(stream)
+            session_id = await client.new_session(tmp_path)
+            answer = await client.prompt(session_id, "[fake-agy:print-timeout] hi")
+            assert answer["result"]["_meta"]["agybridge"]["cause"] == "print_timeout"
+            status = await _status(path)
+            (session,) = status["sessions"]
+            assert session["lastFailure"]["cause"] == "print_timeout", session
+            assert "idle, last turn: print_timeout" in format_status(status)

@@ -61,6 +61,56 @@ async def test_json_output_counts_failures(harness: Harness) -> None:
     assert report["failed"] == done.returncode == 1 and report["ok"] is False
     failed = [c for c in report["checks"] if c["status"] == "fail"]
     assert [c["name"] for c in failed] == ["signed in"] and failed[0]["fix"]
+    # The wire's id for the same problem (`agybridge.causes`); a passed check has none.
+    assert failed[0]["cause"] == "not_signed_in"
+    assert {c["cause"] for c in report["checks"] if c["status"] != "fail"} == {None}
+
+
+@pytest.mark.parametrize(
+    ("make", "cause"),
+    [
+        (lambda tmp: tmp / "missing" / "agy", "agy_not_found"),
+        (lambda tmp: tmp, "agy_is_directory"),
+        (lambda tmp: (tmp / "agy").touch() or tmp / "agy", "agy_not_executable"),
+    ],
+    ids=["missing", "directory", "not-executable"],
+)
+async def test_json_names_the_catalogue_cause_of_a_bad_agy_bin(
+    harness: Harness, make: object, cause: str
+) -> None:
+    """``doctor --json`` names each AGY_BIN problem with the id session/new answers."""
+    target = make(harness.tmp_path)  # type: ignore[operator]
+    done = await doctor(harness, "--json", AGY_BIN=str(target))
+    report = json.loads(done.stdout)
+    (agy,) = [c for c in report["checks"] if c["name"] == "agy"]
+    assert (agy["status"], agy["cause"]) == ("fail", cause)
+
+
+def test_every_failed_check_has_a_catalogue_cause(tmp_path: Path) -> None:
+    """Each check the doctor can fail maps to a catalogue row (no KeyError, no typo)."""
+    from agybridge import causes  # noqa: PLC0415
+
+    (tmp_path / "f").write_text("")  # a staging "dir" that is a file
+    failing = [
+        checks.version("1.1.9"),
+        checks.version(None, "exit 1"),
+        checks.gate("no hooks"),
+        checks.discovery([], [], "UNAVAILABLE (code 503): down"),
+        checks.operating_system("win32"),
+        checks.private_dir("staging dir", str(tmp_path / "f")),
+        checks.log_file(tmp_path),
+    ]
+    found = [checks.cause_of(c) for c in failing]
+    assert found == [
+        "agy_too_old",
+        "agy_fails",
+        "gate_unavailable",
+        "unavailable",
+        "platform_unsupported",
+        "staging_unusable",
+        "log_file_unusable",
+    ]
+    assert all(cause in causes.CAUSES for cause in found)
 
 
 @pytest.mark.parametrize(

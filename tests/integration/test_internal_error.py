@@ -111,6 +111,7 @@ async def test_an_internal_error_fails_the_turn_and_the_session_goes_on(
 
             broken = await client.prompt(session_id, "please explode")
             assert broken["error"]["code"] == -32603, broken
+            assert broken["error"]["data"]["_meta"]["agybridge"]["cause"] == "bridge_bug"
             assert "the mapper broke" in broken["error"]["message"]
             assert "RuntimeError" in broken["error"]["message"]
             healthy = await client.prompt(session_id, "hello again")

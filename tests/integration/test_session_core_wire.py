@@ -429,7 +429,8 @@ async def test_stall_timeout_fails_the_turn(harness: Harness) -> None:
             session_id, prompt_id = await streaming_prompt(client)
             with trio.fail_after(timeout_s + 4):
                 response = await client.response(prompt_id)
-            error_of(response, -32603)
+            error = error_of(response, -32042)  # agy failed the request: not a bridge bug
+            assert error["data"]["_meta"]["agybridge"]["cause"] == "stall_timeout"
             assert await wait_no_agy_session(harness) == []
             assert stop_reason(await prompt(client, session_id, "next")) == "end_turn"
         assert_clean(client)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agybridge import causes as catalogue
 from agybridge.smoke import main as smoke_main
 
 from ..acp_wire import Harness
@@ -21,7 +22,10 @@ pytestmark = pytest.mark.integration
 
 async def test_errors_that_used_to_pass_are_errors_with_their_cause(harness: Harness) -> None:
     """Problems 1 and 5 on the wire: print timeout, failed tool, 503 at start-up
-    (retried), a bad model, an AGY_BIN that is not executable or not a program, a stall."""
+    (retried), a bad model, an AGY_BIN that is not executable or not a program, a stall;
+    and issue 26: every cause under the bridge's catalogue id, exactly the transient
+    ones retried (interrupted, start-up timeout: yes; a quota that resets in 100 h, a
+    signal death, garbage: no)."""
     text = harness.tmp_path / "agy.txt"
     text.write_text("not a program\n")
     text.chmod(0o644)
@@ -68,6 +72,28 @@ async def test_errors_that_used_to_pass_are_errors_with_their_cause(harness: Har
         env = { AGY_BIN = "AGY_GARBAGE" }
 
         [[case]]
+        name = "interrupted"
+        prompt = "[fake-agy:interrupted] hi"
+
+        [[case]]
+        name = "quota-words"
+        prompt = "[fake-agy:quota-words] hi"
+
+        [[case]]
+        name = "killed"
+        prompt = "[fake-agy:killed] hi"
+
+        [[case]]
+        name = "startup-hang"
+        prompt = "hi"
+        env = { FAKE_AGY_STARTUP_HANG = "silent", AGYBRIDGE_STARTUP_TIMEOUT_S = "1" }
+
+        [[case]]
+        name = "startup-garbage"
+        prompt = "hi"
+        env = { FAKE_AGY_STARTUP_HANG = "garbage", AGYBRIDGE_STARTUP_TIMEOUT_S = "1" }
+
+        [[case]]
         name = "stall"
         prompt = "[fake-agy:slow] hi"
         [case.env]
@@ -86,15 +112,28 @@ async def test_errors_that_used_to_pass_are_errors_with_their_cause(harness: Har
         "print-timeout": ("error", "print_timeout", 1),
         "tool-error": ("failed", None, 1),
         "startup-503": ("error", "unavailable", 2),
-        "bad-model": ("error", "invalid_setting", 1),
-        "bad-agy": ("error", "agy_unusable", 1),
-        "garbage-agy": ("error", "agy_unusable", 1),
-        "stall": ("error", "stall", 1),
+        "bad-model": ("error", "invalid_model", 1),
+        "bad-agy": ("error", "agy_not_executable", 1),
+        "garbage-agy": ("error", "agy_fails", 1),
+        "stall": ("error", "stall_timeout", 1),
+        "interrupted": ("error", "interrupted", 2),
+        "quota-words": ("error", "quota", 1),
+        "killed": ("error", "agy_crashed", 1),
+        "startup-hang": ("error", "agy_start_timeout", 2),
+        "startup-garbage": ("error", "agy_garbage", 1),
     }, run.explain()
+    for name, (_, cause, attempts) in found.items():
+        if cause is None:
+            continue
+        # Retried exactly when the catalogue says transient, but never to wait
+        # for a quota that resets later than run.retry_max_wait_s.
+        transient = catalogue.cause(cause).transient and name != "quota-words"
+        assert cells[name]["error"]["transient"] is transient, name
+        assert (attempts == 2) is transient, name
     assert cells["print-timeout"]["outcome"] == "print_timeout"
     assert cells["print-timeout"]["stop_reason"] == "end_turn"  # what the wire said
     assert cells["tool-error"]["failures"][0]["seen"].endswith("(failed)")
-    assert f"AGY_BIN='{text}' is not an executable file" in cells["bad-agy"]["error"]["message"]
+    assert f"AGY_BIN={text} is not executable" in cells["bad-agy"]["error"]["message"]
     assert "Exec format error" in cells["garbage-agy"]["error"]["message"]
     errors = {tc.get("classname"): tc.find("error") for tc in run.testcases()}
     assert errors["print-timeout"] is not None

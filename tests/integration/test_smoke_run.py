@@ -193,7 +193,7 @@ async def test_failures_and_errors_are_kept_apart(harness: Harness) -> None:
     failure = cases["wrong"].find("failure")
     assert failure is not None and cases["wrong"].find("error") is None
     assert failure.get("message") == "expected text containing 'PONG'; seen \"Reply PING.\""
-    for name, cause in (("crash", "crash"), ("quota", "quota_exhausted"), ("auth", "auth")):
+    for name, cause in (("crash", "agy_crashed"), ("quota", "quota"), ("auth", "not_signed_in")):
         error = cases[name].find("error")
         assert error is not None and cases[name].find("failure") is None, name
         assert error.get("type") == cause, (name, error.attrib)
@@ -204,7 +204,7 @@ async def test_failures_and_errors_are_kept_apart(harness: Harness) -> None:
     assert cells["quota"]["error"]["details"]["resetsIn"] == "100h23m59s"
     assert run.report is not None
     assert run.report["counts"] == {"passed": 0, "flaky": 0, "failed": 1, "error": 3, "skipped": 0}
-    assert run.markdown is not None and "error `crash`" in run.markdown
+    assert run.markdown is not None and "error `agy_crashed`" in run.markdown
 
 
 async def test_a_budget_overrun_cancels_the_cell(harness: Harness) -> None:
@@ -594,3 +594,18 @@ async def test_a_report_that_cannot_be_written_is_a_message(harness: Harness) ->
     assert run.code == 2, run.explain()
     assert "Traceback" not in run.stderr and f"cannot write {blocked}" in run.stderr
     assert run.junit is not None and run.markdown is not None
+
+
+async def test_an_agy_that_does_not_run_exits_3_with_require_agy(harness: Harness) -> None:
+    """An agy that is there but fails at once is found only by the bridge
+    (``agy_fails`` on the wire): ``--require-agy`` exits 3 for it too."""
+    broken = harness.tmp_path / "agy-broken"
+    broken.write_text("#!/bin/sh\necho 'agy: installation is corrupt' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    matrix = '[run]\ntimeout_s = 60\n[[case]]\nname = "a"\nprompt = "hi"\n'
+    run = await smoke(harness, matrix, "--require-agy", AGY_BIN=str(broken))
+    assert run.code == 3, run.explain()
+    (testcase,) = run.testcases()
+    error = testcase.find("error")
+    assert error is not None and error.get("type") == "agy_fails", run.explain()
+    assert "installation is corrupt" in (error.get("message") or "")

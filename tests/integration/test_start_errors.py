@@ -4,8 +4,9 @@ One row per setup problem a new user meets first: agy not installed, AGY_BIN
 pointing at nothing, at a folder, at a file that is not executable, at a
 program that fails at once, and a staging directory that cannot be used.
 Each ``session/new`` is answered with an error that names AGY_BIN or the path
-and says what to do — never the bare "Internal error" of a bug — and leaves
-no process behind; the bridge goes on answering.
+and says what to do, with the code and ``_meta.agybridge.cause`` of its
+catalogue row (`agybridge.causes`) — never the -32603 "Internal error" of a
+bug — and leaves no process behind; the bridge goes on answering.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from agybridge import causes
 from tests.acp_wire import Harness, open_bridge, wait_no_leftovers
 
 pytestmark = pytest.mark.integration
@@ -23,8 +25,7 @@ pytestmark = pytest.mark.integration
 TEST_TIMEOUT_S = 30
 
 
-#: Each row's ``data.cause`` (a stable id the smoke runner and later the error
-#: catalogue read, agy/binary.py).
+#: Each row's catalogue id (``data._meta.agybridge.cause``).
 CAUSES = {
     "agy not installed": "agy_not_found",
     "AGY_BIN missing": "agy_not_found",
@@ -108,13 +109,15 @@ async def test_session_new_says_what_is_wrong_and_what_to_do(
             assert "error" in answer, answer
             error = answer["error"]
             message = error["message"]
-            assert message != "Internal error", error
+            assert error["code"] == causes.cause(CAUSES[row]).code != -32603, error
             assert "ExceptionGroup" not in str(error), error
             for words in expected:
                 assert words in message, f"{words!r} not in {message!r}"
-            # What the editor shows for -32603 is data.details: the same words.
+            # What Zed shows of an error is data.details: the same words.
             assert error["data"]["details"] == message
-            assert error["data"]["cause"] == CAUSES[row]
+            meta = error["data"]["_meta"]["agybridge"]
+            assert meta["cause"] == CAUSES[row]
+            assert {"agyBin", "path"} & meta.keys(), meta  # what it is about
             # The bridge goes on: the same request is answered the same way.
             again = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
             assert again["error"]["message"] == message

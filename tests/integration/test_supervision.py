@@ -77,7 +77,8 @@ async def test_agy_sigkilled_mid_turn_leaves_no_tool_child(harness: Harness) -> 
             )
             os.kill(agy_pid, signal.SIGKILL)
             response = await client.response(prompt_id)
-            assert "exit code -9" in response["error"]["message"], response
+            assert "killed by SIGKILL" in response["error"]["message"], response
+            assert response["error"]["data"]["_meta"]["agybridge"]["signal"] == "SIGKILL"
             # The sweep precedes the error: nothing of that agy may run now.
             assert live(harness.marker, children | {agy_pid}) == []
     await harness.assert_no_leftovers()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agybridge import causes
 from agybridge.agent.compat import (
     bridge_capabilities,
     conversation_id,
@@ -255,5 +256,7 @@ def test_a_bad_launch_value_is_named_where_it_was_sent(params: dict[str, Any], p
     with pytest.raises(RpcError) as caught:
         settings_from(LaunchSettings(), *launch_sources(params))
     assert caught.value.code == -32602
-    assert caught.value.data == {"path": path}
+    assert caught.value.data["path"] == path
+    cause = "invalid_model" if path.endswith(".model") else "invalid_setting"
+    assert causes.cause_of(caught.value.data) == cause
     assert caught.value.message.startswith(f"{path[2:]}: ")

@@ -44,8 +44,8 @@ def flaky_and_reruns() -> list[CellResult]:
     flaky.earlier = [Attempt(Cause("unavailable", "503"), [], ["> p", "attempt one"])]
     rerun = result("rerun", "error", 1)
     rerun.attempts = 2
-    rerun.error = Cause("rate_limit", "429 again")
-    rerun.earlier = [Attempt(Cause("rate_limit", "429"), [], ["> p"])]
+    rerun.error = Cause("rate_limited", "429 again")
+    rerun.earlier = [Attempt(Cause("rate_limited", "429"), [], ["> p"])]
     failed = result("failed", "failed", 2)
     failed.failures = [Failure("expect.contains", "text containing 'A'", '"x"')]
     return [flaky, rerun, failed, result("ok", "passed", 3)]
@@ -62,7 +62,7 @@ def test_flaky_cells_are_reported_as_surefire_does() -> None:
     assert first.findtext("system-out") == "> p\nattempt one"
     assert "cause: unavailable" in (first.findtext("stackTrace") or "")
     rerun = cases["rerun"]
-    assert rerun.find("error") is not None and rerun.find("error").get("type") == "rate_limit"
+    assert rerun.find("error") is not None and rerun.find("error").get("type") == "rate_limited"
     assert [e.get("message") for e in rerun.findall("rerunError")] == ["429"]
     suite = root.find("testsuite")
     assert suite is not None

@@ -51,11 +51,11 @@ def test_agy_errors_are_classified_from_the_bridge_fields() -> None:
     later = from_agy_error(
         {"error": "quota", "errorCode": 429, "resetsIn": "100h23m59s", "retryable": True}, 60
     )
-    assert (later.kind, later.transient) == ("quota_exhausted", False)
+    assert (later.kind, later.transient) == ("quota", False)  # resets after 60 s
     soon = from_agy_error({"error": "quota", "errorCode": 429, "resetsIn": "30s"}, 60)
     assert (soon.kind, soon.transient, soon.retry_after_s) == ("quota", True, 30.0)
     limit = from_agy_error({"error": "slow down", "status": "RESOURCE_EXHAUSTED"}, 60)
-    assert (limit.kind, limit.transient) == ("rate_limit", True)
+    assert (limit.kind, limit.transient) == ("rate_limited", True)
     down = from_agy_error({"error": "down", "errorCode": 503, "retryable": True}, 60)
     assert (down.kind, down.transient) == ("unavailable", True)
     refused = from_agy_error({"error": "down", "errorCode": 503, "retryable": False}, 60)
@@ -66,15 +66,15 @@ def test_agy_errors_are_classified_from_the_bridge_fields() -> None:
 
 def test_rpc_errors_are_classified_from_their_data() -> None:
     auth = from_rpc_error(RpcError(-32000, "agy is not signed in", {"details": "x"}), 60)
-    assert auth.kind == "auth" and not auth.transient
+    assert auth.kind == "not_signed_in" and not auth.transient
     crash = RpcError(-32603, "agy exited", {"exitCode": 2, "stderrTail": ["panic: nil map"]})
-    assert from_rpc_error(crash, 60).kind == "crash"
+    assert from_rpc_error(crash, 60).kind == "agy_crashed"
     agy_error = 'AGY_ERROR: {"error_code": 503, "status": "UNAVAILABLE", "retryable": true}'
     exited = RpcError(-32603, "agy exited", {"exitCode": 3, "stderrTail": ["error: x", agy_error]})
     found = from_rpc_error(exited, 60)
     assert (found.kind, found.transient) == ("unavailable", True)
     signed_out = RpcError(-32603, "agy exited", {"stderrTail": ["Error: please sign in"]})
-    assert from_rpc_error(signed_out, 60).kind == "auth"
+    assert from_rpc_error(signed_out, 60).kind == "not_signed_in"
     other = from_rpc_error(RpcError(-32603, "Internal error", {"details": "KeyError"}), 60)
     assert other.kind == "bridge_error" and "-32603" in other.message
 
@@ -173,7 +173,7 @@ def test_junit_keeps_failures_errors_and_skips_apart() -> None:
     failed = result("bad", status="failed")
     failed.failures = [Failure("expect.contains", "text containing 'PONG'", '"PING"')]
     broken = result("crash", status="error")
-    broken.error = Cause("crash", "agy exited (exit code 2)\x01", details={"exitCode": 2})
+    broken.error = Cause("agy_crashed", "agy exited (exit code 2)\x01", details={"exitCode": 2})
     skipped = CellResult(Cell(3, Case(name="s", prompts=("p",)), {}), "skipped", skip_reason="why")
     passed.record.transcript = ["> p", "agent: PONG"]
     root = ET.fromstring(reports.junit([passed, failed, broken, skipped], "m.toml", 4.0))
@@ -188,7 +188,7 @@ def test_junit_keeps_failures_errors_and_skips_apart() -> None:
     assert failure.attrib["message"] == "expected text containing 'PONG'; seen \"PING\""
     error = cases["crash"].find("error")
     assert error is not None and cases["crash"].find("failure") is None
-    assert error.attrib["type"] == "crash" and "exitCode: 2" in (error.text or "")
+    assert error.attrib["type"] == "agy_crashed" and "exitCode: 2" in (error.text or "")
     assert cases["s"].find("skipped") is not None
 
 

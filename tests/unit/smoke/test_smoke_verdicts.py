@@ -62,7 +62,7 @@ def test_a_turn_cut_short_is_never_end_turn() -> None:
         # The bridge's stall error (agybridge.session.output.silence_error).
         (
             RpcError(-32603, "agy printed nothing for 1 s", {"reason": "stall", "stderrTail": []}),
-            "stall",
+            "stall_timeout",
             False,
         ),
         (RpcError(-32603, "agy did not start", {"reason": "startup"}), "agy_start_timeout", True),
@@ -80,7 +80,19 @@ def test_a_turn_cut_short_is_never_end_turn() -> None:
         # Problem 5: a bad model (or mode, effort) is the setting's fault, not the bridge's.
         (
             RpcError(-32602, "invalid model selection", {"availableModels": ["x"]}),
-            "invalid_setting",
+            "invalid_model",
+            False,
+        ),
+        (RpcError(-32602, "no such mode", {}), "invalid_setting", False),
+        # agybridge names the cause itself: taken as it is, transient from the catalogue.
+        (
+            RpcError(-32043, "503", {"_meta": {"agybridge": {"cause": "unavailable"}}}),
+            "unavailable",
+            True,
+        ),
+        (
+            RpcError(-32040, "x", {"_meta": {"agybridge": {"cause": "agy_not_executable"}}}),
+            "agy_not_executable",
             False,
         ),
         (RpcError(-32603, "Internal error", {"details": "KeyError"}), "bridge_error", False),
@@ -153,23 +165,24 @@ def test_text_expectations_fill_placeholders() -> None:
     assert miss.expected == "text containing 'hello Bob'"
 
 
-def test_an_unclassified_bridge_error_is_named_by_the_bridge_stderr() -> None:
-    """An AGY_BIN that cannot be executed reaches the client as -32603 "Internal error";
-    the bridge's stderr has the AgyStartError, which names the cause."""
-    vague = from_rpc_error(RpcError(-32603, "Internal error", {"details": "ExceptionGroup"}), 60)
-    lines = [
-        "Traceback (most recent call last):",
-        "    | agybridge.session.errors.AgyStartError: could not start agy ('/x') in '/w': "
-        "Exec format error",
-    ]
-    found = causes.from_bridge_stderr(vague, lines)
-    assert (found.kind, found.message) == (
-        "agy_unusable",
-        "could not start agy ('/x') in '/w': Exec format error",
+def test_a_turn_cause_the_bridge_names_is_the_cell_cause() -> None:
+    """A prompt response's ``_meta.agybridge.cause`` (print timeout, interrupted,
+    quota...) is the cause, with the catalogue's transient flag; a quota that
+    resets later than the runner waits is not retried."""
+    timed_out = causes.from_response_meta({"agybridge": {"cause": "print_timeout"}}, 60)
+    assert timed_out is not None and (timed_out.kind, timed_out.transient) == (
+        "print_timeout",
+        False,
     )
-    assert causes.from_bridge_stderr(vague, ["unrelated"]) is vague
-    crash = Cause("crash", "agy exited")
-    assert causes.from_bridge_stderr(crash, lines) is crash
+    soon = {"agybridge": {"cause": "quota", "resetsIn": "30s"}}
+    later = {"agybridge": {"cause": "quota", "resetsIn": "100h23m59s"}}
+    found_soon, found_later = (causes.from_response_meta(m, 60) for m in (soon, later))
+    assert found_soon is not None and (found_soon.transient, found_soon.retry_after_s) == (
+        True,
+        30.0,
+    )
+    assert found_later is not None and found_later.transient is False
+    assert causes.from_response_meta({"usage": {}}, 60) is None
 
 
 async def test_a_cancelled_turn_nobody_asked_for_is_an_interruption(tmp_path: Path) -> None:
@@ -189,7 +202,7 @@ async def test_a_cancelled_turn_nobody_asked_for_is_an_interruption(tmp_path: Pa
     assert conversation._turn_cause(turn) is None
     quota = TurnRecord("p", sent_s=0.0, stop_reason="end_turn", agy_error={"errorCode": 429})
     limited = conversation._turn_cause(quota)
-    assert limited is not None and limited.kind == "rate_limit"
+    assert limited is not None and limited.kind == "rate_limited"
 
 
 def test_an_agy_error_known_only_by_its_words_is_classified_by_its_status() -> None:

@@ -81,7 +81,7 @@ CASES = [
             result(status="ERROR", error="Individual quota reached. Resets in 1h."),
         ],
         "⚠️ agy could not run this turn: Individual quota reached. Resets in 1h. "
-        "(quota resets at 2026-11-30T13:00:00Z)",
+        "(quota resets at 2026-11-30T13:00:00Z). Wait for the reset, or switch to another model.",
         OutcomeKind.AGY_ERROR,
     ),
     (

@@ -348,8 +348,15 @@ def test_quota_error_from_agy_error_line_and_result(samples_dir: Path) -> None:
         ],
     )
     assert shown_text(updates) == (
-        f"⚠️ agy could not run this turn: {error} (quota resets at 2026-12-07T11:51:03Z)"
+        f"⚠️ agy could not run this turn: {error} (quota resets at 2026-12-07T11:51:03Z). "
+        "Wait for the reset, or switch to another model."
     )
+    # The cause, with the reset, on the notice and the response (issue 26).
+    assert turn.response_meta()["agybridge"] == {
+        "cause": "quota",
+        "resetsIn": "167h51m3s",
+        "resetsAt": "2026-12-07T11:51:03Z",
+    }
     assert turn.outcome == TurnOutcome(OutcomeKind.AGY_ERROR, "ERROR", error)
     assert turn.response_meta()["agyError"] == {
         "error": error,
@@ -379,7 +386,10 @@ def test_non_quota_agy_error_keeps_its_details() -> None:
             result(status="ERROR", error="agent executor error: API key not valid"),
         ],
     )
-    assert shown_text(updates) == "⚠️ agy error: agent executor error: API key not valid"
+    assert shown_text(updates) == (
+        "⚠️ agy error: agent executor error: API key not valid. If retrying does not help, "
+        "run the prompt with `agy -p` in a terminal to see agy's whole error."
+    )
     assert turn.quota is None
     assert turn.response_meta()["agyError"] == {
         "shortError": "agent executor error: API key not valid",

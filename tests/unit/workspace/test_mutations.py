@@ -28,7 +28,7 @@ from agybridge.store import (
     SessionRecord,
     Store,
 )
-from agybridge.translate.diffs import unified
+from agybridge.translate.diffs import Side, Unknown, unified
 from agybridge.workspace.changes import Mutation
 from agybridge.workspace.mutations import MutationLog
 from agybridge.workspace.rollback import RollbackRefused, _put
@@ -202,7 +202,8 @@ def test_lines_are_split_at_newlines_only(before: list[str], after: list[str]) -
 
 
 def test_binary_sides_have_no_diff() -> None:
-    assert unified("/f", None, "x") == {"path": "/f", "binary": True, "diff": "", "hunks": []}
+    binary = unified("/f", Unknown.BINARY, "x")
+    assert binary == {"path": "/f", "binary": True, "diff": "", "hunks": []}
 
 
 async def test_diffs_are_computed_off_the_event_loop(
@@ -217,9 +218,9 @@ async def test_diffs_are_computed_off_the_event_loop(
     await agy_writes(log, 1, target, b"two\n")
     threads: list[int] = []
 
-    def recording(path: str, before: str | None, after: str | None) -> dict[str, Any]:
+    def recording(path: str, before: Side, after: Side, **flags: bool) -> dict[str, Any]:
         threads.append(threading.get_ident())
-        return unified(path, before, after)
+        return unified(path, before, after, **flags)
 
     monkeypatch.setattr(extensions, "unified", recording)
     session = cast(Any, SimpleNamespace(mutations=log))
