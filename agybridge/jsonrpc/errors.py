@@ -21,6 +21,22 @@ class ErrorCode(enum.IntEnum):
     REQUEST_CANCELLED = -32800
 
 
+#: The catalogue ids (agybridge/causes.py) of the errors this layer answers by
+#: itself, named in their ``data._meta.agybridge.cause`` like every other error
+#: answer (tests/unit/test_causes.py checks the catalogue has them).
+FRAMING_CAUSES = {
+    ErrorCode.PARSE_ERROR: "invalid_json",
+    ErrorCode.INVALID_REQUEST: "invalid_request",
+}
+
+
+def _naming_cause(code: ErrorCode, data: object) -> object:
+    if data is not None and not isinstance(data, dict):
+        return data
+    meta = {"agybridge": {"cause": FRAMING_CAUSES[code]}}
+    return {**(data or {}), "_meta": meta}
+
+
 class RpcError(Exception):
     """A JSON-RPC error: raised by handlers to answer one, raised to callers on receipt.
 
@@ -66,10 +82,11 @@ class RpcError(Exception):
 
     @classmethod
     def parse_error(cls, message: str = "Parse error", data: object = None) -> RpcError:
-        return cls(ErrorCode.PARSE_ERROR, message, data)
+        return cls(ErrorCode.PARSE_ERROR, message, _naming_cause(ErrorCode.PARSE_ERROR, data))
 
     @classmethod
     def invalid_request(cls, message: str = "Invalid request", data: object = None) -> RpcError:
+        data = _naming_cause(ErrorCode.INVALID_REQUEST, data)
         return cls(ErrorCode.INVALID_REQUEST, message, data)
 
     @classmethod

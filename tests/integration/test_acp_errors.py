@@ -78,6 +78,7 @@ async def test_garbage_line_is_parse_error_and_connection_survives(harness: Harn
             )
             assert parse_error["id"] is None
             assert error_of(parse_error)["code"] == -32700
+            assert error_of(parse_error)["data"]["_meta"]["agybridge"]["cause"] == "invalid_json"
             await ready_session(client)
         assert client.process.returncode == 0
         assert_clean(client)
@@ -142,6 +143,7 @@ async def test_batch_is_invalid_request(harness: Harness) -> None:
             await client.send_raw(json.dumps(batch).encode() + b"\n")
             answer = await client.wait_for(lambda: client.response_nowait(None), "the answer")
             assert error_of(answer)["code"] == -32600
+            assert error_of(answer)["data"]["_meta"]["agybridge"]["cause"] == "invalid_request"
             await ready_session(client)
             assert client.response_nowait(77) is None, "a request inside the batch was run"
         assert_clean(client)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from agybridge import causes
-from agybridge.jsonrpc import ErrorCode
+from agybridge.jsonrpc import ErrorCode, RpcError
+from agybridge.jsonrpc.errors import FRAMING_CAUSES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 BEGIN = "<!-- causes:begin -->"
@@ -131,3 +132,13 @@ def _write() -> None:
 if __name__ == "__main__":
     _write()
     sys.exit(0)
+
+
+def test_the_framing_layers_own_errors_name_catalogue_causes() -> None:
+    """jsonrpc answers parse errors and invalid requests itself (it sits below
+    the catalogue): the ids it names are catalogue rows with the same code."""
+    for code, cause_id in FRAMING_CAUSES.items():
+        assert causes.cause(cause_id).code == code
+    error = RpcError.parse_error(data={"details": "x"})
+    assert causes.cause_of(error.data) == "invalid_json"
+    assert isinstance(error.data, dict) and error.data["details"] == "x"

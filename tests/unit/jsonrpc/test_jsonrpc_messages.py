@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from agybridge.acp.text_check import find_bad_text
 from agybridge.jsonrpc import ErrorCode, RpcError, messages
+from agybridge.jsonrpc.errors import FRAMING_CAUSES
 from agybridge.jsonrpc.messages import (
     Invalid,
     Message,
@@ -345,9 +346,13 @@ CONSTRUCTORS: list[tuple[RpcError, int, str]] = [
 
 @pytest.mark.parametrize(("error", "code", "message"), CONSTRUCTORS)
 def test_named_constructors(error: RpcError, code: int, message: str) -> None:
-    """Each named constructor has its code and the standard message."""
-    assert (error.code, error.message, error.data) == (code, message, None)
-    assert error.to_wire() == {"code": code, "message": message}
+    """Each named constructor has its code and the standard message; the two
+    errors this layer answers by itself name their catalogue cause."""
+    cause = FRAMING_CAUSES.get(ErrorCode(code))
+    data = None if cause is None else {"_meta": {"agybridge": {"cause": cause}}}
+    assert (error.code, error.message, error.data) == (code, message, data)
+    wire = {"code": code, "message": message}
+    assert error.to_wire() == (wire if data is None else {**wire, "data": data})
 
 
 def test_to_wire_includes_data_only_when_set() -> None:

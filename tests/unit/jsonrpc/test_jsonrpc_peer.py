@@ -29,6 +29,7 @@ from agybridge.jsonrpc import (
     RequestContext,
     RpcError,
 )
+from agybridge.jsonrpc.errors import FRAMING_CAUSES
 from agybridge.lines import LineBuffer
 
 TIMEOUT_S = 10  # absolute bound per test: a hang fails instead of blocking the suite
@@ -165,6 +166,12 @@ def rpc_error(code: int, request_id: Any = None, **error: Any) -> dict[str, Any]
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, **error}}
 
 
+def framing_error(code: int, request_id: Any = None, **data: Any) -> dict[str, Any]:
+    """An error this layer answers by itself: its data names its catalogue cause."""
+    cause = {"_meta": {"agybridge": {"cause": FRAMING_CAUSES[ErrorCode(code)]}}}
+    return rpc_error(code, request_id, data={**data, **cause})
+
+
 def strip_message(response: dict[str, Any]) -> dict[str, Any]:
     """The response with error.message removed (compared separately, by substring)."""
     response = json.loads(json.dumps(response))
@@ -176,17 +183,27 @@ def strip_message(response: dict[str, Any]) -> dict[str, Any]:
 
 # (name, raw line, expected response without error.message, substring of error.message)
 ERROR_CASES: list[tuple[str, bytes, dict[str, Any], str]] = [
-    ("garbage", b"{not json", rpc_error(-32700, data={"details": ANY}), "Parse error"),
-    ("invalid UTF-8", b"\xff\xfe{}", rpc_error(-32700, data={"details": ANY}), "Parse error"),
-    ("batch", b'[{"jsonrpc":"2.0","id":1,"method":"echo"}]', rpc_error(-32600), "batch"),
-    ("not an object", b'"hi"', rpc_error(-32600), "must be an object"),
-    ("bad version", b'{"jsonrpc":"1.0","id":5,"method":"echo"}', rpc_error(-32600, 5), '"jsonrpc"'),
-    ("no version", b'{"id":5,"method":"echo"}', rpc_error(-32600, 5), '"jsonrpc"'),
-    ("method not a string", b'{"jsonrpc":"2.0","id":5,"method":1}', rpc_error(-32600, 5), "method"),
+    ("garbage", b"{not json", framing_error(-32700, details=ANY), "Parse error"),
+    ("invalid UTF-8", b"\xff\xfe{}", framing_error(-32700, details=ANY), "Parse error"),
+    ("batch", b'[{"jsonrpc":"2.0","id":1,"method":"echo"}]', framing_error(-32600), "batch"),
+    ("not an object", b'"hi"', framing_error(-32600), "must be an object"),
+    (
+        "bad version",
+        b'{"jsonrpc":"1.0","id":5,"method":"echo"}',
+        framing_error(-32600, 5),
+        '"jsonrpc"',
+    ),
+    ("no version", b'{"id":5,"method":"echo"}', framing_error(-32600, 5), '"jsonrpc"'),
+    (
+        "method not a string",
+        b'{"jsonrpc":"2.0","id":5,"method":1}',
+        framing_error(-32600, 5),
+        "method",
+    ),
     (
         "oversized line",
         b'{"x":"' + b"y" * 5000 + b'"}',
-        rpc_error(-32600, data={"limitBytes": 1024}),
+        framing_error(-32600, limitBytes=1024),
         "1024 bytes",
     ),
     (
@@ -454,7 +471,7 @@ async def test_duplicate_in_flight_id_is_rejected() -> None:
             handler.release.set()
             await client.close()
             rest = await client.receive_until_eof()
-    assert strip_message(rejection) == rpc_error(-32600, 3)
+    assert strip_message(rejection) == framing_error(-32600, 3)
     assert rest == [{"jsonrpc": "2.0", "id": 3, "result": "released"}]
 
 
