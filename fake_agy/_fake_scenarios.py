@@ -949,22 +949,28 @@ def gated_command(turn: Turn) -> int | None:
 
 
 def image_out(turn: Turn) -> int | None:
-    """``generate_image`` writing a real 1x1 PNG: ``[fake-agy:image-out] [outside] [not-image]``.
+    """``generate_image`` writing a real 1x1 PNG:
+    ``[fake-agy:image-out] [outside | other-conversation] [not-image]``.
 
     Default: the file goes into the workspace (what a bridge can show) and the reply names
     it relatively. ``outside``: into ``<state dir>/brain/<conversation>/``, where real agy
     puts generated images (hooks-and-tools.md §B2; contract.md §7), outside every
-    ``--add-dir`` root; the reply then names the absolute path. ``not-image``: the ``.png``
-    holds text. Stream ``parameters`` of generate_image were never captured: the fake sends
+    ``--add-dir`` root; the reply then names the absolute path. ``other-conversation``:
+    into the ``brain/`` folder of another conversation (a path a model could name from an
+    earlier conversation), named absolutely. ``not-image``: the ``.png`` holds text. Stream
+    ``parameters`` of generate_image were never captured: the fake sends
     ``ImageName`` (a documented argument); the ``output`` wording is invented.
     """
     turn.user_input()
     root = _workspace(turn)
     args = directive_args(turn.prompt)
     directory = root
-    if "outside" in args:
+    if "outside" in args or "other-conversation" in args:
         state = turn.session.state_root or Path(os.getcwd())
-        directory = state / "brain" / turn.session.conversation_id
+        conversation = turn.session.conversation_id
+        if "other-conversation" in args:
+            conversation = str(uuid.uuid5(uuid.NAMESPACE_URL, conversation))
+        directory = state / "brain" / conversation
     path = directory / f"{IMAGE_NAME}.png"
     step = ToolStep(
         turn,

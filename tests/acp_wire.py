@@ -412,10 +412,17 @@ def _kill(process_lines: Iterable[str]) -> None:
 # --------------------------------------------------------------------------- bridge
 
 
+def agy_state_dir(tmp_path: Path) -> Path:
+    """The fake agy's state root: where real agy keeps it below the bridge's ``HOME``
+    (``~/.gemini/antigravity-cli``, contract.md §7), so that the bridge finds a
+    conversation's ``brain/<id>/`` folder where it looks for real agy's."""
+    return tmp_path / "home" / ".gemini" / "antigravity-cli"
+
+
 def bridge_env(tmp_path: Path, marker: str, scenario: str = "echo", **extra: str) -> dict[str, str]:
     """A clean environment for one bridge + fake agy, everything under ``tmp_path``."""
     home = tmp_path / "home"
-    state = tmp_path / "agy-state"
+    state = agy_state_dir(tmp_path)
     for directory in (home, state):
         directory.mkdir(parents=True, exist_ok=True)
     env = {
