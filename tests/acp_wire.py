@@ -495,6 +495,10 @@ class RawClient:
         #: optionId to answer permission requests with (None: answer "cancelled";
         #: "hold": do not answer, the test does).
         self.permission_choice: str | None = "allow_once"
+        #: elicitation/create requests the bridge sent, in order, and the result to
+        #: answer them with (None: do not answer, the test does).
+        self.elicitation_requests: list[dict[str, Any]] = []
+        self.elicitation_result: dict[str, Any] | None = {"action": "cancel"}
 
     # -- sending
 
@@ -628,7 +632,8 @@ class RawClient:
 
     # -- convenience
 
-    async def initialize(self) -> dict[str, Any]:
+    async def initialize(self, **capabilities: Any) -> dict[str, Any]:
+        """``capabilities``: more ``clientCapabilities`` (``elicitation={"form": {}}``)."""
         response = await self.request(
             "initialize",
             {
@@ -636,6 +641,7 @@ class RawClient:
                 "clientCapabilities": {
                     "fs": {"readTextFile": False, "writeTextFile": False},
                     "terminal": False,
+                    **capabilities,
                 },
                 "clientInfo": {"name": "agybridge-raw-test-client", "version": "0"},
             },
@@ -675,11 +681,25 @@ class RawClient:
                     self.permission_requests.append(message)
                     if self.permission_choice != "hold":
                         await self.answer_permission(message, self.permission_choice)
+                elif (
+                    isinstance(message, dict)
+                    and message.get("method") == "elicitation/create"
+                    and "id" in message
+                    and not any(message is r for r in self.elicitation_requests[-1:])
+                ):
+                    self.elicitation_requests.append(message)
+                    if self.elicitation_result is not None:
+                        await self.answer(message, self.elicitation_result)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             self.eof = True
             self._wake()
+
+    async def answer(self, request: dict[str, Any], result: dict[str, Any]) -> None:
+        """Answer a request of the bridge with ``result``."""
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.send({"jsonrpc": "2.0", "id": request["id"], "result": result})
 
     async def answer_permission(self, request: dict[str, Any], option_id: str | None) -> None:
         """Answer a permission request: an option id, or None for "cancelled"."""

@@ -315,6 +315,19 @@ class ToolCallTracker:
             fields["meta"] = {"terminal_info": {"terminal_id": call.terminal_id, "cwd": self.cwd}}
         return call.call_id, [models.ToolCall(**fields)], request
 
+    def finish_question(self, step_index: int, answer: str) -> list[models.SessionUpdate]:
+        """agy's question on this step was put to the user: its card is done,
+        showing the answer (agy's own end of the step, a hook denial, is not news)."""
+        call = self.calls.get(step_index)
+        if call is None or call.finished:
+            return []
+        call.finished, call.status = True, "completed"
+        return [
+            models.ToolCallUpdate(
+                tool_call_id=call.call_id, status="completed", content=[text_content(answer)]
+            )
+        ]
+
     def mark_gated(self, step_index: int) -> None:
         """The hook gate decided this step without asking the user."""
         call = self.calls.get(step_index)
