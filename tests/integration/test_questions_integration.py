@@ -160,3 +160,24 @@ async def test_free_text_question_without_forms_is_left_to_agy(harness: Harness)
             )
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_cancel_while_a_question_is_open(harness: Harness) -> None:
+    """session/cancel with the form open: the turn answers cancelled, the hook is denied
+    at once (like a pending permission), nothing is left running."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            client.elicitation_result = None  # the test answers
+            await client.initialize(elicitation=FORMS)
+            session_id = await client.new_session()
+            request_id = await client.start_prompt(session_id, "[fake-agy:ask-question]")
+            await client.wait_for(lambda: client.elicitation_requests or None, "the form")
+            await client.notify("session/cancel", {"sessionId": session_id})
+            response = await client.response(request_id)
+            assert response["result"]["stopReason"] == "cancelled"
+            await client.answer(client.elicitation_requests[0], {"action": "cancel"})
+        log = (harness.tmp_path / "agybridge.log").read_text()
+        assert "denied 1 pending permission request(s): the user cancelled the turn" in log
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
