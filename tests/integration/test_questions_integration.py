@@ -79,12 +79,14 @@ async def test_question_as_an_elicitation(harness: Harness) -> None:
     assert validator.problems == []
 
 
-async def test_question_as_a_permission(harness: Harness) -> None:
+@pytest.mark.parametrize("mode", ["ask", "safe", "autonomous"])
+async def test_question_as_a_permission(harness: Harness, mode: str) -> None:
     """Without the capability: session/request_permission whose options are the answers
-    (and one not to answer); the chosen answer reaches agy."""
+    (and one not to answer); the chosen answer reaches agy. Not a permission: asked in
+    the ungated modes too, where the hook only observes."""
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge(validator=validator) as client:
+        async with harness.open_bridge(validator=validator, AGYBRIDGE_MODE=mode) as client:
             client.permission_choice = "option2"
             session_id = await ask(client)
             assert client.elicitation_requests == []
