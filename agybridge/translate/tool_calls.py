@@ -35,11 +35,14 @@ class Observation:
     """What the session read from disk for one event (the mapper does no I/O).
 
     ``files`` maps an absolute path to its text (None: the file does not
-    exist); ``images`` maps a path named in the output to a verified image.
+    exist); ``images`` maps a path named in the output to a verified image;
+    ``refused`` maps one the user is told about (another agy conversation's
+    folder) to why it is not shown.
     """
 
     files: Mapping[str, str | None] = attrs.Factory(dict)
     images: Mapping[str, ImageData] = attrs.Factory(dict)
+    refused: Mapping[str, str] = attrs.Factory(dict)
 
 
 NO_OBSERVATION = Observation()
@@ -228,6 +231,7 @@ class ToolCallTracker:
                     models.ImageContent(data=image.data, mime_type=image.mime_type)
                 )
             )
+        content += [text_content(f"Image {p} not shown: {why}.") for p, why in seen.refused.items()]
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="completed",

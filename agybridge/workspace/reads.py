@@ -78,22 +78,28 @@ class ImageScope:
 
 def read_image(path: str, scope: ImageScope) -> ImageData | None:
     """The image at ``path`` if it is safe to inline (blocking I/O)."""
+    return inspect_image(path, scope)[0]
+
+
+def inspect_image(path: str, scope: ImageScope) -> tuple[ImageData | None, str | None]:
+    """:func:`read_image`, and why it is not shown when the user should be told
+    (a refusal worth a warning: another agy conversation's folder)."""
     real = os.path.realpath(path)
     refusal = scope.refusal(real)
     if refusal is not None:
         level, why = refusal
         logger.log(level, "image %s (resolved: %s) not shown: %s", path, real, why)
-        return None
+        return None, why if level >= logging.WARNING else None
     try:
         data = _read_regular(real, MAX_INLINE_IMAGE_BYTES)
     except (OSError, ValueError):
-        return None
+        return None, None
     if not data or len(data) > MAX_INLINE_IMAGE_BYTES:
-        return None
+        return None, None
     mime = sniff_image_type(data)
     if mime is None:
-        return None
-    return ImageData(mime_type=mime, data=base64.b64encode(data).decode("ascii"))
+        return None, None
+    return ImageData(mime_type=mime, data=base64.b64encode(data).decode("ascii")), None
 
 
 MAX_DIFF_FILE_BYTES = 1 * 2**20  # 1 MiB: larger files get no diff
@@ -146,12 +152,14 @@ def observe(files: Sequence[str], images: Sequence[str], scope: ImageScope) -> O
             texts[path] = read_text_file(path)
         except ValueError:
             continue  # unknown content: no diff rather than a wrong one
-    found = {}
+    found, refused = {}, {}
     for path in images:
-        image = read_image(path, scope)
+        image, why = inspect_image(path, scope)
         if image is not None:
             found[path] = image
-    return Observation(files=texts, images=found)
+        elif why is not None:
+            refused[path] = why
+    return Observation(files=texts, images=found, refused=refused)
 
 
 def snapshot_edit_target(event: object) -> dict[str, str | None] | None:

@@ -395,9 +395,14 @@ async def test_unsafe_image_is_not_inlined(harness: Harness, ws: Path, variant: 
         assert images_in(updates) == []
         assert f"{IMAGE_NAME}.png" in message_text(updates)
         assert_clean(client)
+    why = "not shown: it is in another agy conversation's folder"
     if variant == "other-conversation":
         log = (harness.tmp_path / "agybridge.log").read_text()
-        assert "not shown: it is in another agy conversation's folder" in log
+        assert why in log
+    # The image's card says why too (only for another conversation's folder).
+    [call] = [u for u in of_kind(updates, "tool_call_update") if u.get("status") == "completed"]
+    notes = [c["content"]["text"] for c in call.get("content") or [] if c["type"] == "content"]
+    assert any(why in note for note in notes) == (variant == "other-conversation")
     await harness.assert_no_leftovers()
 
 

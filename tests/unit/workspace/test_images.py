@@ -213,6 +213,20 @@ def test_read_image_from_another_conversations_folder_refused(
     assert read_image(str(own / "pic.png"), unknown) is None
 
 
+def test_observe_tells_why_another_conversations_image_is_not_shown(
+    tmp_path: Path, root: Path
+) -> None:
+    """Only a refusal worth telling the user (another conversation's folder) is kept."""
+    brain, own, other = _brain(tmp_path)
+    (tmp_path / "loose.png").write_bytes(PNG)
+    scope = ImageScope([str(root)], conversation=str(own), brain=str(brain))
+    paths = [str(own / "pic.png"), str(other / "pic.png"), str(tmp_path / "loose.png")]
+    seen = observe([], paths, scope)
+    assert list(seen.images) == [paths[0]]
+    assert list(seen.refused) == [paths[1]]
+    assert seen.refused[paths[1]].startswith("it is in another agy conversation's folder")
+
+
 def test_image_scope_says_why(tmp_path: Path, root: Path) -> None:
     """Outside every root and every conversation folder: refused, at info level."""
     brain, own, _ = _brain(tmp_path)
