@@ -451,43 +451,51 @@ class ToolStep:
             raise SoftDenied
 
     def _run_hook(self, hook: Hook, action: Action) -> Verdict:
-        session = self.turn.session
-        handler_id = hook.handler_id(action)
-        payload = pre_tool_use_payload(
-            tool=self.name,
-            args=self.args,
-            step_index=self.index,
-            conversation_id=session.conversation_id,
-            workspace_paths=session.workspace_paths,
-            model_name=session.model_name,
-            state_root=session.state_root or Path(tempfile.gettempdir()),
-        )
-        run = run_handler(
-            action.handler.command,
-            dumps(payload).encode(),
-            cwd=hook.cwd,
-            env={**os.environ, "ANTIGRAVITY_CONVERSATION_ID": session.conversation_id},
-            timeout_s=action.handler.timeout_s,
-            interrupts=session.interrupts,
-            turn_deadline=self.turn.deadline,
-        )
-        if run.turn_deadline:
-            raise PrintTimeout
-        skip = session.permission_mode == "always-proceed"
-        verdict = verdict_of(handler_id, run, skip_permissions=skip)
-        session.log.record(
-            {
-                "hook": {
-                    "id": handler_id,
-                    "tool": self.name,
-                    "step_index": self.index,
-                    "pid": run.pid,
-                    "returncode": run.returncode,
-                    "verdict": verdict.kind,
-                }
+        return run_hook(self.turn, hook, action, tool=self.name, args=self.args, index=self.index)
+
+
+def run_hook(
+    turn: Turn, hook: Hook, action: Action, *, tool: str, args: JsonObject, index: int
+) -> Verdict:
+    """Run one PreToolUse handler for a call of ``tool`` on step ``index`` (§A3-§A5)."""
+    session = turn.session
+    handler_id = hook.handler_id(action)
+    payload = pre_tool_use_payload(
+        tool=tool,
+        args=args,
+        step_index=index,
+        conversation_id=session.conversation_id,
+        workspace_paths=session.workspace_paths,
+        model_name=session.model_name,
+        state_root=session.state_root or Path(tempfile.gettempdir()),
+    )
+    run = run_handler(
+        action.handler.command,
+        dumps(payload).encode(),
+        cwd=hook.cwd,
+        env={**os.environ, "ANTIGRAVITY_CONVERSATION_ID": session.conversation_id},
+        timeout_s=action.handler.timeout_s,
+        interrupts=session.interrupts,
+        turn_deadline=turn.deadline,
+    )
+    if run.turn_deadline:
+        raise PrintTimeout
+    skip = session.permission_mode == "always-proceed"
+    verdict = verdict_of(handler_id, run, skip_permissions=skip)
+    session.log.record(
+        {
+            "hook": {
+                "id": handler_id,
+                "tool": tool,
+                "step_index": index,
+                "pid": run.pid,
+                "returncode": run.returncode,
+                "verdict": verdict.kind,
+                "reason": verdict.reason,
             }
-        )
-        return verdict
+        }
+    )
+    return verdict
 
 
 def _command_args(turn: Turn, command: str) -> JsonObject:
@@ -949,22 +957,28 @@ def gated_command(turn: Turn) -> int | None:
 
 
 def image_out(turn: Turn) -> int | None:
-    """``generate_image`` writing a real 1x1 PNG: ``[fake-agy:image-out] [outside] [not-image]``.
+    """``generate_image`` writing a real 1x1 PNG:
+    ``[fake-agy:image-out] [outside | other-conversation] [not-image]``.
 
     Default: the file goes into the workspace (what a bridge can show) and the reply names
     it relatively. ``outside``: into ``<state dir>/brain/<conversation>/``, where real agy
     puts generated images (hooks-and-tools.md §B2; contract.md §7), outside every
-    ``--add-dir`` root; the reply then names the absolute path. ``not-image``: the ``.png``
-    holds text. Stream ``parameters`` of generate_image were never captured: the fake sends
+    ``--add-dir`` root; the reply then names the absolute path. ``other-conversation``:
+    into the ``brain/`` folder of another conversation (a path a model could name from an
+    earlier conversation), named absolutely. ``not-image``: the ``.png`` holds text. Stream
+    ``parameters`` of generate_image were never captured: the fake sends
     ``ImageName`` (a documented argument); the ``output`` wording is invented.
     """
     turn.user_input()
     root = _workspace(turn)
     args = directive_args(turn.prompt)
     directory = root
-    if "outside" in args:
+    if "outside" in args or "other-conversation" in args:
         state = turn.session.state_root or Path(os.getcwd())
-        directory = state / "brain" / turn.session.conversation_id
+        conversation = turn.session.conversation_id
+        if "other-conversation" in args:
+            conversation = str(uuid.uuid5(uuid.NAMESPACE_URL, conversation))
+        directory = state / "brain" / conversation
     path = directory / f"{IMAGE_NAME}.png"
     step = ToolStep(
         turn,
@@ -978,6 +992,66 @@ def image_out(turn: Turn) -> int | None:
     path.write_bytes(NOT_AN_IMAGE if "not-image" in args else tiny_png())
     step.done(f"Generated image {IMAGE_NAME} saved to {path}")
     _reply_text(turn, f"Here is the image: {_shown(path, root)}")
+    turn.finish()
+    return None
+
+
+#: ``ask-question``: the question, its options and agy's own reply when nobody answers
+#: (samples/untether-1.3.1-ask-question-nohook, verbatim).
+QUESTION = "Which colour do you prefer?"
+QUESTION_OPTIONS = ("red", "green", "blue")
+SECOND_QUESTION = "Which shade?"
+SECOND_OPTIONS = ("light", "dark")
+QUESTION_SKIPPED_REPLY = (
+    "You skipped selecting an option. If you meant to choose one, please let me know "
+    "whether you prefer red, green, or blue!"
+)
+#: What the model replies after reading the tool's error (wording invented).
+QUESTION_ANSWERED_PREFIX = "The question tool said: "
+
+
+def ask_question(turn: Turn) -> int | None:
+    """agy asks the user: ``[fake-agy:ask-question] [multi] [free] [two]``.
+
+    The arguments are the tool's (hooks-and-tools.md §B2): ``questions[{question,
+    options, is_multi_select}]``; ``multi`` makes the question multi-select, ``free``
+    drops its options, ``two`` adds a second question. Headless agy settles a question
+    itself: with no hook, or a hook that allows, the call shows only as one
+    ``step_type:"unknown"`` DONE step and the model replies as if the user had skipped it
+    (samples/untether-1.3.1-ask-question-nohook: the same steps and reply). PreToolUse
+    hooks see the call before it runs, as every tool's ([KG-R]: a hook gate receives
+    ask_question calls and auto-allows them by default); a hook that denies hands the
+    model its reason as the tool's error ``tool call denied by pre-tool hook: <reason>``
+    (§A4, §A6), and the reply restates what the model read, so a test sees what agy
+    received. Never captured: the stream of a hook-denied ask_question (the fake keeps
+    the captured ``unknown`` DONE step) and how a real model words its reply.
+    """
+    turn.user_input()
+    args = directive_args(turn.prompt)
+    first: JsonObject = {
+        "question": QUESTION,
+        "options": [] if "free" in args else list(QUESTION_OPTIONS),
+        "is_multi_select": "multi" in args,
+    }
+    questions = [first]
+    if "two" in args:
+        questions.append(
+            {"question": SECOND_QUESTION, "options": list(SECOND_OPTIONS), "is_multi_select": False}
+        )
+    # The model's step that decides to ask: thinking only, usage but no text (as captured).
+    turn.response().done(None, usage=reply_usage(turn, ""))
+    index = turn.session.take_step_index()
+    tool_args: JsonObject = {"questions": questions}
+    blocked: Verdict | None = None
+    for hook, action in turn.session.hooks.pre_tool_use("ask_question"):
+        verdict = run_hook(turn, hook, action, tool="ask_question", args=tool_args, index=index)
+        if blocked is None and not verdict.allowed:
+            blocked = verdict
+    turn.step("unknown", "DONE", index=index, timed=True)
+    if blocked is None:
+        _reply_text(turn, QUESTION_SKIPPED_REPLY)
+    else:
+        _reply_text(turn, QUESTION_ANSWERED_PREFIX + blocked.message)
     turn.finish()
     return None
 
@@ -1240,6 +1314,7 @@ SCENARIOS: dict[str, Scenario] = {
     "permission-tool": permission_tool,
     "gated-command": gated_command,
     "image-out": image_out,
+    "ask-question": ask_question,
     "schema": schema,
     "unknown-events": unknown_events,
     "big-output": big_output,

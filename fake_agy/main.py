@@ -63,7 +63,10 @@ Knobs (environment)
                              for permission tests permission-tool (run_command, then
                              write_to_file and view_file of one workspace file; a hook-blocked
                              step does not stop the turn), gated-command (one run_command
-                             of the rest of the prompt, gated but never run).
+                             of the rest of the prompt, gated but never run), ask-question
+                             (agy's ask_question, ``[multi] [free] [two]``: settled by agy
+                             itself unless a PreToolUse hook denies it, whose reason the
+                             reply restates).
                              ``unavailable`` as the first item fails at startup. Words after
                              a directive are the scenario's arguments:
                              ``[fake-agy:edit] PATH...`` (files to change, relative to the

@@ -412,10 +412,17 @@ def _kill(process_lines: Iterable[str]) -> None:
 # --------------------------------------------------------------------------- bridge
 
 
+def agy_state_dir(tmp_path: Path) -> Path:
+    """The fake agy's state root: where real agy keeps it below the bridge's ``HOME``
+    (``~/.gemini/antigravity-cli``, contract.md §7), so that the bridge finds a
+    conversation's ``brain/<id>/`` folder where it looks for real agy's."""
+    return tmp_path / "home" / ".gemini" / "antigravity-cli"
+
+
 def bridge_env(tmp_path: Path, marker: str, scenario: str = "echo", **extra: str) -> dict[str, str]:
     """A clean environment for one bridge + fake agy, everything under ``tmp_path``."""
     home = tmp_path / "home"
-    state = tmp_path / "agy-state"
+    state = agy_state_dir(tmp_path)
     for directory in (home, state):
         directory.mkdir(parents=True, exist_ok=True)
     env = {
@@ -488,6 +495,10 @@ class RawClient:
         #: optionId to answer permission requests with (None: answer "cancelled";
         #: "hold": do not answer, the test does).
         self.permission_choice: str | None = "allow_once"
+        #: elicitation/create requests the bridge sent, in order, and the result to
+        #: answer them with (None: do not answer, the test does).
+        self.elicitation_requests: list[dict[str, Any]] = []
+        self.elicitation_result: dict[str, Any] | None = {"action": "cancel"}
 
     # -- sending
 
@@ -621,7 +632,8 @@ class RawClient:
 
     # -- convenience
 
-    async def initialize(self) -> dict[str, Any]:
+    async def initialize(self, **capabilities: Any) -> dict[str, Any]:
+        """``capabilities``: more ``clientCapabilities`` (``elicitation={"form": {}}``)."""
         response = await self.request(
             "initialize",
             {
@@ -629,6 +641,7 @@ class RawClient:
                 "clientCapabilities": {
                     "fs": {"readTextFile": False, "writeTextFile": False},
                     "terminal": False,
+                    **capabilities,
                 },
                 "clientInfo": {"name": "agybridge-raw-test-client", "version": "0"},
             },
@@ -668,11 +681,25 @@ class RawClient:
                     self.permission_requests.append(message)
                     if self.permission_choice != "hold":
                         await self.answer_permission(message, self.permission_choice)
+                elif (
+                    isinstance(message, dict)
+                    and message.get("method") == "elicitation/create"
+                    and "id" in message
+                    and not any(message is r for r in self.elicitation_requests[-1:])
+                ):
+                    self.elicitation_requests.append(message)
+                    if self.elicitation_result is not None:
+                        await self.answer(message, self.elicitation_result)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             self.eof = True
             self._wake()
+
+    async def answer(self, request: dict[str, Any], result: dict[str, Any]) -> None:
+        """Answer a request of the bridge with ``result``."""
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.send({"jsonrpc": "2.0", "id": request["id"], "result": result})
 
     async def answer_permission(self, request: dict[str, Any], option_id: str | None) -> None:
         """Answer a permission request: an option id, or None for "cancelled"."""

@@ -35,7 +35,15 @@ class ClientCapabilities:
     terminal: bool = False
     #: ``AuthCapabilities``: ``{"terminal": true}`` allows terminal auth methods.
     auth: dict[str, Any] | None = None
+    #: ``ElicitationCapabilities``: ``{"form": {}}`` allows ``elicitation/create`` forms.
+    elicitation: dict[str, Any] | None = None
     meta: Meta | None = None
+
+    @property
+    def elicits_forms(self) -> bool:
+        """The client takes form ``elicitation/create`` (``form`` present and an
+        object: null or absent advertises nothing)."""
+        return isinstance(self.elicitation, dict) and isinstance(self.elicitation.get("form"), dict)
 
 
 @attrs.frozen

@@ -35,6 +35,7 @@ from .shutdown import RESPONSE_FLUSH_S, ShutdownClient, shut_down, stop_budget_s
 if TYPE_CHECKING:
     from ..config import Settings
     from ..session import Session
+    from ..session.deps import Phrase
     from ..store import AsyncStore
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,12 @@ class Host:
         self.catalog = CatalogService()
         self.manager = SessionManager(
             session_deps(
-                settings, store, self.catalog, self.ask_client, many_clients=not single_client
+                settings,
+                store,
+                self.catalog,
+                self.ask_client,
+                ask_question=self.ask_question,
+                many_clients=not single_client,
             )
         )
         #: What the bridge knows about agy's sign-in (shared by every client).
@@ -230,6 +236,15 @@ class Host:
         """A session's question, to the client attached to that session; while
         none is, it waits for one (the hook's timeout bounds the wait)."""
         session_id = params.get("sessionId") if isinstance(params, dict) else None
+        asked = await self.ask_question(session_id, lambda _capabilities: (method, params))
+        assert asked is not None  # the phrase always asks
+        return asked[1]
+
+    async def ask_question(self, session_id: Any, phrase: Phrase) -> tuple[str, Any] | None:
+        """Ask the client attached to the session what ``phrase`` makes of that
+        client's capabilities (its method and params): phrased again for each
+        client the question goes to. Returns the method sent and the answer;
+        None when ``phrase`` had nothing to ask that client."""
         session = self.manager.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             raise RpcError(-32603, f"no live session {session_id!r} to ask about")
@@ -240,17 +255,21 @@ class Host:
                 connection = self.connection_of(session)
                 if connection is None or connection.peer.receive_closed:
                     if self.single_client:  # no other client will come
-                        raise PeerClosedError(f"cannot send {method!r}: the client has left")
+                        raise PeerClosedError("cannot ask the client a question: it has left")
                     # The client is going away: wait for the next one.
                     if session.outlet.client is client:
                         session.outlet.detach()
                     continue
+                phrased = phrase(connection.agent.client_capabilities)
+                if phrased is None:
+                    return None
+                method, params = phrased
                 # A client that another one took the session from is not
                 # asked any more: the question is withdrawn ($/cancel_request)
                 # and asked of the client that drives the session now.
                 with session.outlet.while_attached(client):
                     try:
-                        return await connection.peer.request(method, params)
+                        return method, await connection.peer.request(method, params)
                     except PeerClosedError:
                         if session.outlet.client is client:
                             session.outlet.detach()

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..agent.auth import SignInState
     from ..config import Settings
     from ..session.catalog import CatalogService
-    from ..session.deps import AskClient
+    from ..session.deps import AskClient, AskQuestion
     from ..store import AsyncStore, LegacyPaths
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ def session_deps(
     catalog: CatalogService,
     ask_client: AskClient,
     *,
+    ask_question: AskQuestion | None = None,
     many_clients: bool = False,
 ) -> SessionDeps:
     """What every session of this bridge (or daemon: ``many_clients``) shares."""
@@ -49,6 +50,7 @@ def session_deps(
         staging_base=settings.staging_dir,
         keep_staging=settings.keep_staging,
         ask_client=ask_client,
+        ask_question=ask_question,
         timeouts=settings.timeouts,
         many_clients=many_clients,
     )

@@ -8,15 +8,28 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..acp.models import ClientCapabilities, SessionUpdate
 from .config import Catalog
 
 if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy start-up)
     from ..agy import EscalationPolicy
     from ..agy.binary import AgyRuns
     from ..store import AsyncStore
+    from ..translate.mapper import TurnMapper
 
 #: Asks the client something (``session/request_permission``): (method, params).
 AskClient = Callable[[str, Any], Awaitable[Any]]
+#: What to ask the client about to be asked, from its capabilities: (method,
+#: params), or None when that client cannot be asked this.
+Phrase = Callable[[ClientCapabilities], tuple[str, Any] | None]
+#: Asks the session's client a question phrased for it: (session id, phrase)
+#: -> (the method sent, the answer), or None when nothing was sent.
+AskQuestion = Callable[[str, Phrase], Awaitable[tuple[str, Any] | None]]
+#: Runs ``work`` on the running turn's mapper inside the session's loop and
+#: sends the updates it returns, so the turn's state has one writer and
+#: nothing is sent for a turn that has been answered; False without a turn.
+TurnWork = Callable[["TurnMapper"], list["SessionUpdate"]]
+InTurn = Callable[[TurnWork], Awaitable[bool]]
 
 #: AGYBRIDGE_STARTUP_TIMEOUT_S, AGYBRIDGE_STALL_NOTICE_S, AGYBRIDGE_STALL_TIMEOUT_S.
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
@@ -51,6 +64,8 @@ class SessionDeps:
     keep_staging: bool = False
     #: None: no client to ask, so no permission gate (tests).
     ask_client: AskClient | None = None
+    #: None: agy's questions are not put to the client (agy settles them itself).
+    ask_question: AskQuestion | None = None
     timeouts: Timeouts = attrs.Factory(Timeouts)
     #: Clients come and go and may take a session from each other (the daemon);
     #: a stdio bridge has one client for its whole life.

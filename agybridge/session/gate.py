@@ -25,7 +25,6 @@ request at once.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -34,9 +33,8 @@ import attrs
 import trio
 
 from ..acp import codec, models
-from ..agy.signin import ProbeResult, SignIn, run_probe
+from ..agy.signin import SignIn
 from ..permissions import (
-    HOOK_NAME,
     Assessment,
     Broker,
     Decision,
@@ -49,8 +47,12 @@ from ..permissions import (
 )
 from ..translate.mapper import TurnMapper
 from ..translate.proposals import proposed_diff
+from ..translate.questions import QUESTION_TOOL, chosen_option
 from ..translate.tools import edit_target
 from ..workspace.reads import read_text_file
+from .deps import AskQuestion, InTurn, TurnWork
+from .hooks_check import check_hooks_loaded
+from .questions import QuestionDesk
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +83,6 @@ CANCELLED_REASON = "the user cancelled the turn"
 
 AskClient = Callable[[str, Any], Awaitable[Any]]
 SendUpdate = Callable[[models.SessionUpdate], Awaitable[None]]
-#: Runs ``work`` on the running turn's mapper inside the session's loop and
-#: sends the updates it returns, so the turn's state has one writer and
-#: nothing is sent for a turn that has been answered; False without a turn.
-TurnWork = Callable[[TurnMapper], list[models.SessionUpdate]]
-InTurn = Callable[[TurnWork], Awaitable[bool]]
 #: Told (step index, file) before an edit step is let through.
 NoteWrite = Callable[[int, str], Awaitable[None]]
 
@@ -103,6 +100,7 @@ class Gate:
         send_update: SendUpdate,
         in_turn: InTurn,
         note_write: NoteWrite | None = None,
+        ask_question: AskQuestion | None = None,
         hook_timeout_s: int = 600,
         verify_timeout_s: float = VERIFY_TIMEOUT_S,
     ) -> None:
@@ -113,6 +111,10 @@ class Gate:
         self._send_update = send_update
         self._in_turn = in_turn
         self._note_write = note_write
+        #: agy's questions go to the editor (None: agy settles them itself).
+        self._questions = (
+            QuestionDesk(session_id, ask_question, in_turn) if ask_question is not None else None
+        )
         self._hook_timeout_s = hook_timeout_s
         self._verify_timeout_s = verify_timeout_s
         self.root: HookRoot | None = None
@@ -237,7 +239,7 @@ class Gate:
         except Exception as exc:
             logger.warning("session %s: allow-and-retry question failed: %s", self.session_id, exc)
             answer = None
-        return _chosen_option(answer) == "allow"
+        return chosen_option(answer) == "allow"
 
     @property
     def session_allows(self) -> bool:
@@ -277,6 +279,8 @@ class Gate:
         if step is None:  # agy always sends it (§A3); never correlate by guess
             self._unnumbered -= 1
             step = self._unnumbered
+        if request.tool_name == QUESTION_TOOL and self._questions is not None:
+            return await self._questions.ask(request, step)  # in every mode: not a permission
         target = edit_target(request.tool_name, request.args)
         if target is not None and self._note_write is not None:
             # Before agy writes: the "before" side of the session's mutation log.
@@ -344,7 +348,7 @@ class Gate:
         except Exception as exc:  # the editor failed or went away: fail closed
             logger.warning("session %s: permission request failed: %s", self.session_id, exc)
             return Decision.deny("the editor did not answer the permission request")
-        choice = _chosen_option(answer)
+        choice = chosen_option(answer)
         if choice in ("allow_always", "reject_always"):
             self.policy.remember(assessment.key, choice == "allow_always")
         if choice in ("allow_once", "allow_always"):
@@ -373,72 +377,11 @@ def _marked_gated(mapper: TurnMapper, step: int) -> list[models.SessionUpdate]:
     return []
 
 
-def _chosen_option(answer: Any) -> str | None:
-    """The optionId the client selected; None for ``cancelled`` (or garbage)."""
-    if not isinstance(answer, dict):
-        return None
-    outcome = answer.get("outcome")
-    if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
-        option = outcome.get("optionId")
-        return option if isinstance(option, str) else None
-    return None
-
-
-@attrs.frozen
-class HooksCheck:
-    #: None when agy lists our gate; else why not.
-    failure: str | None
-    #: What the same run says about sign-in (a signed-out agy lists nothing).
-    sign_in: ProbeResult
-
-
-async def check_hooks_loaded(agy_bin: str, root: HookRoot, env: Mapping[str, str]) -> HooksCheck:
-    """Run ``agy -p /hooks`` with ``root`` as an ``--add-dir``: is our hook loaded?
-
-    Never raises for agy failures; cancellation kills agy (bound it with a deadline).
-    """
-    run = await run_probe(agy_bin, ("--add-dir", root.hook_dir), env)
-    sign_in = run.sign_in
-    if sign_in.state is SignIn.SIGNED_OUT:
-        return HooksCheck(f"agy is not signed in ({sign_in.detail})", sign_in)
-    if not run.spawned:
-        return HooksCheck(f"could not run agy -p /hooks: {sign_in.detail}", sign_in)
-    listed = _check_hooks_listing(run.stdout, root.hooks_json)
-    if run.returncode != 0 and listed is None:
-        listed = f"agy -p /hooks exited with {run.returncode}"
-    return HooksCheck(listed, sign_in)
-
-
-def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
-    """None if agy's ``/hooks`` JSON lists our gate loaded from our file."""
-    text = stdout.decode("utf-8", "replace").strip()
-    try:
-        envelope = json.loads(text.splitlines()[-1] if text else "")
-    except ValueError:
-        return "agy -p /hooks printed no JSON"
-    if isinstance(envelope, dict) and "result" in envelope:
-        envelope = envelope["result"]
-    command = envelope.get("command") if isinstance(envelope, dict) else None
-    data = command.get("data") if isinstance(command, dict) else None
-    hooks = data.get("hooks") if isinstance(data, dict) else None
-    if not isinstance(hooks, list):
-        return "agy -p /hooks listed no hooks"
-    for hook in hooks:
-        if (
-            isinstance(hook, dict)
-            and hook.get("name") == HOOK_NAME
-            and hook.get("enabled", True)
-            and hooks_json in str(hook.get("source", ""))
-        ):
-            return None
-    return f"agy did not load the {HOOK_NAME} hook"
-
-
 __all__ = [
     "PERMISSION_TOOLS",
     "AskClient",
     "Gate",
     "HookRootError",
-    "HooksCheck",
-    "check_hooks_loaded",
+    "InTurn",
+    "TurnWork",
 ]

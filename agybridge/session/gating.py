@@ -83,6 +83,7 @@ class GatePort:
             send_update=self._send,
             in_turn=self._in_turn,
             note_write=self._note_write,
+            ask_question=self._deps.ask_question,
             verify_timeout_s=self._deps.timeouts.startup_s,
         )
         try:

@@ -34,10 +34,11 @@ from ..agy import (
     StderrKind,
     StepUpdateEvent,
 )
+from ..agy.state import brain_root, conversation_folder
 from ..translate.outcome import OutcomeKind
 from ..translate.tool_calls import NO_OBSERVATION
 from ..workspace.mutations import observe_step
-from ..workspace.reads import observe_for
+from ..workspace.reads import ImageScope, observe_for
 from . import errors
 from . import turn_events as ev
 from .actions import PERFORM, agy_init
@@ -53,6 +54,13 @@ if TYPE_CHECKING:
     OnTurn = tuple[Turn, PromptWork] | None
 
 logger = logging.getLogger(__name__)
+
+
+def _image_scope(session: Session) -> ImageScope:
+    """The session's roots and its own agy conversation's folder: images agy
+    generates land there (contract.md §7), another conversation's never show."""
+    folder = conversation_folder(session.conversation.id)
+    return ImageScope(session.roots(), conversation=folder, brain=brain_root())
 
 
 async def on_child_message(session: Session, message: ChildStderr | ChildExited) -> None:
@@ -139,7 +147,7 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
     files, images = mapper.paths_to_read(event)
     seen = NO_OBSERVATION
     if files or images or message.attachment:  # not a text delta: something to read
-        seen = await observe_for(files, images, message.attachment, session.roots)
+        seen = await observe_for(files, images, message.attachment, lambda: _image_scope(session))
     updates = mapper.feed(event, seen)
     if updates:
         await session.outlet.send_all(updates)

@@ -35,11 +35,14 @@ class Observation:
     """What the session read from disk for one event (the mapper does no I/O).
 
     ``files`` maps an absolute path to its text (None: the file does not
-    exist); ``images`` maps a path named in the output to a verified image.
+    exist); ``images`` maps a path named in the output to a verified image;
+    ``refused`` maps one the user is told about (another agy conversation's
+    folder) to why it is not shown.
     """
 
     files: Mapping[str, str | None] = attrs.Factory(dict)
     images: Mapping[str, ImageData] = attrs.Factory(dict)
+    refused: Mapping[str, str] = attrs.Factory(dict)
 
 
 NO_OBSERVATION = Observation()
@@ -228,6 +231,7 @@ class ToolCallTracker:
                     models.ImageContent(data=image.data, mime_type=image.mime_type)
                 )
             )
+        content += [text_content(f"Image {p} not shown: {why}.") for p, why in seen.refused.items()]
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="completed",
@@ -314,6 +318,19 @@ class ToolCallTracker:
             ]
             fields["meta"] = {"terminal_info": {"terminal_id": call.terminal_id, "cwd": self.cwd}}
         return call.call_id, [models.ToolCall(**fields)], request
+
+    def finish_question(self, step_index: int, answer: str) -> list[models.SessionUpdate]:
+        """agy's question on this step was put to the user: its card is done,
+        showing the answer (agy's own end of the step, a hook denial, is not news)."""
+        call = self.calls.get(step_index)
+        if call is None or call.finished:
+            return []
+        call.finished, call.status = True, "completed"
+        return [
+            models.ToolCallUpdate(
+                tool_call_id=call.call_id, status="completed", content=[text_content(answer)]
+            )
+        ]
 
     def mark_gated(self, step_index: int) -> None:
         """The hook gate decided this step without asking the user."""

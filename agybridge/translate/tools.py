@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ..acp import models
+from .questions import card_title, parse_questions
 
 Params = Mapping[str, Any]
 
@@ -253,6 +254,7 @@ CATALOG: dict[str, _DescribeFn] = {
     "open_browser_url": _browser_url,
     "read_browser_page": _browser_url,
     "invoke_subagent": _subagent,
+    "ask_question": lambda p, cwd: ToolDescription("other", card_title(parse_questions(p))),
     "list_resources": lambda p, cwd: ToolDescription("read", "List resources"),
     "read_resource": lambda p, cwd: ToolDescription("read", "Read resource"),
     "list_permissions": lambda p, cwd: ToolDescription("read", "List permissions"),

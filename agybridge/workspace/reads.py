@@ -1,18 +1,22 @@
 """Root-checked reads of the session's files (blocking: run in a worker thread).
 
 ``read_image`` resolves a path and returns the image only if its real path lies
-inside the session's roots, it is at most 2 MiB and its bytes are really an
-image of a known type (magic numbers decide, not the extension); symlinks
-leading out of the roots are refused. ``read_text_file`` and
+inside the session's roots or this session's own agy conversation folder
+(``brain/<conversation>/``, where agy writes generated images: ``agy/state.py``),
+it is at most 2 MiB and its bytes are really an image of a known type (magic
+numbers decide, not the extension); symlinks and ``..`` leading out are
+resolved first, so they are refused. Another conversation's folder is never
+read, and the log says why. ``read_text_file`` and
 ``snapshot_edit_target`` read the text an edit's diff is made from.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 import trio
@@ -21,6 +25,8 @@ from ..agy.events import STATE_ACTIVE, StepUpdateEvent
 from ..media import sniff_image_type
 from ..translate.tool_calls import NO_OBSERVATION, ImageData, Observation
 from ..translate.tools import edit_target
+
+logger = logging.getLogger(__name__)
 
 MAX_INLINE_IMAGE_BYTES = 2 * 2**20  # 2 MiB
 
@@ -33,21 +39,67 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
-def read_image(path: str, roots: Sequence[str]) -> ImageData | None:
+def _as_tuple(roots: Iterable[str]) -> tuple[str, ...]:
+    return tuple(roots)
+
+
+@attrs.frozen
+class ImageScope:
+    """Where an image may be read from.
+
+    Attributes:
+      roots: the session's folders (cwd, additional directories, staging).
+      conversation: this session's agy conversation folder (``brain/<id>/``),
+        once agy has said which conversation it is.
+      brain: the folder holding every conversation's folder: a path below it
+        but outside ``conversation`` belongs to another conversation.
+    """
+
+    roots: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    conversation: str | None = None
+    brain: str | None = None
+
+    def refusal(self, real: str) -> tuple[int, str] | None:
+        """Why the image at the resolved path ``real`` may not be read, with
+        the log level that deserves; None if it may."""
+        if _inside(real, self.roots):
+            return None
+        if self.conversation is not None and _inside(real, (self.conversation,)):
+            return None
+        if self.brain is not None and _inside(real, (self.brain,)):
+            own = self.conversation or "not known yet"
+            # Worth a warning: agy named a file of a conversation this session is not.
+            return logging.WARNING, (
+                "it is in another agy conversation's folder; only this session's "
+                f"conversation folder ({own}) is shown"
+            )
+        return logging.INFO, "it is outside the session's folders"
+
+
+def read_image(path: str, scope: ImageScope) -> ImageData | None:
     """The image at ``path`` if it is safe to inline (blocking I/O)."""
+    return inspect_image(path, scope)[0]
+
+
+def inspect_image(path: str, scope: ImageScope) -> tuple[ImageData | None, str | None]:
+    """:func:`read_image`, and why it is not shown when the user should be told
+    (a refusal worth a warning: another agy conversation's folder)."""
     real = os.path.realpath(path)
-    if not _inside(real, roots):
-        return None
+    refusal = scope.refusal(real)
+    if refusal is not None:
+        level, why = refusal
+        logger.log(level, "image %s (resolved: %s) not shown: %s", path, real, why)
+        return None, why if level >= logging.WARNING else None
     try:
         data = _read_regular(real, MAX_INLINE_IMAGE_BYTES)
     except (OSError, ValueError):
-        return None
+        return None, None
     if not data or len(data) > MAX_INLINE_IMAGE_BYTES:
-        return None
+        return None, None
     mime = sniff_image_type(data)
     if mime is None:
-        return None
-    return ImageData(mime_type=mime, data=base64.b64encode(data).decode("ascii"))
+        return None, None
+    return ImageData(mime_type=mime, data=base64.b64encode(data).decode("ascii")), None
 
 
 MAX_DIFF_FILE_BYTES = 1 * 2**20  # 1 MiB: larger files get no diff
@@ -92,7 +144,7 @@ def read_text_file(path: str) -> str | None:
         raise ValueError("not UTF-8 text") from None
 
 
-def observe(files: Sequence[str], images: Sequence[str], roots: Sequence[str]) -> Observation:
+def observe(files: Sequence[str], images: Sequence[str], scope: ImageScope) -> Observation:
     """Read what the mapper asked for (blocking: run in a worker thread)."""
     texts: dict[str, str | None] = {}
     for path in files:
@@ -100,12 +152,14 @@ def observe(files: Sequence[str], images: Sequence[str], roots: Sequence[str]) -
             texts[path] = read_text_file(path)
         except ValueError:
             continue  # unknown content: no diff rather than a wrong one
-    found = {}
+    found, refused = {}, {}
     for path in images:
-        image = read_image(path, roots)
+        image, why = inspect_image(path, scope)
         if image is not None:
             found[path] = image
-    return Observation(files=texts, images=found)
+        elif why is not None:
+            refused[path] = why
+    return Observation(files=texts, images=found, refused=refused)
 
 
 def snapshot_edit_target(event: object) -> dict[str, str | None] | None:
@@ -133,7 +187,7 @@ async def observe_for(
     files: list[str],
     images: list[str],
     attachment: object,
-    roots: Callable[[], Sequence[str]],
+    scope: Callable[[], ImageScope],
 ) -> Observation:
     """Read the ``files`` and ``images`` an event names (``paths_to_read``
     of its mapper; in a worker thread); edit targets snapshotted as the line
@@ -142,7 +196,7 @@ async def observe_for(
     files = [path for path in files if path not in early]
     seen = NO_OBSERVATION
     if files or images:
-        seen = await trio.to_thread.run_sync(observe, files, images, list(roots()))
+        seen = await trio.to_thread.run_sync(observe, files, images, scope())
     if early:
         seen = attrs.evolve(seen, files={**seen.files, **early})
     return seen

@@ -34,6 +34,12 @@ from fake_agy._fake_scenarios import (
     EDIT_SUFFIX,
     PERMISSION_CONTENT,
     PERMISSION_FILE,
+    QUESTION,
+    QUESTION_ANSWERED_PREFIX,
+    QUESTION_OPTIONS,
+    QUESTION_SKIPPED_REPLY,
+    SECOND_OPTIONS,
+    SECOND_QUESTION,
     SOFT_DENY_NOTICE,
     TOOL_COMMAND,
     TOOL_OUTPUT,
@@ -889,3 +895,52 @@ def test_verdicts() -> None:
     assert verdict.kind == "error"
     verdict = verdict_of("h", HandlerRun(0, stdout=b"[]"), skip_permissions=True)
     assert verdict.kind == "error"
+
+
+# --- ask_question ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["none", "allow"])
+def test_ask_question_unanswered_is_settled_by_agy(fake: Harness, hooks: Hooks, mode: str) -> None:
+    """No hook, or a hook that allows: the call is one ``unknown`` DONE step and the
+    reply is the one agy 1.3.1 gave when nobody answered (the capture's)."""
+    if mode != "none":
+        Hooks.write(fake.cwd, hooks.gate(mode))
+    done = fake.run([*STREAM, "--add-dir", str(fake.cwd), SKIP], [user("[fake-agy:ask-question]")])
+    assert done.code == 0, done.stderr
+    kinds = [(s["step_type"], s["state"]) for s in done.steps()]
+    assert ("unknown", "DONE") in kinds and ("tool", "ACTIVE") not in kinds
+    [result] = done.results()
+    assert result["response"] == QUESTION_SKIPPED_REPLY + "\n"
+    assert len(hooks.calls()) == (0 if mode == "none" else 1)
+
+
+def test_ask_question_hook_payload_and_deny_reason(fake: Harness, hooks: Hooks) -> None:
+    """The hook gets the tool's full arguments (§B2) on the step index of the unknown
+    step; a deny's reason reaches the model as the tool error it reads (§A4, §A6)."""
+    Hooks.write(fake.cwd, hooks.gate("deny:the user answered: blue"))
+    done = fake.run(
+        [*STREAM, "--add-dir", str(fake.cwd), SKIP], [user("[fake-agy:ask-question] two multi")]
+    )
+    assert done.code == 0, done.stderr
+    [call] = hooks.calls()
+    assert call["payload"]["toolCall"] == {
+        "name": "ask_question",
+        "args": {
+            "questions": [
+                {"question": QUESTION, "options": list(QUESTION_OPTIONS), "is_multi_select": True},
+                {
+                    "question": SECOND_QUESTION,
+                    "options": list(SECOND_OPTIONS),
+                    "is_multi_select": False,
+                },
+            ]
+        },
+    }
+    [unknown] = [s for s in done.steps() if s["step_type"] == "unknown"]
+    assert unknown["step_index"] == call["payload"]["stepIdx"]
+    [result] = done.results()
+    assert result["status"] == "SUCCESS"
+    assert result["response"] == (
+        QUESTION_ANSWERED_PREFIX + "tool call denied by pre-tool hook: the user answered: blue\n"
+    )

@@ -192,7 +192,7 @@ def test_multi_tool_steps_and_files(fake: Harness) -> None:
 # --- image-out -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", ["", "outside", "not-image"])
+@pytest.mark.parametrize("variant", ["", "outside", "other-conversation", "not-image"])
 def test_image_out_writes_a_real_file(fake: Harness, variant: str) -> None:
     """generate_image writes the PNG (or the non-image) where the variant says and names it
     in its output (absolute) and in the reply (relative inside the workspace)."""
@@ -207,6 +207,10 @@ def test_image_out_writes_a_real_file(fake: Harness, variant: str) -> None:
     if variant == "outside":
         cid = result["conversation_id"]
         assert path == fake.state_dir / "brain" / cid / f"{IMAGE_NAME}.png"
+        assert str(path) in result["response"]
+    elif variant == "other-conversation":
+        cid = result["conversation_id"]
+        assert path.parent.parent == fake.state_dir / "brain" and path.parent.name != cid
         assert str(path) in result["response"]
     else:
         assert path == fake.cwd / f"{IMAGE_NAME}.png"

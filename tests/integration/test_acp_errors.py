@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.acp_wire import Harness, RawClient, WireValidator, stop_reason
+from tests.acp_wire import Harness, RawClient, WireValidator, agy_state_dir, stop_reason
 
 pytestmark = pytest.mark.integration
 
@@ -586,7 +586,7 @@ async def test_prompt_after_cancel_resumes_conversation(harness: Harness) -> Non
         assert "--conversation" not in argvs[0]
         conversation = argvs[1][argvs[1].index("--conversation") + 1]
         # The fake keeps one state file per conversation it created.
-        assert (harness.tmp_path / "agy-state" / f"{conversation}.json").exists()
+        assert (agy_state_dir(harness.tmp_path) / f"{conversation}.json").exists()
         # Every later incarnation resumes the same conversation.
         assert all(a[a.index("--conversation") + 1] == conversation for a in argvs[1:])
         assert_clean(client)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from ..acp_wire import Harness, RawClient, WireValidator
+from ..acp_wire import Harness, RawClient, WireValidator, agy_state_dir
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +93,7 @@ async def test_switching_model_and_mode_changes_the_next_argv(harness: Harness) 
         assert "--model=gemini-3.1-pro-low" in last
         assert "--dangerously-skip-permissions" in last and "--sandbox" in last
         conversation = last[last.index("--conversation") + 1]
-        assert (harness.tmp_path / "agy-state" / f"{conversation}.json").exists()
+        assert (agy_state_dir(harness.tmp_path) / f"{conversation}.json").exists()
         await harness.assert_no_leftovers()
     assert validator.problems == []
 

@@ -712,6 +712,39 @@ async def test_a_permission_question_follows_the_client_that_takes_the_session(
     await harness.assert_no_leftovers()
 
 
+async def test_agys_question_is_phrased_for_the_client_that_takes_the_session(
+    supervisor: Supervisor, harness: Harness
+) -> None:
+    """agy's question, open as a permission question with a client without form
+    elicitation, is asked again of the client that takes the session in that client's
+    terms: an elicitation/create form; its answer reaches agy."""
+    tmp = harness.tmp_path
+    async with supervisor.attach() as first, supervisor.attach() as second:
+        first.permission_choice = "hold"
+        await first.initialize()
+        session_id = await first.new_session(tmp)
+        await first.start_prompt(session_id, "[fake-agy:ask-question]")
+        await first.wait_for(lambda: first.permission_requests or None, "a question")
+        second.elicitation_result = {"action": "accept", "content": {"answer1": "red"}}
+        await second.initialize(elicitation={"form": {}})
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        with trio.fail_after(WAIT_S):
+            await second.wait_for(lambda: second.elicitation_requests or None, "the form")
+        assert second.permission_requests == []
+        await second.wait_for(lambda: _turn_states(second, session_id)[1:], "the outcome")
+        assert _turn_states(second, session_id)[-1] == {"state": "ended", "stopReason": "end_turn"}
+    await supervisor.stop()
+    reasons = [e["hook"].get("reason") for e in harness.launches() if "hook" in e]
+    assert reasons == [
+        "answered by the user in the editor (this is the answer, not a refusal): "
+        '"Which colour do you prefer?" -> red'
+    ]
+    await harness.assert_no_leftovers()
+
+
 async def test_on_disconnect_cancel_cancels_the_turn(
     supervisor: Supervisor, harness: Harness
 ) -> None:

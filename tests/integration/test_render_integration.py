@@ -8,8 +8,9 @@ test's marker is left. Nothing is synchronised by sleeping: tests wait for wire 
 under ``trio.fail_after``; where a turn must stay open while something else happens, the
 fake holds it on a ``gate=PATH`` file the test creates.
 
-Sessions run in ``<tmp>/ws`` so that the fake's state dir (``<tmp>/agy-state``, where it
-keeps ``brain/<id>/`` like agy's ``~/.gemini/antigravity-cli``) lies outside the roots.
+Sessions run in ``<tmp>/ws`` so that the fake's state dir (``<tmp>/home/.gemini/
+antigravity-cli``, where it keeps ``brain/<id>/`` as agy does below ``$HOME``) lies outside
+the roots.
 ``FAKE_AGY_STDOUT_LOG`` records the raw agy lines, so expectations such as per-turn usage
 are computed from what the bridge was actually given.
 """
@@ -36,7 +37,7 @@ from fake_agy._fake_scenarios import (
     huge_line_text,
     tiny_png,
 )
-from tests.acp_wire import Harness, RawClient, stop_reason
+from tests.acp_wire import Harness, RawClient, agy_state_dir, stop_reason
 
 pytestmark = pytest.mark.integration
 
@@ -364,10 +365,28 @@ async def test_generated_image_is_inlined(harness: Harness, ws: Path) -> None:
     await harness.assert_no_leftovers()
 
 
-@pytest.mark.parametrize("variant", ["outside", "not-image"])
+async def test_image_in_this_conversations_folder_is_inlined(harness: Harness, ws: Path) -> None:
+    """An image agy generated into its own folder of this session's conversation
+    (``brain/<conversation>/``, outside every root) is shown inline."""
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            session_id = await open_session(client, ws)
+            response, updates = await prompt(client, session_id, "[fake-agy:image-out] outside")
+            assert stop_reason(response) == "end_turn"
+        [conversation] = [p.name for p in (agy_state_dir(harness.tmp_path) / "brain").iterdir()]
+        png = agy_state_dir(harness.tmp_path) / "brain" / conversation / f"{IMAGE_NAME}.png"
+        images = images_in(updates)
+        assert images and all(image == png.read_bytes() for image in images)
+        assert str(png) in message_text(updates)
+        assert_clean(client)
+    await harness.assert_no_leftovers()
+
+
+@pytest.mark.parametrize("variant", ["other-conversation", "not-image"])
 async def test_unsafe_image_is_not_inlined(harness: Harness, ws: Path, variant: str) -> None:
-    """An image outside the session roots (agy's brain/ dir) or a .png that is not an
-    image is never inlined; the turn still completes with its text."""
+    """An image in another agy conversation's folder or a .png that is not an image is
+    never inlined; the turn still completes with its text, and the log says why the
+    other conversation's image was refused."""
     with trio.fail_after(TEST_TIMEOUT_S):
         async with harness.open_bridge() as client:
             session_id = await open_session(client, ws)
@@ -376,6 +395,14 @@ async def test_unsafe_image_is_not_inlined(harness: Harness, ws: Path, variant: 
         assert images_in(updates) == []
         assert f"{IMAGE_NAME}.png" in message_text(updates)
         assert_clean(client)
+    why = "not shown: it is in another agy conversation's folder"
+    if variant == "other-conversation":
+        log = (harness.tmp_path / "agybridge.log").read_text()
+        assert why in log
+    # The image's card says why too (only for another conversation's folder).
+    [call] = [u for u in of_kind(updates, "tool_call_update") if u.get("status") == "completed"]
+    notes = [c["content"]["text"] for c in call.get("content") or [] if c["type"] == "content"]
+    assert any(why in note for note in notes) == (variant == "other-conversation")
     await harness.assert_no_leftovers()
 
 

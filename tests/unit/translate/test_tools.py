@@ -51,6 +51,7 @@ EXPECTED_KIND = {
     "call_mcp_tool": "other",
     "generate_image": "other",
     "invoke_subagent": "other",
+    "ask_question": "other",
 }
 
 #: §B3 names the catalog leaves to the unknown-tool path: all ``other``.

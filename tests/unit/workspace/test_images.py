@@ -16,6 +16,7 @@ from agybridge.translate.tool_calls import ImageData
 from agybridge.workspace.reads import (
     MAX_DIFF_FILE_BYTES,
     MAX_INLINE_IMAGE_BYTES,
+    ImageScope,
     observe,
     read_image,
     read_text_file,
@@ -109,11 +110,11 @@ def test_read_image_inside_roots(root: Path) -> None:
     (root / "a.png").write_bytes(PNG)
     (root / "photo.png").write_bytes(JPEG)  # misnamed: the bytes decide
     (root / "anim.webp").write_bytes(GIF89)
-    assert read_image(str(root / "a.png"), [str(root)]) == image(PNG)
-    assert read_image(str(root / "photo.png"), [str(root)]) == ImageData(
+    assert read_image(str(root / "a.png"), ImageScope([str(root)])) == image(PNG)
+    assert read_image(str(root / "photo.png"), ImageScope([str(root)])) == ImageData(
         "image/jpeg", base64.b64encode(JPEG).decode("ascii")
     )
-    assert read_image(str(root / "anim.webp"), [str(root)]) == image(GIF89)
+    assert read_image(str(root / "anim.webp"), ImageScope([str(root)])) == image(GIF89)
 
 
 def test_read_image_in_a_second_root(tmp_path: Path, root: Path) -> None:
@@ -121,7 +122,7 @@ def test_read_image_in_a_second_root(tmp_path: Path, root: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "b.gif").write_bytes(GIF87)
-    assert read_image(str(other / "b.gif"), [str(root), str(other)]) == image(GIF87)
+    assert read_image(str(other / "b.gif"), ImageScope([str(root), str(other)])) == image(GIF87)
 
 
 def test_read_image_outside_roots_refused(tmp_path: Path, root: Path) -> None:
@@ -130,8 +131,8 @@ def test_read_image_outside_roots_refused(tmp_path: Path, root: Path) -> None:
     sibling = tmp_path / "root2"
     sibling.mkdir()
     (sibling / "a.png").write_bytes(PNG)
-    assert read_image(str(tmp_path / "out.png"), [str(root)]) is None
-    assert read_image(str(sibling / "a.png"), [str(root)]) is None
+    assert read_image(str(tmp_path / "out.png"), ImageScope([str(root)])) is None
+    assert read_image(str(sibling / "a.png"), ImageScope([str(root)])) is None
 
 
 def test_read_image_symlinks(tmp_path: Path, root: Path) -> None:
@@ -140,15 +141,16 @@ def test_read_image_symlinks(tmp_path: Path, root: Path) -> None:
     (root / "escape.png").symlink_to(tmp_path / "secret.png")
     (root / "real.png").write_bytes(PNG)
     (root / "alias.png").symlink_to(root / "real.png")
-    assert read_image(str(root / "escape.png"), [str(root)]) is None
-    assert read_image(str(root / "alias.png"), [str(root)]) == image(PNG)
+    assert read_image(str(root / "escape.png"), ImageScope([str(root)])) is None
+    assert read_image(str(root / "alias.png"), ImageScope([str(root)])) == image(PNG)
 
 
 def test_read_image_through_a_symlinked_root(tmp_path: Path, root: Path) -> None:
     """A root given through a symlink still contains its files."""
     (root / "a.png").write_bytes(PNG)
     (tmp_path / "link").symlink_to(root)
-    assert read_image(str(tmp_path / "link" / "a.png"), [str(tmp_path / "link")]) == image(PNG)
+    link = str(tmp_path / "link")
+    assert read_image(str(tmp_path / "link" / "a.png"), ImageScope([link])) == image(PNG)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +162,7 @@ def test_read_image_size_limit(root: Path, size: int, accepted: bool) -> None:
     """Images up to 2 MiB are inlined; larger ones are refused."""
     data = PNG + b"\x00" * (size - len(PNG))
     (root / "big.png").write_bytes(data)
-    found = read_image(str(root / "big.png"), [str(root)])
+    found = read_image(str(root / "big.png"), ImageScope([str(root)]))
     assert (found == image(data)) if accepted else (found is None)
 
 
@@ -171,14 +173,75 @@ def test_read_image_size_limit(root: Path, size: int, accepted: bool) -> None:
 def test_read_image_non_images_refused(root: Path, name: str, content: bytes) -> None:
     """Bytes that are not a known image type are refused whatever the name says."""
     (root / name).write_bytes(content)
-    assert read_image(str(root / name), [str(root)]) is None
+    assert read_image(str(root / name), ImageScope([str(root)])) is None
+
+
+def _brain(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """agy's brain folder with this session's conversation folder and another's."""
+    brain = tmp_path / "home" / ".gemini" / "antigravity-cli" / "brain"
+    own, other = brain / "conv-own", brain / "conv-other"
+    for folder in (own, other):
+        folder.mkdir(parents=True)
+        (folder / "pic.png").write_bytes(PNG)
+    return brain, own, other
+
+
+def test_read_image_from_this_conversations_folder(tmp_path: Path, root: Path) -> None:
+    """agy's folder of this session's conversation is readable besides the roots."""
+    brain, own, _ = _brain(tmp_path)
+    scope = ImageScope([str(root)], conversation=str(own), brain=str(brain))
+    assert read_image(str(own / "pic.png"), scope) == image(PNG)
+
+
+def test_read_image_from_another_conversations_folder_refused(
+    tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another conversation's folder is refused, directly, through a symlink in this
+    conversation's folder, or through ``..``; the log says why. Before agy named the
+    conversation, every conversation folder is another's."""
+    brain, own, other = _brain(tmp_path)
+    (own / "alias.png").symlink_to(other / "pic.png")
+    scope = ImageScope([str(root)], conversation=str(own), brain=str(brain))
+    for path in (other / "pic.png", own / "alias.png", own / ".." / "conv-other" / "pic.png"):
+        caplog.clear()
+        assert read_image(str(path), scope) is None
+        [record] = caplog.records
+        assert record.levelname == "WARNING"
+        assert "another agy conversation's folder" in record.getMessage()
+        assert str(own) in record.getMessage()
+    unknown = ImageScope([str(root)], conversation=None, brain=str(brain))
+    assert read_image(str(own / "pic.png"), unknown) is None
+
+
+def test_observe_tells_why_another_conversations_image_is_not_shown(
+    tmp_path: Path, root: Path
+) -> None:
+    """Only a refusal worth telling the user (another conversation's folder) is kept."""
+    brain, own, other = _brain(tmp_path)
+    (tmp_path / "loose.png").write_bytes(PNG)
+    scope = ImageScope([str(root)], conversation=str(own), brain=str(brain))
+    paths = [str(own / "pic.png"), str(other / "pic.png"), str(tmp_path / "loose.png")]
+    seen = observe([], paths, scope)
+    assert list(seen.images) == [paths[0]]
+    assert list(seen.refused) == [paths[1]]
+    assert seen.refused[paths[1]].startswith("it is in another agy conversation's folder")
+
+
+def test_image_scope_says_why(tmp_path: Path, root: Path) -> None:
+    """Outside every root and every conversation folder: refused, at info level."""
+    brain, own, _ = _brain(tmp_path)
+    scope = ImageScope([str(root)], conversation=str(own), brain=str(brain))
+    (tmp_path / "loose.png").write_bytes(PNG)
+    refusal = scope.refusal(str(tmp_path / "loose.png"))
+    assert refusal is not None and refusal[1] == "it is outside the session's folders"
+    assert scope.refusal(str(root / "x.png")) is None
 
 
 def test_read_image_missing_or_directory(root: Path) -> None:
     """A missing file or a directory named like an image gives None."""
     (root / "dir.png").mkdir()
-    assert read_image(str(root / "missing.png"), [str(root)]) is None
-    assert read_image(str(root / "dir.png"), [str(root)]) is None
+    assert read_image(str(root / "missing.png"), ImageScope([str(root)])) is None
+    assert read_image(str(root / "dir.png"), ImageScope([str(root)])) is None
 
 
 def test_read_text_file(tmp_path: Path) -> None:
@@ -204,14 +267,14 @@ def test_observe(root: Path) -> None:
     (root / "fake.png").write_bytes(b"text")
     paths = {name: os.path.join(root, name) for name in ("a.py", "bin", "huge", "new.py")}
     images = [os.path.join(root, n) for n in ("ok.png", "fake.png", "missing.png")]
-    seen = observe(list(paths.values()), images, [str(root)])
+    seen = observe(list(paths.values()), images, ImageScope([str(root)]))
     assert seen.files == {paths["a.py"]: "print(1)\n", paths["new.py"]: None}
     assert seen.images == {images[0]: image(PNG)}
 
 
 def test_observe_nothing() -> None:
     """Nothing asked, nothing read."""
-    seen = observe([], [], [CWD])
+    seen = observe([], [], ImageScope([CWD]))
     assert (dict(seen.files), dict(seen.images)) == ({}, {})
 
 
@@ -226,7 +289,7 @@ async def test_a_fifo_or_device_named_as_edit_target_or_image_is_not_read(root: 
         with trio.move_on_after(20) as waited:
             found = await trio.to_thread.run_sync(
                 lambda: (
-                    observe([str(fifo)], [str(fifo)], [str(root)]),
+                    observe([str(fifo)], [str(fifo)], ImageScope([str(root)])),
                     snapshot_edit_target(_edit_step(str(fifo))),
                 ),
                 abandon_on_cancel=True,
