@@ -49,9 +49,9 @@ from ..translate.mapper import TurnMapper
 from ..translate.proposals import proposed_diff
 from ..translate.questions import QUESTION_TOOL, chosen_option
 from ..translate.tools import edit_target
+from ..workspace.hooks_check import check_hooks_loaded
 from ..workspace.reads import read_text_file
 from .deps import AskQuestion, InTurn, TurnWork
-from .hooks_check import check_hooks_loaded
 from .questions import QuestionDesk
 
 logger = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ from typing import Any
 import trio
 
 from ..acp import models
+from ..acp.turn_log import TurnLog
 from ..locks import EagerLock
-from .turn_log import TurnLog
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import trio
 import trio.testing
 
 from agybridge.acp import codec, models
+from agybridge.acp.turn_log import MAX_ENTRIES
 from agybridge.session.outlet import HOLD_LIMIT, Outlet, turn_outcome
-from agybridge.session.turn_log import MAX_ENTRIES
 
 
 class Client:

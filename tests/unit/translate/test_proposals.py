@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from agybridge.acp import models
-from agybridge.session.hooks_check import _check_hooks_listing
 from agybridge.translate.proposals import proposed_diff
 from agybridge.translate.questions import chosen_option as _chosen_option
+from agybridge.workspace.hooks_check import _check_hooks_listing
 
 F = "/w/app.py"
 TEXT = "a = 1\nb = 2\nb = 2\n"

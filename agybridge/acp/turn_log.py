@@ -17,8 +17,8 @@ import collections
 from collections.abc import Iterable
 from typing import Any
 
-from ..acp import models
-from ..acp.chunks import plain_text_chunk
+from . import models
+from .chunks import plain_text_chunk
 
 #: Entries kept (a text run is one entry); a turn has a few hundred.
 MAX_ENTRIES = 20_000

@@ -10,9 +10,8 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agybridge.acp import codec, models
-from agybridge.session import turn_log
-from agybridge.session.turn_log import TurnLog
+from agybridge.acp import codec, models, turn_log
+from agybridge.acp.turn_log import TurnLog
 
 _KINDS = (models.AgentMessageChunk, models.AgentThoughtChunk, models.UserMessageChunk)
 
