@@ -346,6 +346,8 @@ class SessionMethods:
         await self._let_go(request.session_id, "closed")
         if not await self._manager.close(request.session_id):
             raise unknown_session(request.session_id)
+        if self._manager.deps.delete_on_close:
+            await self._require_store().delete_session(request.session_id)
         return {}
 
     def _client_wants_terminals(self) -> bool:

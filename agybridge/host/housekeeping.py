@@ -48,6 +48,7 @@ def session_deps(
         store=store,
         staging_base=settings.staging_dir,
         keep_staging=settings.keep_staging,
+        delete_on_close=settings.delete_on_close,
         ask_client=ask_client,
         timeouts=settings.timeouts,
         many_clients=many_clients,

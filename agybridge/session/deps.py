@@ -49,6 +49,8 @@ class SessionDeps:
     store: AsyncStore | None = None
     staging_base: str | None = None
     keep_staging: bool = False
+    #: session/close deletes the stored session too (AGYBRIDGE_DELETE_ON_CLOSE).
+    delete_on_close: bool = False
     #: None: no client to ask, so no permission gate (tests).
     ask_client: AskClient | None = None
     timeouts: Timeouts = attrs.Factory(Timeouts)

@@ -209,3 +209,25 @@ async def test_the_plan_is_re_sent_on_load(harness: Harness) -> None:
             assert [p["entries"] for p in plans] == [shown]
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_delete_on_close_deletes_the_stored_session(harness: Harness) -> None:
+    """AGY_ACP_DELETE_ON_CLOSE=1: a closed session is deleted (gone from
+    session/list, session/load finds nothing); an open one is kept."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, AGY_ACP_DELETE_ON_CLOSE="1") as client:
+            await client.initialize()
+            closed = (await new_session(client))["sessionId"]
+            kept = (await new_session(client))["sessionId"]
+            await prompt(client, closed)
+            assert (await client.request("session/close", {"sessionId": closed}))["result"] == {}
+            listed = (await client.request("session/list", {}))["result"]["sessions"]
+            assert [s["sessionId"] for s in listed] == [kept]
+            load = {"sessionId": closed, "cwd": str(client.tmp_path), "mcpServers": []}
+            gone = await client.request("session/load", load)
+            assert gone["error"]["code"] == -32002, gone
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+    stderr = (harness.tmp_path / "bridge-stderr.log").read_text()
+    assert "AGY_ACP_DELETE_ON_CLOSE is agy-acp-map's name" in stderr
