@@ -35,6 +35,7 @@ from .extensions import Extensions
 from .params import (
     check_directories,
     check_directory,
+    listed_directories,
     normalise,
     on_disconnect_from,
     session_rpc_error,
@@ -113,9 +114,7 @@ class SessionMethods:
             if request.cwd is not None
             else None
         )
-        dirs = None
-        if request.additional_directories is not None:
-            dirs = tuple(normalise(d) for d in request.additional_directories)
+        dirs = listed_directories(request)
         store = self._require_store()
         try:
             records, cursor = await store.list_sessions(
