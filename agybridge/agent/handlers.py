@@ -32,7 +32,7 @@ from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
 from .params import check_text, translate_session_errors
 from .request import Kind, Request
-from .routes import ROUTES
+from .routes import NOT_OFFERED, ROUTES
 from .wirelog import log_initialize
 
 if TYPE_CHECKING:
@@ -193,7 +193,11 @@ class AcpAgent:
                     cancelled = models.PromptResponse(stop_reason=models.STOP_CANCELLED)
                     return codec.unstructure_prompt_response(cancelled)
                 if route is None:
-                    raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+                    why = NOT_OFFERED.get(method)
+                    raise RpcError(
+                        ErrorCode.METHOD_NOT_FOUND,
+                        f"Method not found: {method!r}" + (f" ({why})" if why else ""),
+                    )
                 if method != "initialize" and (request.too_early or not self._initialized):
                     await self._wait_initialized(method, too_early=request.too_early)
                 try:
