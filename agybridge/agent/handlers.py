@@ -59,6 +59,7 @@ class AcpAgent:
         limits: PromptLimits | None = None,
         doctor: Callable[[], list[str]] | None = None,
         catalog_ready: Callable[[], Awaitable[None]] | None = None,
+        offered: Callable[[], Awaitable[tuple[list[str], list[str]]]] | None = None,
         sign_in: SignInState,
         on_sessions_loaded: Callable[[], None] | None = None,
         client_gone: Callable[[], bool] | None = None,
@@ -76,6 +77,7 @@ class AcpAgent:
         self._limits = limits or PromptLimits()
         self._doctor = doctor or (lambda: ["no diagnostics available"])
         self._catalog_ready = catalog_ready
+        self._offered = offered or self._catalog_offers
         self._default_settings = default_settings or LaunchSettings()
         #: An initialize request has arrived (wire order), and has succeeded.
         self._initialize_seen = False
@@ -311,10 +313,15 @@ class AcpAgent:
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
             ),
             auth_methods=auth_methods(terminal=self._client_has_terminal_auth()),
-            meta={"bridgeCapabilities": compat.bridge_capabilities(self._manager.deps.catalog())},
+            meta={"bridgeCapabilities": compat.bridge_capabilities(*await self._offered())},
         )
         log_initialize(params)
         return codec.unstructure_plain(response)
+
+    async def _catalog_offers(self) -> tuple[list[str], list[str]]:
+        """What the sessions' catalog offers (no warm cache to read: tests)."""
+        catalog = self._manager.deps.catalog()
+        return [m.slug for m in catalog.models], list(catalog.agents)
 
     def _client_has_terminal_auth(self) -> bool:
         auth = self.client_capabilities.auth or {}

@@ -90,6 +90,7 @@ class Connection:
             limits=settings.prompt_limits,
             doctor=host.doctor,
             catalog_ready=host.catalog.loaded.wait,
+            offered=host.catalog.offered,
             sign_in=host.sign_in,
             client_gone=self.gone,
             on_sessions_loaded=on_sessions_loaded,

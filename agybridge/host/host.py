@@ -79,7 +79,7 @@ class Host:
         self.settings = settings
         self.store = store
         self.single_client = single_client
-        self.catalog = CatalogService()
+        self.catalog = CatalogService(settings.db_path)
         self.manager = SessionManager(
             session_deps(
                 settings, store, self.catalog, self.ask_client, many_clients=not single_client

@@ -5,10 +5,13 @@ set_config_option ids. Clients that ignore _meta see standard ACP."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 import trio
+
+from agybridge.store import Store
 
 from ..acp_wire import Harness, RawClient, WireValidator
 from ..extension_schema import call
@@ -231,3 +234,32 @@ async def test_delete_on_close_deletes_the_stored_session(harness: Harness) -> N
     assert validator.problems == []
     stderr = (harness.tmp_path / "bridge-stderr.log").read_text()
     assert "AGY_ACP_DELETE_ON_CLOSE is agy-acp-map's name" in stderr
+
+
+@pytest.mark.parametrize("ttl_s", [3600.0, -1.0], ids=["warm", "expired"])
+async def test_initialize_offers_the_models_of_a_warm_discovery_cache(
+    harness: Harness, ttl_s: float
+) -> None:
+    """bridgeCapabilities.availableModels comes from the discovery cache the
+    last bridge left in the database (read before the store is opened), not
+    always []; an expired cache offers nothing."""
+    cached = {
+        "models": [{"slug": MODEL, "name": "Gemini 3.1 Pro (Low)"}, {"slug": "m2", "name": "M2"}],
+        "agents": ["helper"],
+        "agyVersion": "1.3.2",
+    }
+    clock = (lambda: time.time() - 7200) if ttl_s < 0 else time.time
+    with Store.open(harness.tmp_path / "agybridge.db", clock=clock) as store:
+        store.cache_put("discovery", cached, abs(ttl_s))
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            init = (await client.initialize())["result"]
+        await harness.assert_no_leftovers()
+    caps = init["_meta"]["bridgeCapabilities"]
+    if ttl_s > 0:
+        assert caps["availableModels"] == [MODEL, "m2"]
+        assert caps["availableAgents"] == ["helper"]
+    else:
+        assert caps["availableModels"] == [] and caps["availableAgents"] == []
+    assert validator.problems == []

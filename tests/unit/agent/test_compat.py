@@ -144,7 +144,7 @@ def test_bad_extra_option_value_names_the_setting() -> None:
 
 
 def test_bridge_capabilities_name_models_and_agents() -> None:
-    caps = bridge_capabilities(Catalog(agents=("helper",)))
+    caps = bridge_capabilities([], ["helper"])
     assert caps["availableAgents"] == ["helper"] and caps["availableModels"] == []
     assert caps["resume"] is True and caps["historyReplay"] is True
 
