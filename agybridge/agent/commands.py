@@ -75,7 +75,7 @@ async def _diff(session: Session, args: str) -> str:
             shown = args if len(args) <= 40 else args[:40] + "…"
             return f"⚠️ `/diff` takes a turn number (1 is the first turn), not {shown!r}."
         turn = shown_number - 1
-    diff = await diff_of(session, turn=turn, since=None, path=None)
+    diff = await diff_of(session.mutations, turn=turn, since=None, path=None)
     if not diff["files"]:
         where = f"in turn {shown_turn(turn)}" if turn is not None else "in this session"
         return f"No file changes by agy recorded {where}."
