@@ -192,7 +192,11 @@ class SessionMethods:
             )
 
         with translate_session_errors():
-            session, _ = await self._manager.open(request.session_id, spec_from_store, self._client)
+            session, started = await self._manager.open(
+                request.session_id, spec_from_store, self._client
+            )
+        # A live session takes the list sent as its complete list (ACP).
+        moved = None if started else await _directories_sent(session, dirs)
         if on_disconnect is not None:
             session.on_disconnect = on_disconnect
 
@@ -211,10 +215,11 @@ class SessionMethods:
         )
         await session.announce_now()
         await session.barrier()
+        meta = _conversation_meta(session)
+        if moved is not None:
+            meta = {**(meta or {}), "agybridge": {"additionalDirectories": moved}}
         response = models.SessionStateResponse(
-            modes=session.modes(),
-            config_options=session.config_options(),
-            meta=_conversation_meta(session),
+            modes=session.modes(), config_options=session.config_options(), meta=meta
         )
         return codec.unstructure(response)
 
@@ -369,6 +374,21 @@ def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
     except McpServerError as exc:
         raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
     return config
+
+
+async def _directories_sent(session: Session, dirs: tuple[str, ...]) -> dict[str, Any] | None:
+    """A load or resume of a live session sent ``dirs``: applied (agy respawned
+    warm with them, now or after the running turn); what changed, for the
+    answer's ``_meta`` (None: the list is the same)."""
+    before = session.additional_dirs
+    now = await session.set_directories(dirs)
+    if now and dirs == before:
+        return None
+    return {
+        "previous": list(before),
+        "current": list(dirs),
+        "applied": "now" if now else "afterTurn",
+    }
 
 
 def _conversation_meta(session: Session) -> dict[str, Any] | None:

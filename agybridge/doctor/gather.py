@@ -20,7 +20,7 @@ from ..agy import ProbeResult, SignIn, probe_sign_in
 from ..agy.discovery import DiscoveryError, discover_agents, discover_models, run_subcommand
 from ..config import Settings
 from ..permissions import HookRoot, HookRootError, child_env
-from ..session.gate import check_hooks_loaded
+from ..session.hooks_check import check_hooks_loaded
 from ..store import Store, StoreBadFileError, StoreError
 from . import checks
 from .checks import Check, Status

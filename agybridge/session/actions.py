@@ -361,6 +361,17 @@ async def apply_settings(session: Session, action: ev.ApplySettings) -> None:
         await session.announcer.settings_applied(action.old, action.new)
 
 
+async def apply_directories(session: Session, action: ev.ApplyDirectories) -> None:
+    """The new directory list: the next agy's ``--add-dir``s (the core retires
+    the current one), the recorded edits, the gate's rules and the skills."""
+    session.additional_dirs = action.new
+    session.mutations.roots = session.announcer.roots = (session.cwd, *action.new)
+    if session.gates.gate is not None:
+        session.gates.gate.set_roots(tuple(session.roots()))
+    session.save_soon()
+    logger.info("session %s: directories now %s", session.session_id, list(action.new))
+
+
 async def ask_allow(session: Session, action: ev.AskAllowRetry) -> None:
     work = _unanswered(session, action.seq)
     if work is None or work.mapper is None:
@@ -423,6 +434,7 @@ PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
     ev.RefusePermissions: permissions,
     ev.AcceptPermissions: permissions,
     ev.ApplySettings: apply_settings,
+    ev.ApplyDirectories: apply_directories,
     ev.AskAllowRetry: ask_allow,
     ev.RetryRefused: retry_refused,
     ev.ArmDeadline: arm_deadline,

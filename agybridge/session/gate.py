@@ -25,7 +25,6 @@ request at once.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -34,9 +33,8 @@ import attrs
 import trio
 
 from ..acp import codec, models
-from ..agy.signin import ProbeResult, SignIn, run_probe
+from ..agy.signin import SignIn
 from ..permissions import (
-    HOOK_NAME,
     Assessment,
     Broker,
     Decision,
@@ -51,6 +49,7 @@ from ..translate.mapper import TurnMapper
 from ..translate.proposals import proposed_diff
 from ..translate.tools import edit_target
 from ..workspace.reads import read_text_file
+from .hooks_check import check_hooks_loaded
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +247,15 @@ class Gate:
         if self.policy is not None:
             self.policy.mode = mode
 
+    def set_roots(self, roots: tuple[str, ...]) -> None:
+        """The session's roots changed (a new directory list): the rules apply
+        to them from now on; "always" answers are kept."""
+        self._roots = roots
+        if self.policy is not None:
+            self.policy = self.policy.with_roots(roots)
+        if self._safe_policy is not None:
+            self._safe_policy = self._safe_policy.with_roots(roots)
+
     # --- decisions ---------------------------------------------------------
 
     def refuse_pending(self) -> None:
@@ -384,61 +392,9 @@ def _chosen_option(answer: Any) -> str | None:
     return None
 
 
-@attrs.frozen
-class HooksCheck:
-    #: None when agy lists our gate; else why not.
-    failure: str | None
-    #: What the same run says about sign-in (a signed-out agy lists nothing).
-    sign_in: ProbeResult
-
-
-async def check_hooks_loaded(agy_bin: str, root: HookRoot, env: Mapping[str, str]) -> HooksCheck:
-    """Run ``agy -p /hooks`` with ``root`` as an ``--add-dir``: is our hook loaded?
-
-    Never raises for agy failures; cancellation kills agy (bound it with a deadline).
-    """
-    run = await run_probe(agy_bin, ("--add-dir", root.hook_dir), env)
-    sign_in = run.sign_in
-    if sign_in.state is SignIn.SIGNED_OUT:
-        return HooksCheck(f"agy is not signed in ({sign_in.detail})", sign_in)
-    if not run.spawned:
-        return HooksCheck(f"could not run agy -p /hooks: {sign_in.detail}", sign_in)
-    listed = _check_hooks_listing(run.stdout, root.hooks_json)
-    if run.returncode != 0 and listed is None:
-        listed = f"agy -p /hooks exited with {run.returncode}"
-    return HooksCheck(listed, sign_in)
-
-
-def _check_hooks_listing(stdout: bytes, hooks_json: str) -> str | None:
-    """None if agy's ``/hooks`` JSON lists our gate loaded from our file."""
-    text = stdout.decode("utf-8", "replace").strip()
-    try:
-        envelope = json.loads(text.splitlines()[-1] if text else "")
-    except ValueError:
-        return "agy -p /hooks printed no JSON"
-    if isinstance(envelope, dict) and "result" in envelope:
-        envelope = envelope["result"]
-    command = envelope.get("command") if isinstance(envelope, dict) else None
-    data = command.get("data") if isinstance(command, dict) else None
-    hooks = data.get("hooks") if isinstance(data, dict) else None
-    if not isinstance(hooks, list):
-        return "agy -p /hooks listed no hooks"
-    for hook in hooks:
-        if (
-            isinstance(hook, dict)
-            and hook.get("name") == HOOK_NAME
-            and hook.get("enabled", True)
-            and hooks_json in str(hook.get("source", ""))
-        ):
-            return None
-    return f"agy did not load the {HOOK_NAME} hook"
-
-
 __all__ = [
     "PERMISSION_TOOLS",
     "AskClient",
     "Gate",
     "HookRootError",
-    "HooksCheck",
-    "check_hooks_loaded",
 ]

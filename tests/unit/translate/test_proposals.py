@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from agybridge.acp import models
-from agybridge.session.gate import _check_hooks_listing, _chosen_option
+from agybridge.session.gate import _chosen_option
+from agybridge.session.hooks_check import _check_hooks_listing
 from agybridge.translate.proposals import proposed_diff
 
 F = "/w/app.py"
