@@ -21,8 +21,11 @@ _PEEK_TIMEOUT_S = 0.1
 def peek_cache(path: Path, key: str, now: float | None = None) -> Any | None:
     """The cached JSON value for ``key`` (as ``Store.cache_get`` would answer
     it), or None: absent, expired, no database yet, or one this cannot read."""
-    if not path.is_file():
-        return None  # mode=ro never creates it, but says so only with an error
+    try:
+        if not path.is_file():
+            return None  # mode=ro never creates it, but says so only with an error
+    except OSError:  # e.g. a directory on the way that cannot be searched
+        return None
     import sqlite3  # noqa: PLC0415 - only when there is a database to read
 
     try:

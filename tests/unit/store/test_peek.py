@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agybridge.store import Store
 from agybridge.store.peek import peek_cache
 
@@ -26,3 +28,16 @@ def test_peek_never_creates_or_breaks_a_file(tmp_path: Path) -> None:
     assert peek_cache(junk, "discovery") is None
     assert junk.read_bytes() == b"not a database at all" * 100
     assert peek_cache(tmp_path, "discovery") is None  # a directory
+
+
+def test_peek_of_a_place_it_cannot_look_at_is_no_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stat(2) refused (a directory on the way that cannot be searched; root
+    is never refused, so the refusal is simulated): initialize must not fail."""
+
+    def refused(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", refused)
+    assert peek_cache(tmp_path / "s.db", "discovery") is None
