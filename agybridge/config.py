@@ -63,6 +63,9 @@ class Settings:
     staging_dir: str = ""
     #: AGYBRIDGE_KEEP_STAGING=1 keeps staged files (debugging).
     keep_staging: bool = False
+    #: AGYBRIDGE_DELETE_ON_CLOSE=1: session/close also deletes the stored
+    #: session (as session/delete), for editors that never delete one.
+    delete_on_close: bool = False
     prompt_limits: PromptLimits = attrs.Factory(PromptLimits)
     #: Bounds on waiting for agy: start-up, stall notice, stall timeout.
     timeouts: Timeouts = attrs.Factory(Timeouts)
@@ -123,6 +126,7 @@ class Settings:
             client_read_timeout_s=_seconds(env, "AGYBRIDGE_CLIENT_READ_TIMEOUT_S", 10.0),
             staging_dir=env.get("AGYBRIDGE_STAGING_DIR") or default_staging_dir(),
             keep_staging=keep,
+            delete_on_close=_flag(env, "AGYBRIDGE_DELETE_ON_CLOSE"),
             prompt_limits=limits,
             db_path=default_db_path(env),
             legacy=legacy_paths(env),
@@ -161,13 +165,10 @@ _AGY_ACP_EQUIVALENTS = {
     "AGY_ACP_KEEP_STAGING": "AGYBRIDGE_KEEP_STAGING",
     "AGY_ACP_CONTEXT_SIZE": "AGYBRIDGE_CONTEXT_WINDOW",
     "AGY_ACP_LOG": "AGYBRIDGE_LOG_FILE",
+    "AGY_ACP_DELETE_ON_CLOSE": "AGYBRIDGE_DELETE_ON_CLOSE",
 }
 #: agy-acp-map variables agybridge does not honour, and what to do instead.
 _AGY_ACP_UNSUPPORTED = {
-    "AGY_ACP_DELETE_ON_CLOSE": (
-        "agybridge keeps closed sessions so that session/load can reopen them; delete one "
-        "with session/delete"
-    ),
     "AGY_ACP_WARMUP": "agybridge always starts agy when the session is created",
 }
 

@@ -57,20 +57,27 @@ async def _option_command(session: Session, command: BridgeCommand) -> str:
     return "\n".join(lines)
 
 
+def shown_turn(turn: int) -> int:
+    """A turn as people count it (chat, ``agybridge sessions show``: the first
+    is turn 1); the wire's ``turn`` fields count from 0 (docs/extensions.md)."""
+    return turn + 1
+
+
 async def _diff(session: Session, args: str) -> str:
     turn = None
     if args:
         try:
             # int() takes other scripts' digits and "1_0", refuses "²" and 5000 digits.
-            turn = int(args) if args.isascii() and args.isdigit() else None
+            shown_number = int(args) if args.isascii() and args.isdigit() else None
         except ValueError:
-            turn = None
-        if turn is None:
+            shown_number = None
+        if shown_number is None or shown_number < 1:
             shown = args if len(args) <= 40 else args[:40] + "…"
-            return f"⚠️ `/diff` takes a turn number (0 is the first turn), not {shown!r}."
-    diff = await diff_of(session, turn=turn, since=None, path=None)
+            return f"⚠️ `/diff` takes a turn number (1 is the first turn), not {shown!r}."
+        turn = shown_number - 1
+    diff = await diff_of(session.mutations, turn=turn, since=None, path=None)
     if not diff["files"]:
-        where = f"in turn {turn}" if turn is not None else "in this session"
+        where = f"in turn {shown_turn(turn)}" if turn is not None else "in this session"
         return f"No file changes by agy recorded {where}."
     parts = []
     for file in diff["files"]:
@@ -108,7 +115,7 @@ async def _undo(session: Session, args: str) -> str:
     files = [f"- `{f['path']}`: {f['action']}" for f in result["files"]]
     return "\n".join(
         [
-            f"Undid agy's file changes from turn {turn} on:",
+            f"Undid agy's file changes from turn {shown_turn(turn)} on:",
             *files,
             "",
             "agy is told about it with your next message (its conversation still "

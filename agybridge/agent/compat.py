@@ -11,10 +11,11 @@ top-level fields, then ``_meta``, then ``config``, then ``configOptions``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..jsonrpc import ErrorCode, RpcError
-from ..session.config import META_KEYS, Catalog
+from ..session.config import META_KEYS
 
 
 def _bad(path: str, what: str) -> RpcError:
@@ -86,8 +87,9 @@ def conversation_id(params: Any) -> str | None:
     return text
 
 
-def bridge_capabilities(catalog: Catalog) -> dict[str, Any]:
-    """agy-acp-map's capability names, where agybridge means the same thing."""
+def bridge_capabilities(models: Sequence[str], agents: Sequence[str]) -> dict[str, Any]:
+    """agy-acp-map's capability names, where agybridge means the same thing;
+    ``models`` (slugs) and ``agents``: what agy offers, as far as known."""
     return {
         "prompt": True,
         "streaming": True,
@@ -102,6 +104,6 @@ def bridge_capabilities(catalog: Catalog) -> dict[str, Any]:
         "richContentOutput": "best_effort",
         "clientFilesystem": False,
         "clientTerminal": False,
-        "availableModels": [m.slug for m in catalog.models],
-        "availableAgents": list(catalog.agents),
+        "availableModels": list(models),
+        "availableAgents": list(agents),
     }

@@ -24,6 +24,7 @@ from .history_pages import mutation_wire
 from .params import bool_param, int_param, str_param, unknown_session
 from .request import Request
 from .runtime import mcp_servers, runtime
+from .stored import StoredSession, open_stored, stored_runtime
 
 
 class Extensions:
@@ -40,16 +41,31 @@ class Extensions:
             raise unknown_session(session_id)
         return session
 
+    async def _readable(self, params: dict[str, Any]) -> Session | StoredSession:
+        """The live session, else the stored one read from the database
+        (without starting agy): for the methods that only read."""
+        session_id = str_param(params, "sessionId", required=True)
+        assert session_id is not None
+        session = self._manager.get(session_id)
+        if session is not None:
+            return session
+        stored = await open_stored(self._manager.store, session_id)
+        if stored is None:
+            raise unknown_session(session_id)
+        return stored
+
     # --- methods -------------------------------------------------------------
 
     async def runtime(self, params: dict[str, Any], request: Request) -> Any:
-        session = self._session(params)
+        session = await self._readable(params)
+        if isinstance(session, StoredSession):
+            return stored_runtime(session)
         await session.mutations.load()  # a loaded session's log is in the store
         await session.barrier()  # the prompts sent before this request are queued
         return runtime(session)
 
     async def history(self, params: dict[str, Any], request: Request) -> Any:
-        session = self._session(params)
+        session = await self._readable(params)
         limit = int_param(params, "limit")
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
@@ -64,7 +80,7 @@ class Extensions:
         return history.page(journal, mutations, cursor, limit)
 
     async def mutations(self, params: dict[str, Any], request: Request) -> Any:
-        session = self._session(params)
+        session = await self._readable(params)
         since = int_param(params, "sinceTurn") or 0
         listed = await session.mutations.with_provenance(since)
         turns: dict[int, list[dict[str, Any]]] = {}
@@ -73,7 +89,7 @@ class Extensions:
         return {"turns": [{"turn": t, "files": files} for t, files in sorted(turns.items())]}
 
     async def diff(self, params: dict[str, Any], request: Request) -> Any:
-        session = self._session(params)
+        session = await self._readable(params)
         turn = int_param(params, "turn")
         since = int_param(params, "sinceTurn")
         if turn is not None and since is not None:
@@ -85,7 +101,7 @@ class Extensions:
         path = str_param(params, "path")
         if path is not None:
             path = posixpath.normpath(posixpath.join(session.cwd, path))
-        return await diff_of(session, turn=turn, since=since, path=path)
+        return await diff_of(session.mutations, turn=turn, since=since, path=path)
 
     async def rollback(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)
@@ -113,16 +129,17 @@ class Extensions:
 
 
 async def diff_of(
-    session: Session, *, turn: int | None, since: int | None, path: str | None
+    log: MutationLog, *, turn: int | None, since: int | None, path: str | None
 ) -> dict[str, Any]:
-    """One diff per file over the chosen turns: first before → last after.
+    """One diff per file of a session's mutation ``log`` over the chosen
+    turns: first before → last after.
 
     Cancellation: returns at once; the diff, computed in a worker thread, is abandoned.
     """
-    await session.mutations.load()
+    await log.load()
     first: dict[str, Mutation] = {}
     last: dict[str, Mutation] = {}
-    for mutation in session.mutations.entries:
+    for mutation in log.entries:
         if turn is not None and mutation.turn != turn:
             continue
         if since is not None and mutation.turn < since:
@@ -131,7 +148,6 @@ async def diff_of(
             continue
         first.setdefault(mutation.path, mutation)
         last[mutation.path] = mutation
-    log = session.mutations
     sides = []
     for p, earliest in first.items():
         before = _side(log, earliest.before)

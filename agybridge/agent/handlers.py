@@ -33,7 +33,7 @@ from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
 from .params import check_text, name_cause, session_rpc_error, translate_session_errors
 from .request import Kind, Request
-from .routes import ROUTES
+from .routes import NOT_OFFERED, ROUTES
 from .wirelog import log_initialize
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class AcpAgent:
         limits: PromptLimits | None = None,
         doctor: Callable[[], list[str]] | None = None,
         catalog_ready: Callable[[], Awaitable[None]] | None = None,
+        offered: Callable[[], Awaitable[tuple[list[str], list[str]]]] | None = None,
         sign_in: SignInState,
         on_sessions_loaded: Callable[[], None] | None = None,
         client_gone: Callable[[], bool] | None = None,
@@ -77,6 +78,7 @@ class AcpAgent:
         self._limits = limits or PromptLimits()
         self._doctor = doctor or (lambda: ["no diagnostics available"])
         self._catalog_ready = catalog_ready
+        self._offered = offered or self._catalog_offers
         self._default_settings = default_settings or LaunchSettings()
         #: An initialize request has arrived (wire order), and has succeeded.
         self._initialize_seen = False
@@ -194,7 +196,11 @@ class AcpAgent:
                     cancelled = models.PromptResponse(stop_reason=models.STOP_CANCELLED)
                     return codec.unstructure_prompt_response(cancelled)
                 if route is None:
-                    raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+                    why = NOT_OFFERED.get(method)
+                    raise RpcError(
+                        ErrorCode.METHOD_NOT_FOUND,
+                        f"Method not found: {method!r}" + (f" ({why})" if why else ""),
+                    )
                 if method != "initialize" and (request.too_early or not self._initialized):
                     await self._wait_initialized(method, too_early=request.too_early)
                 try:
@@ -317,10 +323,15 @@ class AcpAgent:
                 name="agybridge", title="Antigravity (agybridge)", version=__version__
             ),
             auth_methods=auth_methods(terminal=self._client_has_terminal_auth()),
-            meta={"bridgeCapabilities": compat.bridge_capabilities(self._manager.deps.catalog())},
+            meta={"bridgeCapabilities": compat.bridge_capabilities(*await self._offered())},
         )
         log_initialize(params)
         return codec.unstructure_plain(response)
+
+    async def _catalog_offers(self) -> tuple[list[str], list[str]]:
+        """What the sessions' catalog offers (no warm cache to read: tests)."""
+        catalog = self._manager.deps.catalog()
+        return [m.slug for m in catalog.models], list(catalog.agents)
 
     def _client_has_terminal_auth(self) -> bool:
         auth = self.client_capabilities.auth or {}

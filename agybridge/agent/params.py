@@ -257,6 +257,32 @@ def normalise(path: str) -> str:
     return os.path.normpath(path)
 
 
+def listed_directories(request: models.ListSessionsRequest) -> tuple[str, ...] | None:
+    """``session/list``'s exact-match folder filter: ``_meta.additionalDirectories``
+    (the stable v1 schema has no such field), or the top-level
+    ``additionalDirectories`` of the draft it came from. None: no filter.
+
+    Raises:
+        RpcError: ``_meta.additionalDirectories`` is not an array of absolute
+            paths (-32602).
+    """
+    meta = request.meta if isinstance(request.meta, dict) else {}
+    in_meta = meta.get("additionalDirectories")
+    if in_meta is None:
+        dirs = request.additional_directories
+        return None if dirs is None else tuple(normalise(d) for d in dirs)
+    field = "_meta.additionalDirectories"
+    if not isinstance(in_meta, list) or not all(isinstance(d, str) for d in in_meta):
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"{field} must be an array of absolute directory paths",
+            {"path": f"$.{field}"},
+        )
+    return tuple(
+        check_directory(d, f"{field}[{i}]", must_exist=False) for i, d in enumerate(in_meta)
+    )
+
+
 def check_directories(paths: list[str] | None) -> tuple[str, ...]:
     checked = [
         check_directory(path, f"additionalDirectories[{i}]") for i, path in enumerate(paths or [])

@@ -135,7 +135,8 @@ def status_text(snapshot: dict[str, Any]) -> str:
         lines.append(f"- permission gate: {snapshot['gate']}")
     turn = snapshot["runningTurn"]
     if turn is not None:
-        lines.append(f"- running: turn {turn['turn']} ({turn['state']})")
+        # As the chat and `agybridge sessions show` count: the first turn is 1.
+        lines.append(f"- running: turn {turn['turn'] + 1} ({turn['state']})")
     if snapshot["queuedPrompts"]:
         lines.append(f"- queued prompts: {snapshot['queuedPrompts']}")
     if snapshot["mutations"]:

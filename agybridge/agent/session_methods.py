@@ -35,6 +35,7 @@ from .extensions import Extensions
 from .params import (
     check_directories,
     check_directory,
+    listed_directories,
     normalise,
     on_disconnect_from,
     session_rpc_error,
@@ -114,9 +115,7 @@ class SessionMethods:
             if request.cwd is not None
             else None
         )
-        dirs = None
-        if request.additional_directories is not None:
-            dirs = tuple(normalise(d) for d in request.additional_directories)
+        dirs = listed_directories(request)
         store = self._require_store()
         try:
             records, cursor = await store.list_sessions(
@@ -194,7 +193,11 @@ class SessionMethods:
             )
 
         with translate_session_errors():
-            session, _ = await self._manager.open(request.session_id, spec_from_store, self._client)
+            session, started = await self._manager.open(
+                request.session_id, spec_from_store, self._client
+            )
+        # A live session takes the list sent as its complete list (ACP).
+        moved = None if started else await _directories_sent(session, dirs)
         if on_disconnect is not None:
             session.on_disconnect = on_disconnect
 
@@ -213,10 +216,11 @@ class SessionMethods:
         )
         await session.announce_now()
         await session.barrier()
+        meta = _conversation_meta(session)
+        if moved is not None:
+            meta = {**(meta or {}), "agybridge": {"additionalDirectories": moved}}
         response = models.SessionStateResponse(
-            modes=session.modes(),
-            config_options=session.config_options(),
-            meta=_conversation_meta(session),
+            modes=session.modes(), config_options=session.config_options(), meta=meta
         )
         return codec.unstructure(response)
 
@@ -343,6 +347,8 @@ class SessionMethods:
         await self._let_go(request.session_id, "closed")
         if not await self._manager.close(request.session_id):
             raise unknown_session(request.session_id)
+        if self._manager.deps.delete_on_close:
+            await self._require_store().delete_session(request.session_id)
         return {}
 
     def _client_wants_terminals(self) -> bool:
@@ -365,6 +371,21 @@ def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
     except McpServerError as exc:
         raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
     return config
+
+
+async def _directories_sent(session: Session, dirs: tuple[str, ...]) -> dict[str, Any] | None:
+    """A load or resume of a live session sent ``dirs``: applied (agy respawned
+    warm with them, now or after the running turn); what changed, for the
+    answer's ``_meta`` (None: the list is the same)."""
+    before = session.additional_dirs
+    now = await session.set_directories(dirs)
+    if now and dirs == before:
+        return None
+    return {
+        "previous": list(before),
+        "current": list(dirs),
+        "applied": "now" if now else "afterTurn",
+    }
 
 
 def _conversation_meta(session: Session) -> dict[str, Any] | None:

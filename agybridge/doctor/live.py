@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..agent.auth import SignInState
 from ..agy import ProbeResult, SignIn
 from ..config import Settings
-from ..session.catalog import CatalogService
+from ..host.catalog import CatalogService
 from ..session.gate import Gate
 from . import checks
 from .checks import Check, Status

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from ..agent.auth import SignInState
     from ..config import Settings
     from ..session import SessionManager
-    from ..session.catalog import CatalogService
     from ..session.outlet import ClientSink
+    from .catalog import CatalogService
 
 #: A host's own methods; every other ``_agybridge/...`` name is one of the
 #: ACP extensions the agent serves (docs/extensions.md).
@@ -90,6 +90,7 @@ class Connection:
             limits=settings.prompt_limits,
             doctor=host.doctor,
             catalog_ready=host.catalog.loaded.wait,
+            offered=host.catalog.offered,
             sign_in=host.sign_in,
             client_gone=self.gone,
             on_sessions_loaded=on_sessions_loaded,

@@ -27,7 +27,7 @@ import trio
 from ..agent.auth import SignInState
 from ..jsonrpc import PeerClosedError, RpcError
 from ..session import SessionManager
-from ..session.catalog import CatalogService
+from .catalog import CatalogService
 from .connection import Connection, Control
 from .housekeeping import doctor_lines, session_deps, start_housekeeping
 from .shutdown import RESPONSE_FLUSH_S, ShutdownClient, shut_down, stop_budget_s, watch_signals
@@ -80,7 +80,7 @@ class Host:
         self.settings = settings
         self.store = store
         self.single_client = single_client
-        self.catalog = CatalogService()
+        self.catalog = CatalogService(settings.db_path)
         self.manager = SessionManager(
             session_deps(
                 settings,

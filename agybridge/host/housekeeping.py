@@ -17,9 +17,9 @@ from ..store import StoreError
 if TYPE_CHECKING:
     from ..agent.auth import SignInState
     from ..config import Settings
-    from ..session.catalog import CatalogService
     from ..session.deps import AskClient, AskQuestion
     from ..store import AsyncStore, LegacyPaths
+    from .catalog import CatalogService
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ def session_deps(
         store=store,
         staging_base=settings.staging_dir,
         keep_staging=settings.keep_staging,
+        delete_on_close=settings.delete_on_close,
         ask_client=ask_client,
         ask_question=ask_question,
         timeouts=settings.timeouts,

@@ -157,6 +157,13 @@ class Policy:
         self._markers = tuple(dict.fromkeys(markers))
         self._real_protected = tuple(dict.fromkeys(os.path.realpath(p) for p in self.protected))
 
+    def with_roots(self, roots: Iterable[str]) -> Policy:
+        """The same mode, protected paths and remembered answers over other
+        roots (the roots are fixed for a policy's life)."""
+        moved = Policy(roots, self.mode, protected=self.protected)
+        moved._memory = dict(self._memory)
+        return moved
+
     def remember(self, key: str, allow: bool) -> None:
         """Store an allow_always (True) or reject_always (False) answer under ``key``."""
         if key:

@@ -24,7 +24,6 @@ from ..translate.usage import context_window
 from . import errors
 from . import turn_events as ev
 from .errors import SessionError, internal_error
-from .outlet import turn_outcome
 from .prompts import AttemptScopes, PromptWork, make_title
 
 if TYPE_CHECKING:
@@ -177,14 +176,14 @@ async def answer(session: Session, action: ev.AnswerPrompt | ev.AmendAnswer) -> 
     if type(action) is ev.AnswerPrompt and action.amendable:
         await _before_answer(session, work, action)
         _answered(session, action.seq)
-        outcome = _give(work, action)
+        outcome = work.give(action)
     else:
         try:
             await _before_answer(session, work, action)
         finally:
             # Taken from the book: nothing else can answer it, whatever failed above.
             _answered(session, action.seq)
-            outcome = _give(work, action)
+            outcome = work.give(action)
     if work.mapper is not None:
         # Its turn started (start_turn): it is the outlet's running turn. A
         # prompt answered while still queued must not end another's record.
@@ -216,31 +215,6 @@ def _answered(session: Session, seq: float) -> None:
     work = session.prompts.take_answered(seq)
     if work is not None and work.mapper is not None:
         session.book.count_usage(work.mapper)
-
-
-def _give(work: PromptWork, action: ev.AnswerPrompt | ev.AmendAnswer) -> models.SessionInfoUpdate:
-    """Answer the prompt's request; the turn-outcome notification that goes with it."""
-    if action.error is not None:
-        work.answer(error=action.error)
-        failed = turn_outcome("failed", error={"message": action.error.message})
-        return _naming_cause(failed, action.error.meta())
-    assert type(action) is ev.AnswerPrompt
-    if action.stop is ev.Stop.CANCELLED:
-        work.answer(stop=models.STOP_CANCELLED)
-        return turn_outcome("ended", stopReason=models.STOP_CANCELLED)
-    assert work.mapper is not None
-    meta = work.mapper.response_meta()
-    work.answer(stop=models.STOP_END_TURN, meta=meta)
-    return _naming_cause(turn_outcome("ended", stopReason=models.STOP_END_TURN), meta)
-
-
-def _naming_cause(outcome: models.SessionInfoUpdate, meta: Any) -> models.SessionInfoUpdate:
-    """The turn-outcome notification with the cause ``meta`` names (if any)
-    beside its ``turn``: ``_meta.agybridge.cause`` and the cause's fields."""
-    if causes.cause_of(meta) is None:
-        return outcome
-    merged = {**meta["agybridge"], **(outcome.meta or {})["agybridge"]}
-    return attrs.evolve(outcome, meta={"agybridge": merged})
 
 
 async def record_turn(session: Session, action: ev.RecordTurn) -> None:
@@ -374,6 +348,17 @@ async def apply_settings(session: Session, action: ev.ApplySettings) -> None:
         await session.announcer.settings_applied(action.old, action.new)
 
 
+async def apply_directories(session: Session, action: ev.ApplyDirectories) -> None:
+    """The new directory list: the next agy's ``--add-dir``s (the core retires
+    the current one), the recorded edits, the gate's rules and the skills."""
+    session.additional_dirs = action.new
+    session.mutations.roots = session.announcer.roots = (session.cwd, *action.new)
+    if session.gates.gate is not None:
+        session.gates.gate.set_roots(tuple(session.roots()))
+    session.save_soon()
+    logger.info("session %s: directories now %s", session.session_id, list(action.new))
+
+
 async def ask_allow(session: Session, action: ev.AskAllowRetry) -> None:
     work = _unanswered(session, action.seq)
     if work is None or work.mapper is None:
@@ -436,6 +421,7 @@ PERFORM: Mapping[type, Callable[[Session, Any], Awaitable[None]]] = {
     ev.RefusePermissions: permissions,
     ev.AcceptPermissions: permissions,
     ev.ApplySettings: apply_settings,
+    ev.ApplyDirectories: apply_directories,
     ev.AskAllowRetry: ask_allow,
     ev.RetryRefused: retry_refused,
     ev.ArmDeadline: arm_deadline,

@@ -109,7 +109,8 @@ class Announcer:
     ) -> None:
         self._outlet = outlet
         self._catalog = catalog
-        self._roots = roots
+        #: Where workspace skills are looked for (the session's roots).
+        self.roots = roots
         #: Workspace skills offered as slash commands (found when announced).
         self.skills: list[Skill] = []
         self._seen: list[models.SessionConfigOption] | None = None
@@ -132,7 +133,7 @@ class Announcer:
 
     async def send_commands(self) -> None:
         self.skills = await trio.to_thread.run_sync(
-            functools.partial(find_skills, list(self._roots), reserved=BRIDGE_COMMANDS.keys())
+            functools.partial(find_skills, list(self.roots), reserved=BRIDGE_COMMANDS.keys())
         )
         await self._outlet.send(
             models.AvailableCommandsUpdate(available_commands=available_commands(self.skills))

@@ -58,11 +58,19 @@ class CoreState:
     """The fields of one session's core, and the helpers every part uses."""
 
     def __init__(
-        self, settings: LaunchSettings, *, resumable: bool = False, muted: bool = False
+        self,
+        settings: LaunchSettings,
+        *,
+        dirs: tuple[str, ...] = (),
+        resumable: bool = False,
+        muted: bool = False,
     ) -> None:
         self._settings = settings
         #: The latest settings the client asked for (applied between turns).
         self._requested = settings
+        #: The session's additional directories agy runs with, and the list
+        #: the client last sent (applied between turns, like the settings).
+        self._dirs = self._requested_dirs = dirs
         #: The permission gate as the core knows it.
         self._gate = GateState.NONE
         #: Safe mode after "allow and retry": agy runs behind the gate.

@@ -62,6 +62,8 @@ class SessionDeps:
     store: AsyncStore | None = None
     staging_base: str | None = None
     keep_staging: bool = False
+    #: session/close deletes the stored session too (AGYBRIDGE_DELETE_ON_CLOSE).
+    delete_on_close: bool = False
     #: None: no client to ask, so no permission gate (tests).
     ask_client: AskClient | None = None
     #: None: agy's questions are not put to the client (agy settles them itself).

@@ -250,6 +250,15 @@ class Gate:
         if self.policy is not None:
             self.policy.mode = mode
 
+    def set_roots(self, roots: tuple[str, ...]) -> None:
+        """The session's roots changed (a new directory list): the rules apply
+        to them from now on; "always" answers are kept."""
+        self._roots = roots
+        if self.policy is not None:
+            self.policy = self.policy.with_roots(roots)
+        if self._safe_policy is not None:
+            self._safe_policy = self._safe_policy.with_roots(roots)
+
     # --- decisions ---------------------------------------------------------
 
     def refuse_pending(self) -> None:

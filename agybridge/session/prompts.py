@@ -9,10 +9,13 @@ from typing import Any
 import attrs
 import trio
 
+from .. import causes
+from ..acp import models
 from ..acp.models import STOP_CANCELLED
 from ..translate.mapper import TurnMapper
+from . import turn_events as ev
 from .errors import InternalSessionError, SessionError
-from .outlet import ClientSink
+from .outlet import ClientSink, turn_outcome
 
 
 @attrs.frozen
@@ -96,6 +99,22 @@ class PromptWork:
             assert stop is not None
             self._result = PromptResult(stop, dict(meta or {}))
         self._done.set()
+
+    def give(self, action: ev.AnswerPrompt | ev.AmendAnswer) -> models.SessionInfoUpdate:
+        """Answer the prompt as the core's ``action`` says; the turn-outcome
+        notification that goes with the answer."""
+        if action.error is not None:
+            self.answer(error=action.error)
+            failed = turn_outcome("failed", error={"message": action.error.message})
+            return _naming_cause(failed, action.error.meta())
+        assert type(action) is ev.AnswerPrompt
+        if action.stop is ev.Stop.CANCELLED:
+            self.answer(stop=models.STOP_CANCELLED)
+            return turn_outcome("ended", stopReason=models.STOP_CANCELLED)
+        assert self.mapper is not None
+        meta = self.mapper.response_meta()
+        self.answer(stop=models.STOP_END_TURN, meta=meta)
+        return _naming_cause(turn_outcome("ended", stopReason=models.STOP_END_TURN), meta)
 
     async def result(self) -> PromptResult:
         await self._done.wait()
@@ -185,3 +204,12 @@ class PromptBook:
         self._closed_with = (stop, error)
         for work in self._work.values():
             work.answer(stop=stop, error=error)
+
+
+def _naming_cause(outcome: models.SessionInfoUpdate, meta: Any) -> models.SessionInfoUpdate:
+    """The turn-outcome notification with the cause ``meta`` names (if any)
+    beside its ``turn``: ``_meta.agybridge.cause`` and the cause's fields."""
+    if causes.cause_of(meta) is None:
+        return outcome
+    merged = {**meta["agybridge"], **(outcome.meta or {})["agybridge"]}
+    return attrs.evolve(outcome, meta={"agybridge": merged})

@@ -23,19 +23,17 @@ from ..agy import InitEvent, ResultEvent
 from ..agy.events import InitInfo
 from ..store import SessionRecord, utc_now
 from ..workspace.mutations import MutationLog
-from ..workspace.private_root import PrivateRootError, prepare_private_root
 from ..workspace.reads import snapshot_edit_target
 from ..workspace.staging import StagingArea
-from . import errors, timers, turns
+from . import errors, startup, timers, turns
 from . import turn_events as ev
 from .child_slot import ChildSlot
 from .commands import Announcer
 from .config import LaunchSettings, apply_option, option_setting, with_setting
 from .deps import SessionDeps
-from .errors import AgyStartError, SessionError, internal_error
+from .errors import SessionError, internal_error
 from .gating import GatePort
-from .inbox import Step
-from .loop import SessionLoop
+from .loop import SessionLoop, Step
 from .outlet import ClientSink, Outlet
 from .persistence import Conversation, SessionBook
 from .prompts import AttemptScopes, PromptBook, PromptResult, PromptWork
@@ -74,7 +72,10 @@ class Session:
         self.announcer = Announcer(outlet, deps.catalog, (spec.cwd, *spec.additional_dirs))
         #: The rules; only the loop feeds it (others may read it).
         self.core = turns.TurnCore(
-            spec.settings, resumable=spec.conversation_id is not None, muted=spec.muted
+            spec.settings,
+            dirs=spec.additional_dirs,
+            resumable=spec.conversation_id is not None,
+            muted=spec.muted,
         )
         self.staging: StagingArea | None = None
         self.unrecognised: Counter[str] = Counter()
@@ -136,8 +137,8 @@ class Session:
         try:
             # Checked and made before the nursery, as trio's _run_process opens
             # its process outside its nursery: a failure reaches session/new as itself.
-            await self._check_agy_runs()
-            self.staging = await self._prepare_private_root()
+            await startup.check_agy_runs(self.deps)
+            self.staging = await startup.prepare_staging(self.deps, self.spec)
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 self.start_soon(self.deadlines.stall_watch.run)
@@ -173,24 +174,6 @@ class Session:
                 self.session_id,
                 dict(self.unrecognised) or "none",
             )
-
-    async def _check_agy_runs(self) -> None:
-        runs = self.deps.agy_runs
-        failure = await runs.failure() if runs is not None else None
-        if failure is not None:
-            raise AgyStartError(failure[1], cause=failure[0], fields={"agyBin": self.deps.agy_bin})
-
-    async def _prepare_private_root(self) -> StagingArea | None:
-        try:
-            return await prepare_private_root(
-                self.deps.staging_base, self.deps.keep_staging, self.spec.mcp_config
-            )
-        except PrivateRootError as exc:
-            raise AgyStartError(
-                f"{exc.message}: make it a writable directory, or set "
-                "AGYBRIDGE_STAGING_DIR to one (`agybridge doctor` checks it)",
-                cause="staging_unusable", fields={"path": exc.base},
-            ) from exc  # fmt: skip
 
     def start_failed(self, error: SessionError) -> None:
         """The core's verdict: the session's first agy could not be started."""
@@ -421,6 +404,13 @@ class Session:
             await self.feed(ev.SettingsRequested(new, announce))
 
         await self._loop.run_in_loop(request)
+
+    async def set_directories(self, dirs: tuple[str, ...]) -> bool:
+        """The client sent the session's directory list again (``session/load``,
+        ``session/resume``): applied like a setting, now when no turn runs, else
+        when the running turn ends (agy respawned warm). True: applied now."""
+        await self._loop.run_in_loop(lambda: self.feed(ev.DirectoriesRequested(dirs)))
+        return self.additional_dirs == dirs
 
     async def set_mode(self, mode_id: str) -> None:
         """Legacy ``session/set_mode`` (same effect as the mode option)."""

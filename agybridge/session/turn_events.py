@@ -9,6 +9,10 @@ import enum
 import attrs
 
 from .config import LaunchSettings
+from .config_events import ApplyDirectories as ApplyDirectories
+from .config_events import ApplySettings as ApplySettings
+from .config_events import DirectoriesRequested as DirectoriesRequested
+from .config_events import SettingsRequested as SettingsRequested
 from .errors import SessionError
 
 
@@ -169,14 +173,6 @@ class GateVerified:
 
 
 @attrs.frozen
-class SettingsRequested:
-    settings: LaunchSettings
-    #: Tell the client when applied at once too (the change did not come
-    #: with an answer that carries the options: a slash command).
-    announce: bool = False
-
-
-@attrs.frozen
 class AllowAnswered:
     """The user answered safe mode's "allow for the session and retry"."""
 
@@ -245,6 +241,7 @@ Event = (
     | ChildExited
     | GateVerified
     | SettingsRequested
+    | DirectoriesRequested
     | AllowAnswered
     | InternalError
     | ActionFailed
@@ -327,15 +324,6 @@ class RefusePermissions:
 @attrs.frozen
 class AcceptPermissions:
     pass
-
-
-@attrs.frozen
-class ApplySettings:
-    old: LaunchSettings
-    new: LaunchSettings
-    #: Tell the client (the change was requested during the turn that just
-    #: ended, or by a slash command).
-    announce: bool
 
 
 @attrs.frozen
@@ -423,6 +411,7 @@ Action = (
     | RefusePermissions
     | AcceptPermissions
     | ApplySettings
+    | ApplyDirectories
     | GateFallbackNotice
     | AskAllowRetry
     | RetryRefused

@@ -26,7 +26,9 @@ by enumerating interleavings (tests/unit/session/test_turn_core.py):
   written during a turn only after that turn's ``result`` (contract.md §2.3),
   so a steer becomes the very next turn;
 * a configuration change requested during a turn is applied exactly once,
-  when that turn ends;
+  when that turn ends; so is a new directory list (``session/load`` or
+  ``session/resume`` of a live session): agy is respawned warm with it, at
+  once when no turn runs;
 * "allow and retry" is offered at most once per permission and turn: a
   denial of a permission already allowed and retried is final (the answer
   says why), so a client that always allows cannot make it loop.
@@ -82,6 +84,7 @@ from .turn_events import (
     AgyErrorLine,
     AllowAnswered,
     AnswerPrompt,
+    ApplyDirectories,
     ApplySettings,
     Cancel,
     CancelPrompt,
@@ -92,6 +95,7 @@ from .turn_events import (
     Closed,
     CoreStatus,
     DeadlinePassed,
+    DirectoriesRequested,
     Event,
     PromptArrived,
     PromptDropped,
@@ -150,6 +154,11 @@ class TurnCore(Outcomes):
     def requested(self) -> LaunchSettings:
         """The settings the client last asked for (applied between turns)."""
         return self._requested
+
+    @property
+    def dirs(self) -> tuple[str, ...]:
+        """The additional directories agy runs with."""
+        return self._dirs
 
     # --- the entry points ----------------------------------------------------
 
@@ -236,6 +245,11 @@ class TurnCore(Outcomes):
         if self._current is None:
             self._apply_settings(announce=event.announce)
 
+    def _on_DirectoriesRequested(self, event: DirectoriesRequested) -> None:
+        self._requested_dirs = event.dirs
+        if self._current is None:
+            self._apply_settings(announce=False)
+
     # --- children -------------------------------------------------------------------
 
     # --- the queue -------------------------------------------------------------
@@ -313,13 +327,19 @@ class TurnCore(Outcomes):
         self._maybe_closed()
 
     def _apply_settings(self, *, announce: bool) -> None:
-        new = self._requested
-        if new is self._settings or new == self._settings:  # mostly the same object
-            return
-        old, self._settings = self._settings, new
-        self._emit(ApplySettings(old, new, announce))
-        self._maybe_verify_gate()
-        if self._children.current is not None:
+        """The settings and the directory list last requested, if they changed."""
+        new, dirs = self._requested, self._requested_dirs
+        changed = False
+        if not (new is self._settings or new == self._settings):  # mostly the same object
+            old, self._settings = self._settings, new
+            self._emit(ApplySettings(old, new, announce))
+            self._maybe_verify_gate()
+            changed = True
+        if dirs != self._dirs:
+            old_dirs, self._dirs = self._dirs, dirs
+            self._emit(ApplyDirectories(old_dirs, dirs))
+            changed = True
+        if changed and self._children.current is not None:
             # Launch flags cannot change inside a process: respawn it warm,
             # resuming the conversation.
             self._retire(self._children.current, "configuration changed", warm=True)

@@ -128,3 +128,21 @@ async def test_in_session_doctor_says_what_is_pending(harness: Harness) -> None:
     assert "… models and agents: checking…" in text, text
     assert "… permission gate: checking…" in text
     assert "… version: checking…" in text
+
+
+async def test_logout_is_not_offered_and_says_why(harness: Harness) -> None:
+    """agy has no sign-out a program can run (agy contract §1.1, §6), and the
+    bridge never touches agy's credentials: auth.logout is not advertised and
+    logout answers -32601 saying so, leaving agy signed in."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            init = await initialize(client, terminal_auth=True)
+            answer = await client.request("logout", {})
+            created = await new_session(client)
+        await harness.assert_no_leftovers()
+    assert "auth" not in init["agentCapabilities"]
+    assert answer["error"]["code"] == -32601
+    assert "agy has no sign-out command" in answer["error"]["message"]
+    assert "result" in created  # still signed in
+    assert validator.problems == []

@@ -5,10 +5,13 @@ set_config_option ids. Clients that ignore _meta see standard ACP."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 import trio
+
+from agybridge.store import Store
 
 from ..acp_wire import Harness, RawClient, WireValidator
 from ..extension_schema import call
@@ -208,4 +211,55 @@ async def test_the_plan_is_re_sent_on_load(harness: Harness) -> None:
             plans = client.updates(session_id, "plan")
             assert [p["entries"] for p in plans] == [shown]
         await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_delete_on_close_deletes_the_stored_session(harness: Harness) -> None:
+    """AGY_ACP_DELETE_ON_CLOSE=1: a closed session is deleted (gone from
+    session/list, session/load finds nothing); an open one is kept."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator, AGY_ACP_DELETE_ON_CLOSE="1") as client:
+            await client.initialize()
+            closed = (await new_session(client))["sessionId"]
+            kept = (await new_session(client))["sessionId"]
+            await prompt(client, closed)
+            assert (await client.request("session/close", {"sessionId": closed}))["result"] == {}
+            listed = (await client.request("session/list", {}))["result"]["sessions"]
+            assert [s["sessionId"] for s in listed] == [kept]
+            load = {"sessionId": closed, "cwd": str(client.tmp_path), "mcpServers": []}
+            gone = await client.request("session/load", load)
+            assert gone["error"]["code"] == -32002, gone
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+    stderr = (harness.tmp_path / "bridge-stderr.log").read_text()
+    assert "AGY_ACP_DELETE_ON_CLOSE is agy-acp-map's name" in stderr
+
+
+@pytest.mark.parametrize("ttl_s", [3600.0, -1.0], ids=["warm", "expired"])
+async def test_initialize_offers_the_models_of_a_warm_discovery_cache(
+    harness: Harness, ttl_s: float
+) -> None:
+    """bridgeCapabilities.availableModels comes from the discovery cache the
+    last bridge left in the database (read before the store is opened), not
+    always []; an expired cache offers nothing."""
+    cached = {
+        "models": [{"slug": MODEL, "name": "Gemini 3.1 Pro (Low)"}, {"slug": "m2", "name": "M2"}],
+        "agents": ["helper"],
+        "agyVersion": "1.3.2",
+    }
+    clock = (lambda: time.time() - 7200) if ttl_s < 0 else time.time
+    with Store.open(harness.tmp_path / "agybridge.db", clock=clock) as store:
+        store.cache_put("discovery", cached, abs(ttl_s))
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            init = (await client.initialize())["result"]
+        await harness.assert_no_leftovers()
+    caps = init["_meta"]["bridgeCapabilities"]
+    if ttl_s > 0:
+        assert caps["availableModels"] == [MODEL, "m2"]
+        assert caps["availableAgents"] == ["helper"]
+    else:
+        assert caps["availableModels"] == [] and caps["availableAgents"] == []
     assert validator.problems == []

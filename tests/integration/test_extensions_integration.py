@@ -184,12 +184,12 @@ async def test_undo_and_diff_from_the_prompt(harness: Harness) -> None:
             once = target.read_bytes().replace(EDIT_SUFFIX.encode() * 2, EDIT_SUFFIX.encode())
 
             mark = client.mark()
-            await prompt(client, session_id, "/diff 1")
+            await prompt(client, session_id, "/diff 2")
             assert f"+line one{EDIT_SUFFIX * 2}" in client.message_text(session_id, since=mark)
 
             mark = client.mark()
             await prompt(client, session_id, "/undo")
-            assert "from turn 1 on" in client.message_text(session_id, since=mark)
+            assert "from turn 2 on" in client.message_text(session_id, since=mark)
             assert target.read_bytes() == once
             await prompt(client, session_id, "/undo")
             assert target.read_bytes() == original
@@ -358,12 +358,12 @@ async def test_undo_and_status_after_a_restart_see_the_stored_changes(harness: H
             assert status["mutations"] == 2, status
             mark = client.mark()
             await prompt(client, session_id, "/undo")
-            assert "from turn 1 on" in client.message_text(session_id, since=mark)
+            assert "from turn 2 on" in client.message_text(session_id, since=mark)
             assert target.read_bytes() != edited_twice
         await harness.assert_no_leftovers()
 
 
-@pytest.mark.parametrize("args", ["²", "1²", "-1", "1 2", "١", "9" * 5000])
+@pytest.mark.parametrize("args", ["²", "1²", "-1", "0", "1 2", "١", "9" * 5000])
 async def test_diff_with_odd_arguments_answers_in_the_chat(harness: Harness, args: str) -> None:
     """``/diff`` with an argument that is not a plain turn number answers
     with a message (a superscript digit passed ``str.isdigit`` and then made
@@ -432,7 +432,7 @@ async def test_undo_refused_for_a_file_changed_after_agy_says_undo_force(harness
             assert "force: true" not in refused, refused
             mark = client.mark()
             await prompt(client, session_id, "/undo force")
-            assert "from turn 1 on" in client.message_text(session_id, since=mark)
+            assert "from turn 2 on" in client.message_text(session_id, since=mark)
             assert b"user's own line" not in target.read_bytes()
         await harness.assert_no_leftovers()
 

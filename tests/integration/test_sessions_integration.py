@@ -288,3 +288,45 @@ async def test_a_session_deleted_by_another_process_stays_deleted(
     warnings = [line for line in log.splitlines() if warned in line]
     assert len(warnings) == 1, log
     assert validator.problems == []
+
+
+async def test_list_filters_by_folders_in_meta(harness: Harness) -> None:
+    """session/list's folder filter, which the stable schema dropped, is
+    ``_meta.additionalDirectories`` (exact match, like the draft's top-level
+    field, still accepted); a malformed one is -32602 naming the field."""
+    cwd = str(harness.tmp_path)
+    extra = harness.tmp_path / "extra"
+    extra.mkdir()
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            plain = (await ok(client, "session/new", {"cwd": cwd, "mcpServers": []}))["sessionId"]
+            wide = (
+                await ok(
+                    client,
+                    "session/new",
+                    {"cwd": cwd, "mcpServers": [], "additionalDirectories": [str(extra)]},
+                )
+            )["sessionId"]
+
+            async def listed(params: dict[str, Any]) -> list[str]:
+                answer = await ok(client, "session/list", params)
+                return [s["sessionId"] for s in answer["sessions"]]
+
+            assert await listed({"_meta": {"additionalDirectories": [str(extra)]}}) == [wide]
+            assert await listed({"_meta": {"additionalDirectories": []}}) == [plain]
+            assert await listed({"additionalDirectories": [str(extra)]}) == [wide]
+            assert set(await listed({"cwd": cwd})) == {plain, wide}
+            for bad, path in [
+                ("nope", "$._meta.additionalDirectories"),
+                (["relative"], "$._meta.additionalDirectories[0]"),
+            ]:
+                refused = await client.request(
+                    "session/list", {"_meta": {"additionalDirectories": bad}}
+                )
+                assert refused["error"]["code"] == -32602, refused
+                assert refused["error"]["data"]["path"] == path
+                assert "_meta.additionalDirectories" in refused["error"]["message"]
+        await harness.assert_no_leftovers()
+    assert validator.problems == []

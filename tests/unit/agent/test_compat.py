@@ -145,7 +145,7 @@ def test_bad_extra_option_value_names_the_setting() -> None:
 
 
 def test_bridge_capabilities_name_models_and_agents() -> None:
-    caps = bridge_capabilities(Catalog(agents=("helper",)))
+    caps = bridge_capabilities([], ["helper"])
     assert caps["availableAgents"] == ["helper"] and caps["availableModels"] == []
     assert caps["resume"] is True and caps["historyReplay"] is True
 
@@ -190,6 +190,7 @@ def test_launch_variables_are_honoured_with_a_warning(
         ("AGY_ACP_KEEP_STAGING", "1", "keep_staging", True),
         ("AGY_ACP_CONTEXT_SIZE", "1000000", "context_window", 1_000_000),
         ("AGY_ACP_LOG", "/tmp/agy-acp.log", "log_file", Path("/tmp/agy-acp.log")),
+        ("AGY_ACP_DELETE_ON_CLOSE", "1", "delete_on_close", True),
     ],
 )
 def test_bridge_variables_are_honoured_with_a_warning(
@@ -207,7 +208,7 @@ def test_our_variable_wins_over_theirs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "advice"),
-    [("AGY_ACP_DELETE_ON_CLOSE", "session/delete"), ("AGY_ACP_WARMUP", "always starts")],
+    [("AGY_ACP_WARMUP", "always starts")],
 )
 def test_unsupported_variables_warn_what_to_use(tmp_path: Path, name: str, advice: str) -> None:
     settings = _settings(tmp_path, **{name: "1"})

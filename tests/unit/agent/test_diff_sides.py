@@ -18,8 +18,7 @@ def _log(root: Path) -> MutationLog:
 
 
 async def _diff(log: MutationLog) -> dict[str, Any]:
-    session = cast(Any, SimpleNamespace(mutations=log))
-    return await extensions.diff_of(session, turn=None, since=None, path=None)
+    return await extensions.diff_of(log, turn=None, since=None, path=None)
 
 
 async def test_an_unseen_before_is_unknown_and_the_diff_starts_where_the_bridge_looked(

@@ -46,3 +46,11 @@ def test_package_ships_only_the_bridge_command() -> None:
     assert PYPROJECT["scripts"] == {"agybridge": "agybridge.__main__:main"}
     assert "MIT License" in (REPO / "LICENSE").read_text()
     assert PYPROJECT["license-files"] == ["LICENSE"]
+
+
+def test_registry_entry_warns_about_the_terms_of_use() -> None:
+    """Registry users read only the description: it carries the README's warning."""
+    description = json.loads((ENTRY / "agent.json").read_text())["description"]
+    assert "not affiliated with Google" in description
+    assert "suspend an account" in description
+    assert "### Terms of use" in (REPO / "README.md").read_text()

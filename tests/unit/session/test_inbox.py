@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from agybridge.agy import ChildEvent, ChildEvents, MalformedLine
-from agybridge.session.inbox import Inbox
+from agybridge.session.loop import Inbox
 
 
 def _event(n: int) -> ChildEvent:

@@ -11,7 +11,8 @@ verdict, ...), a small model of the world reacts to the actions it returns
   or close;
 * at most one agy child is alive or starting at any time;
 * turns start in wire order (FIFO), steers ahead of waiting prompts;
-* a configuration change is applied exactly once, and never during a turn.
+* a configuration change is applied exactly once, and never during a turn;
+  so is a new directory list.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.alive: set[int] = set()  # spawned, not exited
         self.started: list[float] = []
         self.applied: list[LaunchSettings] = []
+        #: The directory list last sent (session/load or resume of the live session).
+        self.requested_dirs: tuple[str, ...] = ()
         self.armed: list[ev.ArmDeadline] = []
         self.asking: set[float] = set()
         #: "Allow and retry" per prompt: what was asked, what was allowed.
@@ -146,6 +149,8 @@ class TurnCoreMachine(RuleBasedStateMachine):
             elif isinstance(action, ev.ApplySettings):
                 assert action.new != action.old
                 self.applied.append(action.new)
+            elif isinstance(action, ev.ApplyDirectories):
+                assert action.new != action.old and action.new == self.requested_dirs, action
             elif isinstance(action, ev.ArmDeadline):
                 self.armed.append(action)
             elif isinstance(action, ev.ArmIdle):
@@ -280,6 +285,11 @@ class TurnCoreMachine(RuleBasedStateMachine):
     @rule(mode=st.sampled_from(["safe", "ask", "autonomous"]), model=st.sampled_from([None, "m2"]))
     def configure(self, mode: str, model: str | None) -> None:
         self.feed(ev.SettingsRequested(LaunchSettings(mode=mode, model=model)))
+
+    @rule(dirs=st.sampled_from([(), ("/a",), ("/a", "/b")]))
+    def send_directories(self, dirs: tuple[str, ...]) -> None:
+        self.requested_dirs = dirs
+        self.feed(ev.DirectoriesRequested(dirs))
 
     @precondition(lambda self: not self.closing)
     @rule()
@@ -428,6 +438,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def settings_only_change_between_turns(self) -> None:
         if _current(self.core) is None and not self.closing:
             assert self.core.settings == self.core.requested
+            assert self.core.dirs == self.requested_dirs
 
     def teardown(self) -> None:
         """Close, let every child go: every prompt is answered exactly once."""
@@ -567,6 +578,31 @@ def test_a_change_during_a_turn_applies_once_when_it_ends() -> None:
     assert applied == [ev.ApplySettings(LaunchSettings(), new, announce=True)]
     assert ev.RetireChild(1, "configuration changed") in out
     assert out.index(applied[0]) < out.index(ev.AnswerPrompt(1, ev.Stop.END_TURN))
+
+
+def test_a_new_directory_list_respawns_agy_now_or_when_the_turn_ends() -> None:
+    """Idle: applied at once and agy is respawned warm with it. During a turn:
+    nothing until the turn ends, then applied once, before the answer."""
+    core = turns.TurnCore(LaunchSettings(), dirs=("/a",))
+    core.start()
+    core.handle(ev.ChildSpawned(1))
+    out = core.handle(ev.DirectoriesRequested(("/b",)))
+    applied = ev.ApplyDirectories(("/a",), ("/b",))
+    assert out == [applied, ev.RetireChild(1, "configuration changed")]
+    out = core.handle(ev.ChildExited(1, ERROR, clean=True))
+    assert [type(a) for a in out] == [ev.SpawnChild]  # warm, with the new list
+    core.handle(ev.ChildSpawned(2))
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
+    assert core.handle(ev.DirectoriesRequested(("/c",))) == []
+    assert core.handle(ev.DirectoriesRequested(("/d",))) == []  # the last list wins
+    assert core.dirs == ("/b",)
+    out = core.handle(ev.ChildResult(2, success=True, outcome=ev.Outcome.END_TURN))
+    applied = [a for a in out if isinstance(a, ev.ApplyDirectories)]
+    assert applied == [ev.ApplyDirectories(("/b",), ("/d",))]
+    assert ev.RetireChild(2, "configuration changed") in out
+    assert out.index(applied[0]) < out.index(ev.AnswerPrompt(1, ev.Stop.END_TURN))
+    assert core.handle(ev.DirectoriesRequested(("/d",))) == []  # the same list: nothing
 
 
 def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None:

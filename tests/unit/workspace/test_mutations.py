@@ -9,8 +9,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import trio
@@ -223,8 +222,7 @@ async def test_diffs_are_computed_off_the_event_loop(
         return unified(path, before, after, **flags)
 
     monkeypatch.setattr(extensions, "unified", recording)
-    session = cast(Any, SimpleNamespace(mutations=log))
-    result = await extensions.diff_of(session, turn=None, since=None, path=None)
+    result = await extensions.diff_of(log, turn=None, since=None, path=None)
     assert "-one\n+two\n" in result["diff"]
     assert len(threads) == 1 and threads[0] != threading.get_ident()
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import trio
 
-from .config import Catalog
+from ..session.config import Catalog
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,10 @@ _CACHE_KEY = "discovery"
 class CatalogService:
     """Holds the current :class:`Catalog`; :meth:`run` refreshes it."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache_file: Path | None = None) -> None:
+        """``cache_file``: the database holding the discovery cache, read by
+        :meth:`offered` before the store is open."""
+        self._cache_file = cache_file
         self.catalog = Catalog()
         self.error: str | None = None
         #: The cache was read (or there is none): what a session is offered
@@ -41,6 +45,20 @@ class CatalogService:
 
     def __call__(self) -> Catalog:
         return self.catalog
+
+    async def offered(self) -> tuple[list[str], list[str]]:
+        """The model slugs and agent names ``initialize`` advertises: the
+        catalog once the cache was read (or discovery ran), else a warm
+        discovery cache read straight from the database (the store is opened
+        only after ``initialize``: issue 15), else none."""
+        if self.loaded.is_set() or self.catalog.models or self._cache_file is None:
+            return [m.slug for m in self.catalog.models], list(self.catalog.agents)
+        from ..store.peek import peek_cache  # noqa: PLC0415 - sqlite3 only when asked
+
+        cached = await trio.to_thread.run_sync(peek_cache, self._cache_file, _CACHE_KEY)
+        if not isinstance(cached, dict):
+            return [], []
+        return [str(m["slug"]) for m in _model_rows(cached)], _agent_names(cached)
 
     async def run(
         self,
@@ -124,11 +142,19 @@ def _from_json(data: dict[str, Any]) -> Catalog:
 
     models = tuple(
         ModelInfo(slug=str(m["slug"]), name=str(m.get("name") or m["slug"]))
-        for m in data.get("models", [])
-        if isinstance(m, dict) and m.get("slug")
+        for m in _model_rows(data)
     )
-    agents = tuple(str(a) for a in data.get("agents", []) if isinstance(a, str))
+    agents = tuple(_agent_names(data))
     version = data.get("agyVersion")
     return Catalog(
         models=models, agents=agents, agy_version=version if isinstance(version, str) else None
     )
+
+
+def _model_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cached models that have a slug (the cache is JSON: anything may be in it)."""
+    return [m for m in data.get("models", []) if isinstance(m, dict) and m.get("slug")]
+
+
+def _agent_names(data: dict[str, Any]) -> list[str]:
+    return [str(a) for a in data.get("agents", []) if isinstance(a, str)]

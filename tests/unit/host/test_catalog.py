@@ -6,7 +6,7 @@ from typing import Any
 
 import trio
 
-from agybridge.session.catalog import CatalogService
+from agybridge.host.catalog import CatalogService
 
 from ...acp_wire import FAKE_AGY
 

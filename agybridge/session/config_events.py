@@ -1,0 +1,49 @@
+"""The turn core's vocabulary for what the client changes about how agy is
+launched: the settings (options, mode) and the session's directory list.
+Both are requested at any time and applied between turns (``turns.py``):
+at once when no turn runs, else when the running turn ends, and agy is
+respawned warm with them. Plain data, re-exported by ``turn_events.py``."""
+
+from __future__ import annotations
+
+import attrs
+
+from .config import LaunchSettings
+
+# --- events (in) ---------------------------------------------------------------
+
+
+@attrs.frozen
+class SettingsRequested:
+    settings: LaunchSettings
+    #: Tell the client when applied at once too (the change did not come
+    #: with an answer that carries the options: a slash command).
+    announce: bool = False
+
+
+@attrs.frozen
+class DirectoriesRequested:
+    """``additionalDirectories`` sent again (``session/load``,
+    ``session/resume``): the session's complete list from now on (ACP)."""
+
+    dirs: tuple[str, ...]
+
+
+# --- actions (out) -------------------------------------------------------------
+
+
+@attrs.frozen
+class ApplySettings:
+    old: LaunchSettings
+    new: LaunchSettings
+    #: Tell the client (the change was requested during the turn that just
+    #: ended, or by a slash command).
+    announce: bool
+
+
+@attrs.frozen
+class ApplyDirectories:
+    """The session's roots become ``new`` (the next agy gets them as ``--add-dir``)."""
+
+    old: tuple[str, ...]
+    new: tuple[str, ...]
