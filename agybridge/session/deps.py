@@ -4,14 +4,14 @@ each is on its own is :class:`~agybridge.session.spec.SessionSpec`."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
-from ..acp.models import ClientCapabilities, SessionUpdate
 from .config import Catalog
 
 if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy start-up)
+    from ..acp.models import ClientCapabilities, SessionUpdate
     from ..agy import EscalationPolicy
     from ..agy.binary import AgyRuns
     from ..store import AsyncStore
@@ -21,15 +21,15 @@ if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy
 AskClient = Callable[[str, Any], Awaitable[Any]]
 #: What to ask the client about to be asked, from its capabilities: (method,
 #: params), or None when that client cannot be asked this.
-Phrase = Callable[[ClientCapabilities], tuple[str, Any] | None]
+Phrase: TypeAlias = "Callable[[ClientCapabilities], tuple[str, Any] | None]"
 #: Asks the session's client a question phrased for it: (session id, phrase)
 #: -> (the method sent, the answer), or None when nothing was sent.
-AskQuestion = Callable[[str, Phrase], Awaitable[tuple[str, Any] | None]]
+AskQuestion: TypeAlias = "Callable[[str, Phrase], Awaitable[tuple[str, Any] | None]]"
 #: Runs ``work`` on the running turn's mapper inside the session's loop and
 #: sends the updates it returns, so the turn's state has one writer and
 #: nothing is sent for a turn that has been answered; False without a turn.
-TurnWork = Callable[["TurnMapper"], list["SessionUpdate"]]
-InTurn = Callable[[TurnWork], Awaitable[bool]]
+TurnWork: TypeAlias = "Callable[[TurnMapper], list[SessionUpdate]]"
+InTurn: TypeAlias = "Callable[[TurnWork], Awaitable[bool]]"
 
 #: AGYBRIDGE_STARTUP_TIMEOUT_S, AGYBRIDGE_STALL_NOTICE_S, AGYBRIDGE_STALL_TIMEOUT_S.
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
