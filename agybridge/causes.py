@@ -167,7 +167,8 @@ _ROWS = (
     Cause("hook_denied", "the permission gate denied a tool call (the user or a rule said no)",
           "the bridge's permission gate denied {tool}", "allow it when asked, or change the "
           "session's mode", False,
-          elsewhere="the tool call ends `failed` with the reason; the turn goes on"),
+          elsewhere="the tool call ends `failed` with the reason, its `_meta.agybridge.cause` "
+          "naming it; the turn goes on"),
     Cause("gate_unavailable", "agy does not load the bridge's permission hook",
           "the permission gate is not available ({detail}), so this session runs in safe mode",
           "update agy (hooks need 1.1.18+) and make sure ~/.gemini/config/hooks.json is "

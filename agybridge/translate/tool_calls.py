@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from .. import causes
 from ..acp import models
 from ..agy import StepUpdate
 from . import blocked
@@ -70,11 +71,18 @@ class _Call:
     blocked: str | None = None
 
 
-def _exit_meta(call: _Call) -> dict[str, Any] | None:
-    """A failed command's terminal ends (agy reports no exit code, hooks-and-tools.md §B2)."""
+#: How agy words a tool call the bridge's PreToolUse hook denied (contract.md §4;
+#: untether-1.3.1-hook-deny-mid-turn-user-input).
+HOOK_DENIAL = "tool call denied by pre-tool hook"
+
+
+def _exit_meta(call: _Call, cause: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A failed command's terminal ends (agy reports no exit code, hooks-and-tools.md §B2);
+    ``cause``: the catalogue's ``_meta`` of why the call failed, if the bridge knows."""
     if call.terminal_id is None:
-        return None
-    return {"terminal_exit": {"terminal_id": call.terminal_id, "exit_code": None, "signal": None}}
+        return cause
+    ended = {"terminal_id": call.terminal_id, "exit_code": None, "signal": None}
+    return {**(cause or {}), "terminal_exit": ended}
 
 
 @attrs.define
@@ -258,10 +266,14 @@ class ToolCallTracker:
         error = info.error.message if info and info.error and info.error.message else None
         message = error or "the tool failed"
         permission = blocked.checked_permission(error)
+        cause = None
         if permission:  # agy 1.2.x names the permission on the step itself
             call.blocked = permission
             rule = blocked.rule_for(permission, call.params)
             message += "\n\n" + blocked.blocked_card_text(permission, rule)
+            cause = causes.meta("policy_blocked", permission=permission, allowRule=rule)
+        elif error is not None and error.startswith(HOOK_DENIAL):
+            cause = causes.meta("hook_denied", tool=call.name)
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="failed",
@@ -269,7 +281,7 @@ class ToolCallTracker:
             raw_output={"error": {"type": info.error.type, "message": error}}
             if info and info.error
             else None,
-            meta=_exit_meta(call),
+            meta=_exit_meta(call, cause),
         )
 
     def announce_pending(
@@ -417,7 +429,9 @@ class ToolCallTracker:
             raw_output={
                 "error": {"type": "PERMISSION_DENIED", "permission": permission, "allowRule": rule}
             },
-            meta=_exit_meta(call),
+            meta=_exit_meta(
+                call, causes.meta("policy_blocked", permission=permission, allowRule=rule)
+            ),
         )
 
     def fail_unfinished(self, reason: str) -> list[models.SessionUpdate]:
