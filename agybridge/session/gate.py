@@ -51,7 +51,7 @@ from ..translate.questions import QUESTION_TOOL, chosen_option
 from ..translate.tools import edit_target
 from ..workspace.hooks_check import check_hooks_loaded
 from ..workspace.reads import read_text_file
-from .deps import AskQuestion, InTurn, TurnWork
+from .deps import AskClient, AskQuestion, InTurn, TurnWork
 from .questions import QuestionDesk
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,6 @@ SAFE_DENY_REASON = (
 VERIFY_TIMEOUT_S = 60.0
 CANCELLED_REASON = "the user cancelled the turn"
 
-AskClient = Callable[[str, Any], Awaitable[Any]]
 SendUpdate = Callable[[models.SessionUpdate], Awaitable[None]]
 #: Told (step index, file) before an edit step is let through.
 NoteWrite = Callable[[int, str], Awaitable[None]]
