@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,22 +67,36 @@ async def test_json_output_counts_failures(harness: Harness) -> None:
     assert {c["cause"] for c in report["checks"] if c["status"] != "fail"} == {None}
 
 
-@pytest.mark.parametrize(
-    ("make", "cause"),
-    [
-        (lambda tmp: tmp / "missing" / "agy", "agy_not_found"),
-        (lambda tmp: tmp, "agy_is_directory"),
-        (lambda tmp: (tmp / "agy").touch() or tmp / "agy", "agy_not_executable"),
-    ],
-    ids=["missing", "directory", "not-executable"],
-)
-async def test_json_names_the_catalogue_cause_of_a_bad_agy_bin(
-    harness: Harness, make: object, cause: str
+def _not_executable(tmp: Path) -> Path:
+    (tmp / "agy").touch()
+    return tmp / "agy"
+
+
+#: An unusable AGY_BIN: how to make it, the catalogue cause, what the doctor says.
+BAD_AGY_BINS = [
+    pytest.param(
+        lambda tmp: tmp / "missing" / "agy", "agy_not_found", "does not exist", id="missing"
+    ),
+    pytest.param(
+        lambda tmp: tmp, "agy_is_directory", "is a directory, not the agy program", id="directory"
+    ),
+    pytest.param(_not_executable, "agy_not_executable", "is not executable", id="not-executable"),
+]
+
+
+@pytest.mark.parametrize(("make", "cause", "words"), BAD_AGY_BINS)
+async def test_a_bad_agy_bin_has_its_own_message_and_catalogue_cause(
+    harness: Harness, make: Callable[[Path], Path], cause: str, words: str
 ) -> None:
-    """``doctor --json`` names each AGY_BIN problem with the id session/new answers."""
-    target = make(harness.tmp_path)  # type: ignore[operator]
-    done = await doctor(harness, "--json", AGY_BIN=str(target))
-    report = json.loads(done.stdout)
+    """Missing, directory and non-executable AGY_BIN: three messages, each a fix,
+    and ``doctor --json`` names each with the id session/new answers."""
+    target = make(harness.tmp_path)
+    done = await doctor(harness, AGY_BIN=str(target))
+    assert done.returncode == 1, done.stdout
+    first = done.stdout.splitlines()[1]
+    assert first == f"✗ agy: AGY_BIN={target} {words}"
+    assert done.stdout.splitlines()[2].startswith("    fix: ")
+    report = json.loads((await doctor(harness, "--json", AGY_BIN=str(target))).stdout)
     (agy,) = [c for c in report["checks"] if c["name"] == "agy"]
     assert (agy["status"], agy["cause"]) == ("fail", cause)
 
@@ -111,27 +126,6 @@ def test_every_failed_check_has_a_catalogue_cause(tmp_path: Path) -> None:
         "log_file_unusable",
     ]
     assert all(cause in causes.CAUSES for cause in found)
-
-
-@pytest.mark.parametrize(
-    ("make", "expected"),
-    [
-        (lambda tmp: tmp / "missing" / "agy", "does not exist"),
-        (lambda tmp: tmp, "is a directory, not the agy program"),
-        (lambda tmp: (tmp / "agy").touch() or tmp / "agy", "is not executable"),
-    ],
-    ids=["missing", "directory", "not-executable"],
-)
-async def test_agy_bin_problems_have_their_own_message(
-    harness: Harness, make: object, expected: str
-) -> None:
-    """Missing, directory and non-executable AGY_BIN: three messages, each a fix."""
-    target = make(harness.tmp_path)  # type: ignore[operator]
-    done = await doctor(harness, AGY_BIN=str(target))
-    assert done.returncode == 1, done.stdout
-    first = done.stdout.splitlines()[1]
-    assert first == f"✗ agy: AGY_BIN={target} {expected}"
-    assert done.stdout.splitlines()[2].startswith("    fix: ")
 
 
 def test_unset_agy_bin_is_told_apart(tmp_path: Path) -> None:
