@@ -22,6 +22,7 @@ import trio
 from .agent.wirelog import TracingReceiveStream, TracingSendStream, log_startup
 from .config import Settings
 from .host import Connection, Host, deferred_store
+from .host.shutdown import safety_net
 from .jsonrpc import PipeSendStream
 from .store import StoreInUseError, StorePathError, claim_for_bridge, release_claim
 
@@ -149,11 +150,7 @@ class Watchdog:
         if not self.wanted:
             self._running.set()
             return
-        from .agy import end_orphans, watched  # noqa: PLC0415
-        from .permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases  # noqa: PLC0415
-
-        await end_orphans(remove_orphaned_roots)
-        async with watched(runtime_bases(), DIR_PREFIX):
+        async with safety_net():
             self._running.set()
             await trio.sleep_forever()
 

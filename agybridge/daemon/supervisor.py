@@ -43,11 +43,10 @@ from typing import Any
 
 import trio
 
-from ..agy import end_orphans, watched
 from ..attach.start import EXIT_DAEMON_RUNNING
 from ..config import Settings
 from ..host import Connection, Host, open_store
-from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases
+from ..host.shutdown import safety_net
 from ..store import (
     AsyncStore,
     StoreInUseError,
@@ -222,8 +221,7 @@ async def serve_daemon(settings: Settings, socket_path: Path, ready_fd: int | No
         try:
             # As the stdio bridge does: what dead bridges left, then a watchdog
             # that ends this daemon's agy children if it is killed.
-            await end_orphans(remove_orphaned_roots)
-            async with watched(runtime_bases(), DIR_PREFIX):
+            async with safety_net():
                 store = await open_store(settings.db_path)
                 try:
                     await journal_interrupted(store)

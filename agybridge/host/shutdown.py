@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import attrs
@@ -106,3 +107,17 @@ async def watch_signals(shutdown: trio.Event) -> None:
         async for signum in signals:
             logger.info("received %s: shutting down", signal.Signals(signum).name)
             shutdown.set()
+
+
+@asynccontextmanager
+async def safety_net() -> AsyncIterator[None]:
+    """For a bridge process that may be killed (SIGKILL): what bridges that died
+    left is ended first, then the body runs with a watchdog that ends this
+    process's agy children if it dies too (agy/ownership.py). Used by both hosts."""
+    # Loaded here, not at start-up: the stdio bridge enters it once initialize is answered.
+    from ..agy import end_orphans, watched  # noqa: PLC0415
+    from ..permissions import DIR_PREFIX, remove_orphaned_roots, runtime_bases  # noqa: PLC0415
+
+    await end_orphans(remove_orphaned_roots)
+    async with watched(runtime_bases(), DIR_PREFIX):
+        yield
