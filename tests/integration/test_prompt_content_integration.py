@@ -325,3 +325,44 @@ async def test_too_big_and_unwritable_attachments_are_clear_errors(harness: Harn
             assert stdin_texts(harness) == ["plain"]
         await harness.assert_no_leftovers()
     assert validator.problems == []
+
+
+async def test_unsaved_editor_buffers_of_linked_files_reach_agy(harness: Harness) -> None:
+    """With fs.readTextFile, each linked local file is read through the editor: the
+    text it has not saved goes to agy after the prompt, saying so; a saved file and
+    one the editor does not have add nothing; every message matches the schema."""
+    validator = WireValidator()
+    work = harness.tmp_path / "work"
+    work.mkdir()
+    changed, saved, closed = work / "changed.py", work / "saved.py", work / "closed.py"
+    for path in (changed, saved, closed):
+        path.write_text("print('on disk')\n")
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            client.buffers = {str(changed): "print('edited')\n", str(saved): saved.read_text()}
+            await client.initialize(fs={"readTextFile": True, "writeTextFile": False})
+            new = await client.request("session/new", {"cwd": str(work), "mcpServers": []})
+            session_id = new["result"]["sessionId"]
+            links = [
+                {"type": "resource_link", "uri": p.as_uri(), "name": p.name}
+                for p in (changed, saved, closed)
+            ]
+            response = await client.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "why?"}, *links]},
+            )
+            assert response["result"]["stopReason"] == "end_turn"
+            assert [r["params"]["path"] for r in client.file_reads] == [
+                str(changed),
+                str(saved),
+                str(closed),
+            ]
+        [sent] = stdin_texts(harness)
+        assert sent.endswith(
+            f"[Unsaved changes in the editor: {changed}]\n"
+            "The file on disk is older; the editor's current text follows.\n"
+            "print('edited')\n"
+        )
+        assert sent.count("Unsaved changes") == 1
+        await harness.assert_no_leftovers()
+    assert validator.problems == []

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from agybridge.acp.content import (
 )
 from agybridge.acp.limits import PromptLimits
 
+CAPTURES = Path(__file__).parents[2] / "data" / "agy-captures"
 STAGING = "/run/agybridge/1-0123456789abcdef/attachments"
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(16))
@@ -289,6 +293,19 @@ def test_audio_is_staged_by_its_bytes(data: bytes, label: str, mime: str, extens
         "Use the audio file at this absolute path (your file viewer shows text and "
         "images only: process it with a command-line tool if one is installed)."
     )
+
+
+@pytest.mark.parametrize(
+    "capture", ["tiezbro-1.1.14-pong-single-done.ndjson", "untether-1.3.1-subagent.ndjson"]
+)
+def test_no_agy_tool_listens_to_audio(capture: str) -> None:
+    """Why promptCapabilities.audio stays false: a real agy's tools (``init.tools``) can
+    view files and images but none plays, transcribes or listens to audio."""
+    lines = (CAPTURES / capture).read_text().splitlines()
+    (init,) = [json.loads(line)["init"] for line in lines if '"event":"init"' in line]
+    tools = init["tools"]
+    assert len(tools) >= 56 and "view_file" in tools
+    assert [t for t in tools if re.search("audio|sound|speech|transcri|listen", t)] == []
 
 
 # --- refused -------------------------------------------------------------------------
