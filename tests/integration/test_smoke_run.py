@@ -509,7 +509,7 @@ async def test_the_examples_pass_against_the_fake(harness: Harness, example: str
     session/list), each picking the fake's stand-in for the model with its env."""
     examples = REPO / "examples" / "smoke"
     text = (examples / f"{example}.toml").read_text()
-    text = re.sub(r"concurrency = \d+", "concurrency = 4", text)
+    text = re.sub(r"concurrency = \d+", "concurrency = 8", text)
     text = text.replace('"fixtures/app"', json.dumps(str(examples / "fixtures" / "app")))
     run = await smoke(harness, text, "--fake", "echo")
     assert run.code == 0, run.explain()
