@@ -28,7 +28,7 @@ from ..session.deps import AskQuestion
 
 logger = logging.getLogger(__name__)
 
-#: How long a prompt waits for the client to read one buffer.
+#: How long a prompt waits for the client to read its linked files (all of them).
 BUFFER_WAIT_S = 5.0
 #: A buffer longer than this is named, not included (agy gets a line of stdin per turn).
 MAX_BUFFER_CHARS = 256 * 1024
@@ -63,17 +63,31 @@ def describe_unsaved(path: str, text: str) -> str:
 
 
 async def unsaved_buffers(session: Session, blocks: Sequence[models.ContentBlock]) -> list[str]:
-    """A part for each linked file whose editor text is not what is on disk."""
+    """A part for each linked file whose editor text is not what is on disk.
+
+    The files are asked for at once, under one deadline: a client that does not
+    answer delays the prompt by :data:`BUFFER_WAIT_S` at most, however many it links."""
     ask = session.deps.ask_question
     paths = linked_files(blocks)
     if ask is None or not paths:
         return []
+    texts: dict[str, str] = {}
+
+    async def read(path: str) -> None:
+        text = await _editor_text(session.session_id, path, ask)
+        if text is not None:
+            texts[path] = text
+
+    with trio.move_on_after(BUFFER_WAIT_S) as waited:
+        async with trio.open_nursery() as nursery:
+            for path in paths:
+                nursery.start_soon(read, path)
+    if waited.cancelled_caught:
+        logger.info("the editor did not give every linked file within %g s", BUFFER_WAIT_S)
     parts: list[str] = []
     for path in paths:
-        text = await _editor_text(session.session_id, path, ask)
-        if text is None:
-            continue
-        if not await trio.to_thread.run_sync(_on_disk, path, text):
+        text = texts.get(path)
+        if text is not None and not await trio.to_thread.run_sync(_on_disk, path, text):
             parts.append(describe_unsaved(path, text))
     return parts
 
@@ -84,17 +98,14 @@ async def _editor_text(session_id: str, path: str, ask: AskQuestion) -> str | No
             return None
         return "fs/read_text_file", {"sessionId": session_id, "path": path}
 
-    with trio.move_on_after(BUFFER_WAIT_S):
-        try:
-            asked = await ask(session_id, phrase)
-        except (RpcError, PeerClosedError) as exc:
-            logger.info("the editor did not give %s: %s", path, exc)
-            return None
-        answer = asked[1] if asked is not None else None
-        content = answer.get("content") if isinstance(answer, dict) else None
-        return content if isinstance(content, str) else None
-    logger.info("the editor did not give %s within %g s", path, BUFFER_WAIT_S)
-    return None
+    try:
+        asked = await ask(session_id, phrase)
+    except (RpcError, PeerClosedError) as exc:
+        logger.info("the editor did not give %s: %s", path, exc)
+        return None
+    answer = asked[1] if asked is not None else None
+    content = answer.get("content") if isinstance(answer, dict) else None
+    return content if isinstance(content, str) else None
 
 
 def _on_disk(path: str, text: str) -> bool:

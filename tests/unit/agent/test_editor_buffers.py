@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+import trio
 
 from agybridge.acp import models
 from agybridge.agent import editor_buffers
@@ -61,3 +62,29 @@ async def test_the_client_is_asked_only_when_it_reads_files(tmp_path: Path, read
         assert parts == [editor_buffers.describe_unsaved(str(path), "new\n")]
     else:
         assert sent == [] and parts == []
+
+
+async def test_a_silent_client_delays_the_prompt_once_not_once_per_file(
+    tmp_path: Path, autojump_clock: Any
+) -> None:
+    """Five links to a client that never answers: the prompt waits BUFFER_WAIT_S in all,
+    and the one file it did answer for still goes to agy."""
+    paths = [tmp_path / f"{n}.py" for n in range(5)]
+    for path in paths:
+        path.write_text("old\n")
+
+    async def ask_question(session_id: str, phrase: Any) -> tuple[str, Any] | None:
+        asked = phrase(
+            models.ClientCapabilities(fs=models.FileSystemCapabilities(read_text_file=True))
+        )
+        if asked[1]["path"] == str(paths[2]):
+            return asked[0], {"content": "new\n"}
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    session = SimpleNamespace(session_id="s", deps=SimpleNamespace(ask_question=ask_question))
+    started = trio.current_time()
+    blocks: list[models.ContentBlock] = [link(path.as_uri()) for path in paths]
+    parts = await editor_buffers.unsaved_buffers(cast(Session, session), blocks)
+    assert trio.current_time() - started == pytest.approx(editor_buffers.BUFFER_WAIT_S)
+    assert parts == [editor_buffers.describe_unsaved(str(paths[2]), "new\n")]
