@@ -107,6 +107,9 @@ async def start_turn(session: Session, action: ev.StartTurn) -> None:
         message_id=f"msg_{uuid.uuid4().hex}",
         cwd=session.cwd,
         terminals=session.spec.terminals,
+        show_notices=session.spec.notices,
+        # Dropped on the wire for a client that did not ask for them (agent/updates.py).
+        extension_events=True,
         context_size=context_window(session.model, session.deps.context_window_override),
         context_window_override=session.deps.context_window_override,
         structured=session.core.settings.json_schema is not None,
