@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy
     from ..agy.binary import AgyRuns
     from ..store import AsyncStore
     from ..translate.mapper import TurnMapper
+    from .session import Session
 
 #: Asks the client something (``session/request_permission``): (method, params).
 AskClient = Callable[[str, Any], Awaitable[Any]]
@@ -30,6 +31,8 @@ AskQuestion: TypeAlias = "Callable[[str, Phrase], Awaitable[tuple[str, Any] | No
 #: nothing is sent for a turn that has been answered; False without a turn.
 TurnWork: TypeAlias = "Callable[[TurnMapper], list[SessionUpdate]]"
 InTurn: TypeAlias = "Callable[[TurnWork], Awaitable[bool]]"
+#: A session's runtime snapshot (``_agybridge/session/runtime``'s answer).
+Runtime: TypeAlias = "Callable[[Session], dict[str, Any]]"
 
 #: AGYBRIDGE_STARTUP_TIMEOUT_S, AGYBRIDGE_STALL_NOTICE_S, AGYBRIDGE_STALL_TIMEOUT_S.
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
@@ -75,3 +78,5 @@ class SessionDeps:
     #: Whether agy runs at all, checked before the first session's agy
     #: (None: not checked, e.g. in tests that use their own stand-in).
     agy_runs: AgyRuns | None = None
+    #: Builds the ``_agybridge/runtime_update`` sent after each turn (None: none).
+    runtime: Runtime | None = None

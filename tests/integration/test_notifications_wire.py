@@ -36,6 +36,7 @@ SCENARIOS = "subagent,soft-deny,partial-error"
 PROMPTS = ("ask the subagent", "run it", "what is 2+2")
 EXPECTED = Path(__file__).parents[1] / "data/wire/not-opted-in.ndjson"
 OPT_IN = {"agybridge": {"notifications": True}}
+RUNTIME = "_agybridge/runtime_update"
 NOTICES = {"notices": {}}
 
 #: Ids that differ between runs (numbered in order of appearance), and times.
@@ -98,12 +99,21 @@ async def run(
             await client.wait_update(session_id, "config_option_update")
             for text in PROMPTS:
                 await client.response(await client.start_prompt(session_id, text))
+            if meta is not None:  # the last turn's runtime update follows its answer
+                await client.wait_for(
+                    lambda: len(of_method(client, RUNTIME)) == len(PROMPTS) or None,
+                    "a runtime update after each turn",
+                )
     await harness.assert_no_leftovers()
     assert validator.problems == [], validator.report()
     sent = [json.loads(entry) for entry in client.transcript]
     lines = [entry["raw"] for entry in sent if entry["dir"] == "a2c"]
     assert json.loads(lines[0]) == answer
     return lines[1:], answer, client
+
+
+def of_method(client: RawClient, method: str) -> list[dict[str, Any]]:
+    return [m for m in client.received if m.get("method") == method]
 
 
 def advertised(answer: dict[str, Any]) -> dict[str, Any]:
@@ -147,6 +157,7 @@ async def test_opted_in_client_gets_the_same_messages_plus_the_notifications(
     check_def("NotificationsOptIn", OPT_IN["agybridge"])
     lines, answer, client = await run(harness, OPT_IN)
     assert advertised(answer)["notifications"] == [
+        "_agybridge/runtime_update",
         "_agybridge/usage_update",
         "_agybridge/warning",
         "_agybridge/error",
@@ -155,9 +166,13 @@ async def test_opted_in_client_gets_the_same_messages_plus_the_notifications(
     ]
     plain = [line for line in lines if '"method":"_agybridge/' not in line]
     assert normalised(plain, harness.tmp_path) == EXPECTED.read_text().splitlines()
-    found = extension_notifications(client)
-    session_id = found[0][1]["sessionId"]
-    assert {params["sessionId"] for _, params in found} == {session_id}
+    everything = extension_notifications(client)
+    session_id = everything[0][1]["sessionId"]
+    assert {params["sessionId"] for _, params in everything} == {session_id}
+    # Once each turn has ended (beside its answer): the runtime, the turn's tokens counted.
+    totals = [p["runtime"]["tokens"]["totalTokens"] for m, p in everything if m == RUNTIME]
+    assert 0 < totals[0] <= totals[1] < totals[2]  # the denied turn spent nothing
+    found = [(method, params) for method, params in everything if method != RUNTIME]
     assert [method for method, _ in found] == [
         "_agybridge/sub_agent_invocation_start",
         "_agybridge/sub_agent_finished",
