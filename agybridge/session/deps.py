@@ -16,7 +16,6 @@ if TYPE_CHECKING:  # annotations only: the settings need neither (issue 15, lazy
     from ..agy.binary import AgyRuns
     from ..store import AsyncStore
     from ..translate.mapper import TurnMapper
-    from .session import Session
 
 #: Asks the client something (``session/request_permission``): (method, params).
 AskClient = Callable[[str, Any], Awaitable[Any]]
@@ -31,8 +30,10 @@ AskQuestion: TypeAlias = "Callable[[str, Phrase], Awaitable[tuple[str, Any] | No
 #: nothing is sent for a turn that has been answered; False without a turn.
 TurnWork: TypeAlias = "Callable[[TurnMapper], list[SessionUpdate]]"
 InTurn: TypeAlias = "Callable[[TurnWork], Awaitable[bool]]"
-#: A session's runtime snapshot (``_agybridge/session/runtime``'s answer).
-Runtime: TypeAlias = "Callable[[Session], dict[str, Any]]"
+#: A session's runtime snapshot (``_agybridge/session/runtime``'s answer) from
+#: the session (a ``Session``: not named, as naming it here would make an import
+#: cycle of the session package).
+Runtime: TypeAlias = Callable[[Any], dict[str, Any]]
 
 #: AGYBRIDGE_STARTUP_TIMEOUT_S, AGYBRIDGE_STALL_NOTICE_S, AGYBRIDGE_STALL_TIMEOUT_S.
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
