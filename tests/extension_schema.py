@@ -44,3 +44,8 @@ async def call(client: Any, method: str, params: dict[str, Any]) -> dict[str, An
     if "result" in response:
         check(method, "result", response["result"])
     return response
+
+
+def check_notification(method: str, params: Any) -> None:
+    """``params`` of the extension notification ``method`` match its schema."""
+    _check(schema()["x-notifications"][method], params, f"{method} params")

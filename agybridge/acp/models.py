@@ -37,6 +37,8 @@ class ClientCapabilities:
     auth: dict[str, Any] | None = None
     #: ``ElicitationCapabilities``: ``{"form": {}}`` allows ``elicitation/create`` forms.
     elicitation: dict[str, Any] | None = None
+    #: ``ClientSessionCapabilities``: ``{"notices": {}}`` shows ``notice`` updates.
+    session: dict[str, Any] | None = None
     meta: Meta | None = None
 
     @property
@@ -44,6 +46,11 @@ class ClientCapabilities:
         """The client takes form ``elicitation/create`` (``form`` present and an
         object: null or absent advertises nothing)."""
         return isinstance(self.elicitation, dict) and isinstance(self.elicitation.get("form"), dict)
+
+    @property
+    def shows_notices(self) -> bool:
+        """The client presents ``notice`` updates (``session.notices`` an object)."""
+        return isinstance(self.session, dict) and isinstance(self.session.get("notices"), dict)
 
 
 @attrs.frozen
@@ -127,11 +134,13 @@ if TYPE_CHECKING:
     from .session_models import CurrentModeUpdate as CurrentModeUpdate
     from .session_models import DiffContent as DiffContent
     from .session_models import EmbeddedResource as EmbeddedResource
+    from .session_models import ExtensionEvent as ExtensionEvent
     from .session_models import ImageContent as ImageContent
     from .session_models import ListSessionsRequest as ListSessionsRequest
     from .session_models import ListSessionsResponse as ListSessionsResponse
     from .session_models import NewSessionRequest as NewSessionRequest
     from .session_models import NewSessionResponse as NewSessionResponse
+    from .session_models import Notice as Notice
     from .session_models import OpenSessionRequest as OpenSessionRequest
     from .session_models import Plan as Plan
     from .session_models import PlanEntry as PlanEntry
@@ -209,6 +218,8 @@ __getattr__ = exports(
             "CommandInput",
             "AvailableCommand",
             "AvailableCommandsUpdate",
+            "Notice",
+            "ExtensionEvent",
             "SessionUpdate",
             "SessionNotification",
         ),

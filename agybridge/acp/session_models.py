@@ -388,6 +388,36 @@ class AvailableCommandsUpdate:
     meta: Meta | None = None
 
 
+@attrs.frozen
+class Notice:
+    """Advice for the user beside the chat, not part of its history (stable in
+    the ACP schema of ``@agentclientprotocol/sdk`` 2.4): sent only to a client
+    whose ``clientCapabilities.session.notices`` says it shows them."""
+
+    TAG: ClassVar[str] = "notice"
+    severity: str
+    title: str
+    description: str | None = None
+    meta: Meta | None = None
+
+
+@attrs.frozen
+class ExtensionEvent:
+    """An ``_agybridge/*`` extension notification riding with a session's
+    updates (in order with them): the wire encoder writes it as its own
+    notification, with the session's id, to a client that asked for them in
+    ``initialize`` and drops it for any other (docs/extensions.md). Not an ACP
+    session update: the tag names no ``sessionUpdate`` the schema knows and is
+    never written."""
+
+    TAG: ClassVar[str] = "_agybridge_event"
+    method: str
+    #: A JSON object (typed loosely: the converter never reads one; a
+    #: ``dict[str, Any]`` here would take over how the converter describes
+    #: every malformed object).
+    params: Any
+
+
 SessionUpdate = (
     AgentMessageChunk
     | UserMessageChunk
@@ -400,6 +430,8 @@ SessionUpdate = (
     | ConfigOptionUpdate
     | CurrentModeUpdate
     | AvailableCommandsUpdate
+    | Notice
+    | ExtensionEvent
 )
 
 

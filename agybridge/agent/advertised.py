@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..acp.notifications import NOTIFICATIONS
 from .routes import ROUTES
 
 #: Version of the extension surface as a whole (bumped on incompatible change).
@@ -23,12 +24,21 @@ EXTENSION_METHODS: dict[str, int] = {
 }
 
 
-def extension_capabilities() -> dict[str, Any]:
-    """``agentCapabilities._meta.agybridge``."""
+def wants_notifications(meta: Any) -> bool:
+    """The ``initialize`` request's ``_meta`` asks for the extension
+    notifications: ``{"agybridge": {"notifications": true}}`` (anything else
+    asks for nothing: a client is not refused over its own ``_meta``)."""
+    mine = meta.get("agybridge") if isinstance(meta, dict) else None
+    return isinstance(mine, dict) and mine.get("notifications") is True
+
+
+def extension_capabilities(*, notifications: bool = False) -> dict[str, Any]:
+    """``agentCapabilities._meta.agybridge``; ``notifications``: the client
+    asked for them, so they are listed (else the list is empty, as it was
+    before there were any: the answer to a client that did not ask is unchanged)."""
     return {
         "version": EXTENSIONS_VERSION,
         "bridgeVersion": __version__,
         "extensions": {name: {"version": v} for name, v in EXTENSION_METHODS.items()},
-        # The bridge sends no extension notifications (yet).
-        "notifications": [],
+        "notifications": list(NOTIFICATIONS) if notifications else [],
     }

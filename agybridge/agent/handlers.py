@@ -28,7 +28,7 @@ from ..jsonrpc import ErrorCode, MessageContext, RequestContext, RpcError
 from ..session.config import LaunchSettings
 from ..session.errors import internal_error
 from . import compat
-from .advertised import extension_capabilities
+from .advertised import extension_capabilities, wants_notifications
 from .auth import SignInState, auth_methods, check_method
 from .ordering import LifecycleOrder
 from .params import check_text, name_cause, session_rpc_error, translate_session_errors
@@ -88,6 +88,9 @@ class AcpAgent:
         self._arrived: dict[int, Request] = {}
         self._lifecycle = LifecycleOrder()
         self.client_capabilities = models.ClientCapabilities()
+        #: The client asked for the ``_agybridge/*`` notifications (``initialize``
+        #: ``_meta.agybridge.notifications: true``; docs/extensions.md).
+        self.notifications = False
         #: Built by the first request that needs sessions (issue 15: initialize
         #: is answered without importing the session machinery).
         self._sessions: SessionMethods | None = None
@@ -301,6 +304,7 @@ class AcpAgent:
 
     async def initialize(self, params: models.InitializeRequest, request: Request) -> Any:
         self.client_capabilities = params.client_capabilities
+        self.notifications = wants_notifications(params.meta)
         self._initialized = True
         if params.protocol_version != PROTOCOL_VERSION:
             logger.info(
@@ -319,7 +323,7 @@ class AcpAgent:
                 session_capabilities=models.SessionCapabilities(
                     close={}, list={}, resume={}, delete={}, additional_directories={}
                 ),
-                meta={"agybridge": extension_capabilities()},
+                meta={"agybridge": extension_capabilities(notifications=self.notifications)},
             ),
             agent_info=models.Implementation(
                 name="agybridge", title="Antigravity (agybridge)", version=__version__

@@ -202,7 +202,7 @@ def _client_capabilities(value: Any) -> dict[str, Any]:
     }
     if isinstance(value.get("terminal"), bool):
         cleaned["terminal"] = value["terminal"]
-    for key in ("auth", "elicitation", "_meta"):
+    for key in ("auth", "elicitation", "session", "_meta"):
         if isinstance(value.get(key), dict):
             cleaned[key] = value[key]
     return cleaned

@@ -37,13 +37,17 @@ def encode_update(session_id: str, update: models.SessionUpdate) -> bytes:
     return encode_updates(session_id, (update,))
 
 
-def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> bytes:
+def encode_updates(
+    session_id: str, updates: Sequence[models.SessionUpdate], *, extensions: bool = False
+) -> bytes:
     """The notification lines of ``updates``, in order. The session's parts
-    are looked up once a batch, a message's once a run of its chunks."""
+    are looked up once a batch, a message's once a run of its chunks.
+    ``extensions``: the client asked for the ``_agybridge/*`` notifications
+    (:class:`~agybridge.acp.models.ExtensionEvent`); else they are left out."""
     try:
         params_head, head = _session_heads.get(session_id) or _session_head(session_id)
     except UnicodeEncodeError:  # a lone surrogate: the general path escapes the id
-        return b"".join([encode_update_general(session_id, update) for update in updates])
+        return b"".join([_encode_other(session_id, update, extensions) for update in updates])
     parts: list[bytes] = []
     message_id: str | None = None
     middle = _NO_MESSAGE_ID
@@ -66,8 +70,19 @@ def encode_updates(session_id: str, updates: Sequence[models.SessionUpdate]) -> 
                 continue
         except UnicodeEncodeError:
             pass  # a lone surrogate: the general path escapes the message
-        parts.append(encode_update_general(session_id, update))
+        parts.append(_encode_other(session_id, update, extensions))
     return b"".join(parts)
+
+
+def _encode_other(session_id: str, update: models.SessionUpdate, extensions: bool) -> bytes:
+    """An update off the fast paths: an extension event (only for a client that
+    asked for them), else the converter's encoding."""
+    if type(update) is models.ExtensionEvent:
+        if not extensions:
+            return b""
+        params = {"sessionId": session_id, **update.params}
+        return encode_message(notification_message(update.method, params))
+    return encode_update_general(session_id, update)
 
 
 def _flat_update(update: models.SessionUpdate) -> bytes | None:
@@ -142,13 +157,17 @@ def send_updates_via(
     send_encoded: Callable[[bytes], Awaitable[None]],
     session_id: str,
     updates: Sequence[models.SessionUpdate],
+    *,
+    extensions: bool = False,
 ) -> Awaitable[None]:
     """Write a batch of ``session/update``s through the peer's single writer,
     in order, as one item: await what this returns. (A plain function: the
-    hand-over is the peer's own coroutine, no wrapping one per batch.)"""
+    hand-over is the peer's own coroutine, no wrapping one per batch.)
+    ``extensions``: see `encode_updates`."""
     if not updates:
         return _nothing()
-    return send_encoded(encode_updates(session_id, updates))
+    encoded = encode_updates(session_id, updates, extensions=extensions)
+    return send_encoded(encoded) if encoded else _nothing()
 
 
 async def _nothing() -> None:

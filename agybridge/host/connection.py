@@ -120,7 +120,9 @@ class Connection:
     async def _send_updates(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         """This client's ``session/update`` sink (what outlets attach)."""
         # Through the layer's face: the encoder is loaded by the first update.
-        await agent_layer.send_updates_via(self.peer.send_encoded, session_id, updates)
+        await agent_layer.send_updates_via(
+            self.peer.send_encoded, session_id, updates, extensions=self.agent.notifications
+        )
 
 
 class _Handler:

@@ -37,6 +37,7 @@ def session_deps(
     many_clients: bool = False,
 ) -> SessionDeps:
     """What every session of this bridge (or daemon: ``many_clients``) shares."""
+    from ..agent.runtime import runtime  # noqa: PLC0415 - likewise
     from ..agy.binary import AgyRuns  # noqa: PLC0415 - with the first session, not at start-up
 
     return SessionDeps(
@@ -54,6 +55,7 @@ def session_deps(
         ask_question=ask_question,
         timeouts=settings.timeouts,
         many_clients=many_clients,
+        runtime=runtime,
     )
 
 

@@ -16,6 +16,7 @@ import trio
 
 from .. import causes
 from ..acp import codec, models
+from ..acp.notifications import RUNTIME_UPDATE
 from ..agy import AgySpawnError, InitEvent, ResultEvent, build_argv
 from ..agy.events import InitInfo
 from ..translate.history import storable
@@ -79,6 +80,7 @@ class SessionHost(Protocol):
     def record(self, updated_at: str | None = None) -> SessionRecord: ...
     def start_failed(self, error: SessionError) -> None: ...
     def roots(self) -> list[str]: ...
+    def runtime(self) -> dict[str, Any] | None: ...
     def learned(self, event: InitEvent | ResultEvent, incarnation: int) -> None: ...
     def heard_from(self, incarnation: int) -> None: ...
     def turn_work_on(self, incarnation: int) -> tuple[Turn, PromptWork] | None: ...
@@ -107,6 +109,9 @@ async def start_turn(session: Session, action: ev.StartTurn) -> None:
         message_id=f"msg_{uuid.uuid4().hex}",
         cwd=session.cwd,
         terminals=session.spec.terminals,
+        show_notices=session.spec.notices,
+        # Dropped on the wire for a client that did not ask for them (agent/updates.py).
+        extension_events=True,
         context_size=context_window(session.model, session.deps.context_window_override),
         context_window_override=session.deps.context_window_override,
         structured=session.core.settings.json_schema is not None,
@@ -188,6 +193,11 @@ async def answer(session: Session, action: ev.AnswerPrompt | ev.AmendAnswer) -> 
         # Its turn started (start_turn): it is the outlet's running turn. A
         # prompt answered while still queued must not end another's record.
         await session.outlet.turn_ended(outcome)
+        runtime = session.runtime()
+        if runtime is not None:
+            # After the answer, with the turn's tokens counted (dropped on the
+            # wire for a client that did not ask: agent/updates.py).
+            await session.outlet.send(models.ExtensionEvent(RUNTIME_UPDATE, {"runtime": runtime}))
 
 
 async def _before_answer(

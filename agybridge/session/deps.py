@@ -30,6 +30,10 @@ AskQuestion: TypeAlias = "Callable[[str, Phrase], Awaitable[tuple[str, Any] | No
 #: nothing is sent for a turn that has been answered; False without a turn.
 TurnWork: TypeAlias = "Callable[[TurnMapper], list[SessionUpdate]]"
 InTurn: TypeAlias = "Callable[[TurnWork], Awaitable[bool]]"
+#: A session's runtime snapshot (``_agybridge/session/runtime``'s answer) from
+#: the session (a ``Session``: not named, as naming it here would make an import
+#: cycle of the session package).
+Runtime: TypeAlias = Callable[[Any], dict[str, Any]]
 
 #: AGYBRIDGE_STARTUP_TIMEOUT_S, AGYBRIDGE_STALL_NOTICE_S, AGYBRIDGE_STALL_TIMEOUT_S.
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
@@ -75,3 +79,5 @@ class SessionDeps:
     #: Whether agy runs at all, checked before the first session's agy
     #: (None: not checked, e.g. in tests that use their own stand-in).
     agy_runs: AgyRuns | None = None
+    #: Builds the ``_agybridge/runtime_update`` sent after each turn (None: none).
+    runtime: Runtime | None = None

@@ -228,6 +228,10 @@ class Session:
         work = self.prompts.get(turn.seq) if turn is not None else None
         return None if turn is None or work is None else (turn, work)
 
+    def runtime(self) -> dict[str, Any] | None:
+        """The runtime snapshot (None: the bridge builds none)."""
+        return None if self.deps.runtime is None else self.deps.runtime(self)
+
     def roots(self) -> list[str]:
         staging = [self.staging.root] if self.staging is not None else []
         return [self.cwd, *self.additional_dirs, *staging]

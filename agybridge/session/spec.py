@@ -25,6 +25,9 @@ class SessionSpec:
     settings: LaunchSettings = attrs.Factory(LaunchSettings)
     #: Zed's display-only terminal extension (client ``_meta.terminal_output``).
     terminals: bool = False
+    #: The client shows ACP ``notice`` updates (``clientCapabilities.session.notices``):
+    #: the turn's warnings go there instead of into the chat.
+    notices: bool = False
     conversation_id: str | None = None
     title: str | None = None
     next_turn: int = 0

@@ -42,7 +42,7 @@ from .. import causes
 from ..acp import models
 from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
-from . import notices, usage
+from . import ext_events, notices, usage
 from .card_text import fenced
 from .outcome import OutcomeKind, TurnOutcome, ending, response_meta
 from .plan import TurnPlan
@@ -104,6 +104,11 @@ class TurnMapper:
     #: Set when the user cancelled: an ERROR result is then the interruption
     #: agy reports for SIGINT, not something to show as an error.
     cancel_requested: bool = False
+    #: The client shows ``notice`` updates: warnings go there, not into the chat.
+    show_notices: bool = False
+    #: Produce the ``_agybridge/*`` extension events (ext_events.py; the wire
+    #: drops them for a client that did not ask for them).
+    extension_events: bool = False
     now: dt.datetime = attrs.Factory(lambda: dt.datetime.now(dt.UTC))
     state: TurnState = TurnState.RUNNING
     streamed: StreamedText = attrs.Factory(StreamedText)
@@ -140,6 +145,7 @@ class TurnMapper:
             terminals=self.terminals,
             hold_silent_done=True,
         )
+        self.turn_plan.extension_events = self.extension_events
 
     @property
     def plan(self) -> dict[str, models.PlanEntry]:
@@ -320,25 +326,27 @@ class TurnMapper:
             titles = [t for ts in self.tools.blocked_titles().values() for t in ts]
             message = notices.soft_deny_message(self.denied, blocked=titles, untied=untied)
             # A notice, not the turn's cause: the turn ran, one action did not.
-            notice = self._message("⚠️ " + message)
             permissions = sorted({p for p in self.denied if p})
             meta = causes.meta("policy_blocked", permissions=permissions)
-            updates.append(attrs.evolve(notice, meta=meta))
+            updates += self._warning(message, "policy_blocked", meta)
         if self.print_timeout:
-            updates.append(self._notice(notices.PRINT_TIMEOUT_MESSAGE, "print_timeout"))
+            updates += self._notice(notices.PRINT_TIMEOUT_MESSAGE, "print_timeout", error=False)
         ungated = self.tools.ungated_finished() if self.gate_active else []
         if ungated:
             logger.warning("tool steps finished without the permission gate: %s", ungated)
-            updates.append(
-                self._message(
-                    "⚠️ agy ran "
-                    + ", ".join(f"`{t}`" for t in ungated)
-                    + " without going through the permission gate."
-                )
+            text = (
+                "agy ran "
+                + ", ".join(f"`{t}`" for t in ungated)
+                + " without going through the permission gate."
             )
+            updates += self._warning(text, ext_events.GATE_BYPASSED, None)
         updates += self._status(result)
         # The meter's final value for the turn (unless it was just sent).
         updates += self._usage_update()
+        if self.extension_events:
+            updates.append(
+                ext_events.usage_event(self.turn_usage, self.context_used, self.context_size)
+            )
         return updates
 
     def end_without_result(self, reason: str) -> list[models.SessionUpdate]:
@@ -385,16 +393,33 @@ class TurnMapper:
         self.print_timeout = self.print_timeout or end.print_timeout
         if end.notice is None:
             return []
-        return [self._notice(end.notice.text, end.notice.cause, **end.notice.fields)]
+        return self._notice(end.notice.text, end.notice.cause, error=True, **end.notice.fields)
 
-    def _notice(self, text: str, cause: str, **fields: Any) -> models.AgentMessageChunk:
+    def _notice(
+        self, text: str, cause: str, *, error: bool, **fields: Any
+    ) -> list[models.SessionUpdate]:
         """A bridge notice of why the turn did not end well: ``_meta.agybridge``
         names the cause, and the turn's response says it too (the first one)."""
         if self.cause is None:
             self.cause = cause
             self.cause_fields = {k: v for k, v in fields.items() if v is not None}
-        chunk = self._message("⚠️ " + text)
-        return attrs.evolve(chunk, meta=causes.meta(cause, **fields))
+        return self._warning(text, cause, causes.meta(cause, **fields), error=error)
+
+    def _warning(
+        self, text: str, cause: str, meta: dict[str, Any] | None, *, error: bool = False
+    ) -> list[models.SessionUpdate]:
+        """A bridge-authored warning (or the turn's error): a ``⚠️`` paragraph in
+        the chat, or a ``notice`` for a client that shows them; plus its
+        extension event (ext_events.py). Only at the end of a turn."""
+        shown: models.SessionUpdate
+        if self.show_notices:
+            title = ext_events.title(cause)
+            shown = attrs.evolve(ext_events.notice(title, text, error=error), meta=meta)
+        else:
+            shown = attrs.evolve(self._message("⚠️ " + text), meta=meta)
+        if not self.extension_events:
+            return [shown]
+        return [shown, ext_events.problem_event(cause, text, error=error)]
 
     def response_meta(self) -> dict[str, Any]:
         """The prompt response's ``_meta`` for this turn (:func:`~.outcome.response_meta`)."""

@@ -18,6 +18,7 @@ import attrs
 
 from ..acp import models
 from ..agy import events
+from . import ext_events
 from .tools import PLAN_TOOLS
 
 _BACKGROUND = re.compile(r"(waiting up to \S+ for|terminating) (?P<n>\d+) background task")
@@ -30,6 +31,10 @@ class TurnPlan:
     entries: dict[str, models.PlanEntry] = attrs.Factory(dict)
     #: Keys of the subagent entries whose return has not been seen yet.
     _subagents_out: set[str] = attrs.Factory(set)
+    #: Add the subagent extension events (ext_events.py) to the updates.
+    extension_events: bool = False
+    #: Each subagent's name by entry key (the key is its ``invocationId``).
+    _subagent_names: dict[str, str] = attrs.Factory(dict)
 
     def set(self, key: str, content: str, status: str) -> list[models.SessionUpdate]:
         entry = models.PlanEntry(content=content, priority="medium", status=status)
@@ -104,17 +109,43 @@ class TurnPlan:
             else:
                 self._subagents_out.discard(key)
             updates += self.set(key, text, status)
+            if self.extension_events:
+                updates += self._subagent_events(key, role, prompt, step.step_index, status)
         return updates
+
+    def _subagent_events(
+        self, key: str, role: object, prompt: object, step_index: int, status: str
+    ) -> list[models.SessionUpdate]:
+        """The start of a subagent first seen, or the end of one whose step failed."""
+        name = self._subagent_names.get(key)
+        if name is None:
+            name = self._subagent_names[key] = str(role or "subagent")
+            started = ext_events.sub_agent_started(
+                key, name, str(prompt) if prompt else None, step_index
+            )
+            if status == "in_progress":
+                return [started]
+            return [started, ext_events.sub_agent_finished(key, name, "failed")]
+        if status == "in_progress":
+            return []
+        return [ext_events.sub_agent_finished(key, name, "failed")]
+
+    def _subagents_over(self, keys: list[str], how: str) -> list[models.SessionUpdate]:
+        if not self.extension_events:
+            return []
+        return [ext_events.sub_agent_finished(k, self._subagent_names[k], how) for k in keys]
 
     def subagents_returned(self) -> list[models.SessionUpdate]:
         """agy marks a subagent's return with a ``system_message`` step: the
         subagents still out are done."""
         updates: list[models.SessionUpdate] = []
-        for key in sorted(self._subagents_out):
+        returned = sorted(self._subagents_out)
+        for key in returned:
             entry = self.entries[key]
             updates += self.set(key, entry.content, "completed")
         self._subagents_out.clear()
-        return updates[-1:]  # each update carries the whole plan: the last says it all
+        # Each plan update carries the whole plan: the last says it all.
+        return [*updates[-1:], *self._subagents_over(returned, "returned")]
 
     def from_stderr(self, text: str) -> list[models.SessionUpdate]:
         """agy's stderr says it waits for (or ends) background tasks."""
@@ -127,6 +158,11 @@ class TurnPlan:
 
     def finish(self) -> list[models.SessionUpdate]:
         """The turn ended: entries still in progress are completed."""
+        over = self._subagents_over(sorted(self._subagents_out), "turnEnded")
+        self._subagents_out.clear()
+        return [*self._completed(), *over]
+
+    def _completed(self) -> list[models.SessionUpdate]:
         if self.entries:
             done = [
                 attrs.evolve(e, status="completed") if e.status == "in_progress" else e

@@ -4,6 +4,7 @@ input; batches keep their order."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -137,3 +138,44 @@ def test_a_mixed_batch_is_the_general_paths_lines_in_order(
     a message's chunks, writes what the general path writes for each update."""
     expected = b"".join(encode_update_general(session_id, u) for u in batch)
     assert encode_updates(session_id, batch) == expected
+
+
+_EVENT = st.builds(
+    models.ExtensionEvent,
+    method=st.just("_agybridge/warning"),
+    params=st.fixed_dictionaries({"code": st.just("x"), "message": _ANY_TEXT}),
+)
+
+
+@given(session_id=st.sampled_from(["s", "s\ud800"]), batch=st.lists(_ANY_UPDATE | _EVENT))
+def test_extension_events_are_written_only_to_a_client_that_asked(
+    session_id: str, batch: list[models.SessionUpdate]
+) -> None:
+    """A client that did not ask for the ``_agybridge/*`` notifications gets the
+    batch's other lines, byte for byte; one that asked gets each event as its
+    own notification, with the session's id, where it was in the batch."""
+    others = [u for u in batch if not isinstance(u, models.ExtensionEvent)]
+    assert encode_updates(session_id, batch) == encode_updates(session_id, others)
+    lines = encode_updates(session_id, batch, extensions=True).splitlines()
+    assert len(lines) == len(batch)
+    for line, update in zip(lines, batch, strict=True):
+        message = json.loads(line)
+        if isinstance(update, models.ExtensionEvent):
+            assert message == {
+                "jsonrpc": "2.0",
+                "method": update.method,
+                "params": {"sessionId": session_id, **update.params},
+            }
+        else:
+            assert message["method"] == "session/update"
+
+
+async def test_a_batch_of_unwanted_events_hands_nothing_over() -> None:
+    sent: list[bytes] = []
+
+    async def send_encoded(data: bytes) -> None:
+        sent.append(data)
+
+    event = models.ExtensionEvent("_agybridge/warning", {"code": "x", "message": "y"})
+    await updates.send_updates_via(send_encoded, "s", [event])
+    assert sent == []

@@ -11,6 +11,8 @@ from agybridge.acp import models
 from agybridge.agy.stderr import classify_stderr
 from agybridge.translate.plan import TurnPlan
 
+from ...acp_wire import assert_updates_valid
+from ...extension_schema import check_notification
 from .test_mapper_more import feed_all, mapper, of_type, result, step, tool
 
 
@@ -152,3 +154,35 @@ def test_a_plan_is_sent_only_when_it_changes() -> None:
     assert plan.finish() == [entries(("Task", "completed"))]
     assert plan.finish() == []
     assert plan.from_stderr("agy: nothing about background work") == []
+
+
+def test_subagent_events_name_each_start_and_how_it_ended() -> None:
+    """With the extension events on: a start per subagent, then ``failed`` for one whose
+    spawning step failed and ``turnEnded`` for one whose return was never seen; every
+    event schema-valid (docs/extensions.schema.json)."""
+    turn = mapper(extension_events=True)
+    info = {"subagents": [{"type_name": "explorer", "role": "scout", "initial_prompt": "Look"}]}
+    updates = [
+        *turn.feed(step(5, "ACTIVE", "subagent", subagent_info=info)),
+        *turn.feed(step(6, "ERROR", "subagent", subagent_info={"subagents": [{}]})),
+        *turn.feed(result()),
+    ]
+    assert_updates_valid([u for u in updates if not isinstance(u, models.ExtensionEvent)])
+    events = [u for u in updates if isinstance(u, models.ExtensionEvent)]
+    for event in events:
+        check_notification(event.method, {"sessionId": "s", **event.params})
+    assert [(e.method.rpartition("/")[2], e.params.get("outcome")) for e in events] == [
+        ("sub_agent_invocation_start", None),
+        ("sub_agent_invocation_start", None),
+        ("sub_agent_finished", "failed"),
+        ("sub_agent_finished", "turnEnded"),
+        ("usage_update", None),
+    ]
+    assert events[0].params == {
+        "agentName": "scout",
+        "invocationId": "5.0",
+        "toolName": "invoke_subagent",
+        "stepIndex": 5,
+        "prompt": "Look",
+    }
+    assert events[3].params["invocationId"] == "5.0"
