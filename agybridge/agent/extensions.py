@@ -21,7 +21,7 @@ from ..workspace.rollback import Restore, RollbackRefused
 from ..workspace.snapshots import Snapshot
 from . import history_pages as history
 from .history_pages import mutation_wire
-from .params import bool_param, int_param, str_param, unknown_session
+from .params import bool_param, check_directory, int_param, str_param, unknown_session
 from .request import Request
 from .runtime import mcp_servers, runtime
 from .stored import StoredSession, open_stored, stored_runtime
@@ -113,6 +113,22 @@ class Extensions:
             dry_run=bool_param(params, "dryRun"),
             force=bool_param(params, "force"),
         )
+
+    async def set_workspace(self, params: dict[str, Any], request: Request) -> Any:
+        """Move a live session to another ``cwd`` (docs/extensions.md)."""
+        session = self._session(params)
+        path = str_param(params, "cwd", required=True)
+        assert path is not None
+        cwd = check_directory(path, "cwd")  # as session/new checks it
+        previous = session.cwd
+        now = await session.move_to(cwd)
+        return {
+            "sessionId": session.session_id,
+            "cwd": cwd,
+            "previousCwd": previous,
+            "additionalDirectories": list(session.core.requested_dirs),
+            "applied": "now" if now else "afterTurn",
+        }
 
     async def mcp_list(self, params: dict[str, Any], request: Request) -> Any:
         return {"servers": mcp_servers(self._session(params))}

@@ -104,6 +104,7 @@ ROUTES: dict[str, Route[Agent, Any]] = {
         extension("session/mutations", lambda a: a.sessions.extensions.mutations),
         extension("session/diff", lambda a: a.sessions.extensions.diff),
         extension("session/rollback", lambda a: a.sessions.extensions.rollback, Kind.ROLLBACK),
+        extension("session/set_workspace", lambda a: a.sessions.extensions.set_workspace),
         extension("mcp/list", lambda a: a.sessions.extensions.mcp_list),
         extension("skills/list", lambda a: a.sessions.extensions.skills_list),
         # The agent's own: a text prompt that goes ahead of those waiting.

@@ -24,9 +24,12 @@ class SettingsRequested:
 @attrs.frozen
 class DirectoriesRequested:
     """``additionalDirectories`` sent again (``session/load``,
-    ``session/resume``): the session's complete list from now on (ACP)."""
+    ``session/resume``): the session's complete list from now on (ACP); or
+    the session moved to another ``cwd`` (``_agybridge/session/set_workspace``)."""
 
     dirs: tuple[str, ...]
+    #: The new working directory (None: it stays).
+    cwd: str | None = None
 
 
 # --- actions (out) -------------------------------------------------------------
@@ -43,7 +46,10 @@ class ApplySettings:
 
 @attrs.frozen
 class ApplyDirectories:
-    """The session's roots become ``new`` (the next agy gets them as ``--add-dir``)."""
+    """The session's roots become ``new`` (the next agy gets them as ``--add-dir``),
+    and its working directory ``cwd`` when that moved."""
 
     old: tuple[str, ...]
     new: tuple[str, ...]
+    #: The new working directory (None: it did not move).
+    cwd: str | None = None

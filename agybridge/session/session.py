@@ -74,6 +74,7 @@ class Session:
         self.core = turns.TurnCore(
             spec.settings,
             dirs=spec.additional_dirs,
+            cwd=spec.cwd,
             resumable=spec.conversation_id is not None,
             muted=spec.muted,
         )
@@ -411,6 +412,16 @@ class Session:
         when the running turn ends (agy respawned warm). True: applied now."""
         await self._loop.run_in_loop(lambda: self.feed(ev.DirectoriesRequested(dirs)))
         return self.additional_dirs == dirs
+
+    async def move_to(self, cwd: str) -> bool:
+        """Another working directory (``_agybridge/session/set_workspace``), the
+        directories kept: applied like `set_directories`. True: applied now."""
+
+        async def request() -> None:
+            await self.feed(ev.DirectoriesRequested(self.core.requested_dirs, cwd))
+
+        await self._loop.run_in_loop(request)
+        return self.cwd == cwd
 
     async def set_mode(self, mode_id: str) -> None:
         """Legacy ``session/set_mode`` (same effect as the mode option)."""

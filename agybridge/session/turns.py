@@ -160,6 +160,11 @@ class TurnCore(Outcomes):
         """The additional directories agy runs with."""
         return self._dirs
 
+    @property
+    def requested_dirs(self) -> tuple[str, ...]:
+        """The additional directories the client last sent (applied between turns)."""
+        return self._requested_dirs
+
     # --- the entry points ----------------------------------------------------
 
     def handle(self, event: Event) -> list[Action]:
@@ -247,6 +252,8 @@ class TurnCore(Outcomes):
 
     def _on_DirectoriesRequested(self, event: DirectoriesRequested) -> None:
         self._requested_dirs = event.dirs
+        if event.cwd is not None:
+            self._requested_cwd = event.cwd
         if self._current is None:
             self._apply_settings(announce=False)
 
@@ -335,9 +342,11 @@ class TurnCore(Outcomes):
             self._emit(ApplySettings(old, new, announce))
             self._maybe_verify_gate()
             changed = True
-        if dirs != self._dirs:
-            old_dirs, self._dirs = self._dirs, dirs
-            self._emit(ApplyDirectories(old_dirs, dirs))
+        cwd = self._requested_cwd
+        if dirs != self._dirs or cwd != self._cwd:
+            moved = cwd if cwd != self._cwd else None
+            old_dirs, self._dirs, self._cwd = self._dirs, dirs, cwd
+            self._emit(ApplyDirectories(old_dirs, dirs, moved))
             changed = True
         if changed and self._children.current is not None:
             # Launch flags cannot change inside a process: respawn it warm,

@@ -225,6 +225,7 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
                 "_agybridge/mcp/list": {},
                 "_agybridge/skills/list": {},
                 "_agybridge/session/steer": {"text": "[fake-agy:echo] steer"},
+                "_agybridge/session/set_workspace": {"cwd": str(workspace)},
             }
             assert set(advertised["extensions"]) == set(samples)
             for method in advertised["extensions"]:

@@ -603,6 +603,10 @@ def test_a_new_directory_list_respawns_agy_now_or_when_the_turn_ends() -> None:
     assert ev.RetireChild(2, "configuration changed") in out
     assert out.index(applied[0]) < out.index(ev.AnswerPrompt(1, ev.Stop.END_TURN))
     assert core.handle(ev.DirectoriesRequested(("/d",))) == []  # the same list: nothing
+    # A move (set_workspace) is the same change: the list kept, the cwd new.
+    out = core.handle(ev.DirectoriesRequested(("/d",), "/w2"))
+    assert ev.ApplyDirectories(("/d",), ("/d",), "/w2") in out
+    assert core.handle(ev.DirectoriesRequested(("/d",), "/w2")) == []
 
 
 def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None:
