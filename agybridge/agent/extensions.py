@@ -7,12 +7,16 @@ documented in docs/extensions.md and described by docs/extensions.schema.json.
 
 from __future__ import annotations
 
+import functools
 import posixpath
+from pathlib import Path
 from typing import Any
 
 import trio
 
+from .. import causes
 from ..jsonrpc import ErrorCode, RpcError
+from ..logs import lines_naming
 from ..session import Session, SessionManager
 from ..translate.diffs import Side, Unknown, unified
 from ..workspace.changes import Mutation
@@ -25,6 +29,9 @@ from .params import bool_param, check_directory, int_param, str_param, unknown_s
 from .request import Request
 from .runtime import mcp_servers, runtime
 from .stored import StoredSession, open_stored, stored_runtime
+
+#: ``_agybridge/session/logs``: the most lines one answer may ask for.
+MAX_LOG_LINES = 1000
 
 
 class Extensions:
@@ -129,6 +136,34 @@ class Extensions:
             "additionalDirectories": list(session.core.requested_dirs),
             "applied": "now" if now else "afterTurn",
         }
+
+    async def logs(self, params: dict[str, Any], request: Request) -> Any:
+        """The log file's lines that name the session (docs/extensions.md)."""
+        session = await self._readable(params)
+        limit = int_param(params, "limit")
+        if limit is not None and not 1 <= limit <= MAX_LOG_LINES:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"Invalid params: limit must be 1 to {MAX_LOG_LINES}, not {limit}",
+                {"path": "$.limit"},
+            )
+        path = self._manager.deps.log_file
+        answer: dict[str, Any] = {"sessionId": session.session_id, "logFile": path}
+        if path is None:  # AGYBRIDGE_LOG_FILE is empty: no log is kept
+            return {**answer, "lines": [], "truncated": False}
+        scan = functools.partial(lines_naming, Path(path), session.session_id, limit or 200)
+        try:
+            lines, cut = await trio.to_thread.run_sync(scan, abandon_on_cancel=True)
+        except OSError as exc:
+            row = causes.cause("log_file_unusable")
+            fields = {"path": path, "detail": exc.strerror or str(exc)}
+            message = row.with_fix(row.render(**fields))
+            raise RpcError(
+                row.code or ErrorCode.INTERNAL_ERROR,
+                message,
+                {"details": message, "_meta": causes.meta("log_file_unusable", path=path)},
+            ) from None
+        return {**answer, "lines": lines, "truncated": cut}
 
     async def mcp_list(self, params: dict[str, Any], request: Request) -> Any:
         return {"servers": mcp_servers(self._session(params))}

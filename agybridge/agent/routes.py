@@ -105,8 +105,17 @@ ROUTES: dict[str, Route[Agent, Any]] = {
         extension("session/diff", lambda a: a.sessions.extensions.diff),
         extension("session/rollback", lambda a: a.sessions.extensions.rollback, Kind.ROLLBACK),
         extension("session/set_workspace", lambda a: a.sessions.extensions.set_workspace),
+        extension("session/logs", lambda a: a.sessions.extensions.logs),
         extension("mcp/list", lambda a: a.sessions.extensions.mcp_list),
         extension("skills/list", lambda a: a.sessions.extensions.skills_list),
+        # The last failed prompt again, a turn in the queue like session/prompt.
+        route(
+            "_agybridge/session/retry",
+            params.session_id,
+            lambda a: a.sessions.retry,
+            Kind.PROMPT,
+            version=EXTENSION_VERSION,
+        ),
         # The agent's own: a text prompt that goes ahead of those waiting.
         route(
             "_agybridge/session/steer",

@@ -54,6 +54,7 @@ def session_deps(
         ask_question=ask_question,
         timeouts=settings.timeouts,
         many_clients=many_clients,
+        log_file=str(settings.log_file) if settings.log_file is not None else None,
     )
 
 

@@ -21,6 +21,7 @@ import trio
 from ..acp import models
 from ..agy import InitEvent, ResultEvent
 from ..agy.events import InitInfo
+from ..logs import SESSION
 from ..store import SessionRecord, utc_now
 from ..workspace.mutations import MutationLog
 from ..workspace.reads import snapshot_edit_target
@@ -134,6 +135,7 @@ class Session:
         prompt still waiting is answered (cancelled, or the bridge's error).
         """
         failure: BaseException | None = None
+        SESSION.set(self.session_id)  # this task's and its children's log lines name it
         self._clock = trio.lowlevel.current_clock()
         try:
             # Checked and made before the nursery, as trio's _run_process opens
@@ -414,13 +416,10 @@ class Session:
         return self.additional_dirs == dirs
 
     async def move_to(self, cwd: str) -> bool:
-        """Another working directory (``_agybridge/session/set_workspace``), the
-        directories kept: applied like `set_directories`. True: applied now."""
-
-        async def request() -> None:
-            await self.feed(ev.DirectoriesRequested(self.core.requested_dirs, cwd))
-
-        await self._loop.run_in_loop(request)
+        """Another cwd (``set_workspace``), the directories kept; True: applied now."""
+        await self._loop.run_in_loop(
+            lambda: self.feed(ev.DirectoriesRequested(self.core.requested_dirs, cwd))
+        )
         return self.cwd == cwd
 
     async def set_mode(self, mode_id: str) -> None:

@@ -226,9 +226,16 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
                 "_agybridge/skills/list": {},
                 "_agybridge/session/steer": {"text": "[fake-agy:echo] steer"},
                 "_agybridge/session/set_workspace": {"cwd": str(workspace)},
+                "_agybridge/session/logs": {"limit": 5},
+                # No turn failed: refused (test_retry_logs_wire makes it answer).
+                "_agybridge/session/retry": {},
             }
             assert set(advertised["extensions"]) == set(samples)
             for method in advertised["extensions"]:
+                if method == "_agybridge/session/retry":
+                    refused = await call(client, method, {"sessionId": session_id})
+                    assert refused["error"]["code"] == -32600
+                    continue
                 await result(client, method, {"sessionId": session_id, **samples[method]})
             missing = await client.request("_agybridge/session/nothing", {"sessionId": session_id})
             assert missing["error"]["code"] == -32601
