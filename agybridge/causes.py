@@ -205,6 +205,13 @@ _ROWS = (
           "make the staging directory writable (AGYBRIDGE_STAGING_DIR)",
           False, elsewhere="`session/new` reports it as staging_unusable (the config is "
           "written into the staging directory)"),
+    Cause("mcp_server_unanswered", "`_agybridge/mcp/test` started (or called) one of the "
+          "session's MCP servers and it did not answer MCP's `initialize`",
+          "the MCP server {name} did not answer initialize: {detail}",
+          "fix the server's command, arguments, env or URL in the editor's MCP settings "
+          "(`error.kind` says what went wrong), then open the session again",
+          False, elsewhere="`_agybridge/mcp/test`'s result (`answered: false`, `error`): "
+          "the test itself succeeded"),
     # --- the client ----------------------------------------------------------------------
     Cause("invalid_params", "a request's params are malformed or name something impossible",
           "Invalid params: {detail}", "fix the request", False, ErrorCode.INVALID_PARAMS),

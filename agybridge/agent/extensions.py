@@ -20,18 +20,28 @@ from ..logs import lines_naming
 from ..session import Session, SessionManager
 from ..translate.diffs import Side, Unknown, unified
 from ..workspace.changes import Mutation
+from ..workspace.mcp_probe import probe
 from ..workspace.mutations import MutationLog
 from ..workspace.rollback import Restore, RollbackRefused
 from ..workspace.snapshots import Snapshot
 from . import history_pages as history
 from .history_pages import mutation_wire
-from .params import bool_param, check_directory, int_param, str_param, unknown_session
+from .params import (
+    bool_param,
+    check_directory,
+    int_param,
+    ranged_int_param,
+    str_param,
+    unknown_session,
+)
 from .request import Request
 from .runtime import mcp_servers, runtime
 from .stored import StoredSession, open_stored, stored_runtime
 
 #: ``_agybridge/session/logs``: the most lines one answer may ask for.
 MAX_LOG_LINES = 1000
+#: ``_agybridge/mcp/test``: the longest wait for an answer it may ask for.
+MAX_MCP_TEST_MS = 60_000
 
 
 class Extensions:
@@ -140,13 +150,7 @@ class Extensions:
     async def logs(self, params: dict[str, Any], request: Request) -> Any:
         """The log file's lines that name the session (docs/extensions.md)."""
         session = await self._readable(params)
-        limit = int_param(params, "limit")
-        if limit is not None and not 1 <= limit <= MAX_LOG_LINES:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"Invalid params: limit must be 1 to {MAX_LOG_LINES}, not {limit}",
-                {"path": "$.limit"},
-            )
+        limit = ranged_int_param(params, "limit", 1, MAX_LOG_LINES)
         path = self._manager.deps.log_file
         answer: dict[str, Any] = {"sessionId": session.session_id, "logFile": path}
         if path is None:  # AGYBRIDGE_LOG_FILE is empty: no log is kept
@@ -167,6 +171,34 @@ class Extensions:
 
     async def mcp_list(self, params: dict[str, Any], request: Request) -> Any:
         return {"servers": mcp_servers(self._session(params))}
+
+    async def mcp_test(self, params: dict[str, Any], request: Request) -> Any:
+        """Start one of the session's MCP servers; did it answer ``initialize``?"""
+        session = self._session(params)
+        name = str_param(params, "name", required=True)
+        timeout_ms = ranged_int_param(params, "timeoutMs", 100, MAX_MCP_TEST_MS)
+        servers = session.spec.mcp_config.get("mcpServers", {})
+        entry = servers.get(name)
+        if entry is None:
+            known = ", ".join(map(repr, servers)) or "none"
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"Invalid params: the session has no MCP server {name!r} (it has: {known})",
+                {"path": "$.name"},
+            )
+        started = trio.current_time()
+        outcome = await probe(
+            entry,
+            cwd=session.cwd,
+            timeout_s=(timeout_ms or 10_000) / 1000,
+            policy=self._manager.deps.policy,
+        )
+        return {
+            "name": name,
+            "transport": "stdio" if "command" in entry else "http",
+            **outcome.wire(),
+            "elapsedMs": round((trio.current_time() - started) * 1000),
+        }
 
     async def skills_list(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)

@@ -107,6 +107,7 @@ ROUTES: dict[str, Route[Agent, Any]] = {
         extension("session/set_workspace", lambda a: a.sessions.extensions.set_workspace),
         extension("session/logs", lambda a: a.sessions.extensions.logs),
         extension("mcp/list", lambda a: a.sessions.extensions.mcp_list),
+        extension("mcp/test", lambda a: a.sessions.extensions.mcp_test),
         extension("skills/list", lambda a: a.sessions.extensions.skills_list),
         # The last failed prompt again, a turn in the queue like session/prompt.
         route(

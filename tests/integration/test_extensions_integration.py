@@ -227,16 +227,20 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
                 "_agybridge/session/steer": {"text": "[fake-agy:echo] steer"},
                 "_agybridge/session/set_workspace": {"cwd": str(workspace)},
                 "_agybridge/session/logs": {"limit": 5},
-                # No turn failed: refused (test_retry_logs_wire makes it answer).
+                # Refused here (no turn failed, no MCP server): their own wire
+                # tests make them answer (test_retry_logs_wire, test_mcp_test_wire).
                 "_agybridge/session/retry": {},
+                "_agybridge/mcp/test": {"name": "docs"},
             }
+            refused_with = {"_agybridge/session/retry": -32600, "_agybridge/mcp/test": -32602}
             assert set(advertised["extensions"]) == set(samples)
             for method in advertised["extensions"]:
-                if method == "_agybridge/session/retry":
-                    refused = await call(client, method, {"sessionId": session_id})
-                    assert refused["error"]["code"] == -32600
+                params = {"sessionId": session_id, **samples[method]}
+                if method in refused_with:
+                    refused = await call(client, method, params)
+                    assert refused["error"]["code"] == refused_with[method], refused
                     continue
-                await result(client, method, {"sessionId": session_id, **samples[method]})
+                await result(client, method, params)
             missing = await client.request("_agybridge/session/nothing", {"sessionId": session_id})
             assert missing["error"]["code"] == -32601
             unknown = await call(client, "_agybridge/session/runtime", {"sessionId": "nope"})
