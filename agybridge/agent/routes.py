@@ -31,6 +31,8 @@ class Agent(Protocol):
 
     async def authenticate(self, params: models.AuthenticateRequest, request: Request) -> Any: ...
 
+    async def settings_options(self, params: dict[str, Any], request: Request) -> Any: ...
+
     @property
     def sessions(self) -> SessionMethods:
         """The methods that need sessions (loaded on first use)."""
@@ -109,6 +111,7 @@ ROUTES: dict[str, Route[Agent, Any]] = {
         extension("mcp/list", lambda a: a.sessions.extensions.mcp_list),
         extension("mcp/test", lambda a: a.sessions.extensions.mcp_test),
         extension("skills/list", lambda a: a.sessions.extensions.skills_list),
+        extension("settings/options", lambda a: a.settings_options),
         # The last failed prompt again, a turn in the queue like session/prompt.
         route(
             "_agybridge/session/retry",
