@@ -18,6 +18,7 @@ from .. import causes
 from ..jsonrpc import ErrorCode, RpcError
 from ..logs import lines_naming
 from ..session import Session, SessionManager
+from ..session.config_events import DirectoriesRequested, SettingsRequested
 from ..translate.diffs import Side, Unknown, unified
 from ..workspace.changes import Mutation
 from ..workspace.mcp_probe import probe
@@ -138,7 +139,8 @@ class Extensions:
         assert path is not None
         cwd = check_directory(path, "cwd")  # as session/new checks it
         previous = session.cwd
-        now = await session.move_to(cwd)
+        await session.ask(DirectoriesRequested(None, cwd))
+        now = session.cwd == cwd
         return {
             "sessionId": session.session_id,
             "cwd": cwd,
@@ -168,6 +170,16 @@ class Extensions:
                 {"details": message, "_meta": causes.meta("log_file_unusable", path=path)},
             ) from None
         return {**answer, "lines": lines, "truncated": cut}
+
+    async def settings_reload(self, params: dict[str, Any], request: Request) -> Any:
+        """agy respawned warm, so it reads its own settings anew (docs/extensions.md)."""
+        session = self._session(params)
+        running = session.slot.current is not None
+        await session.ask(SettingsRequested(None, reload=True))
+        return {
+            "sessionId": session.session_id,
+            "applied": "afterTurn" if session.busy else "now" if running else "nextTurn",
+        }
 
     async def mcp_list(self, params: dict[str, Any], request: Request) -> Any:
         return {"servers": mcp_servers(self._session(params))}

@@ -112,6 +112,7 @@ ROUTES: dict[str, Route[Agent, Any]] = {
         extension("mcp/test", lambda a: a.sessions.extensions.mcp_test),
         extension("skills/list", lambda a: a.sessions.extensions.skills_list),
         extension("settings/options", lambda a: a.settings_options),
+        extension("settings/reload", lambda a: a.sessions.extensions.settings_reload),
         # The last failed prompt again, a turn in the queue like session/prompt.
         route(
             "_agybridge/session/retry",

@@ -15,10 +15,14 @@ from .config import LaunchSettings
 
 @attrs.frozen
 class SettingsRequested:
-    settings: LaunchSettings
+    #: None: they stay (a reload).
+    settings: LaunchSettings | None
     #: Tell the client when applied at once too (the change did not come
     #: with an answer that carries the options: a slash command).
     announce: bool = False
+    #: Respawn agy (warm) even if nothing changed: it reads its own settings,
+    #: agents and workspace files only when it starts (``settings/reload``).
+    reload: bool = False
 
 
 @attrs.frozen
@@ -27,7 +31,8 @@ class DirectoriesRequested:
     ``session/resume``): the session's complete list from now on (ACP); or
     the session moved to another ``cwd`` (``_agybridge/session/set_workspace``)."""
 
-    dirs: tuple[str, ...]
+    #: None: the list stays (a move).
+    dirs: tuple[str, ...] | None
     #: The new working directory (None: it stays).
     cwd: str | None = None
 

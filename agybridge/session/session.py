@@ -415,12 +415,9 @@ class Session:
         await self._loop.run_in_loop(lambda: self.feed(ev.DirectoriesRequested(dirs)))
         return self.additional_dirs == dirs
 
-    async def move_to(self, cwd: str) -> bool:
-        """Another cwd (``set_workspace``), the directories kept; True: applied now."""
-        await self._loop.run_in_loop(
-            lambda: self.feed(ev.DirectoriesRequested(self.core.requested_dirs, cwd))
-        )
-        return self.cwd == cwd
+    async def ask(self, event: ev.DirectoriesRequested | ev.SettingsRequested) -> None:
+        """A change the client asked for, fed in the loop (``set_workspace``, a reload)."""
+        await self._loop.run_in_loop(lambda: self.feed(event))
 
     async def set_mode(self, mode_id: str) -> None:
         """Legacy ``session/set_mode`` (same effect as the mode option)."""

@@ -246,12 +246,15 @@ class TurnCore(Outcomes):
                 self._coalesced.clear()
 
     def _on_SettingsRequested(self, event: SettingsRequested) -> None:
-        self._requested = event.settings
+        if event.settings is not None:
+            self._requested = event.settings
+        self._reload = self._reload or event.reload
         if self._current is None:
             self._apply_settings(announce=event.announce)
 
     def _on_DirectoriesRequested(self, event: DirectoriesRequested) -> None:
-        self._requested_dirs = event.dirs
+        if event.dirs is not None:
+            self._requested_dirs = event.dirs
         if event.cwd is not None:
             self._requested_cwd = event.cwd
         if self._current is None:
@@ -342,6 +345,10 @@ class TurnCore(Outcomes):
             self._emit(ApplySettings(old, new, announce))
             self._maybe_verify_gate()
             changed = True
+        if self._reload:  # agy's own files (and the workspace skills) are read anew
+            self._reload, changed = False, True
+            for action in self.announce("commands"):
+                self._emit(action)
         cwd = self._requested_cwd
         if dirs != self._dirs or cwd != self._cwd:
             moved = cwd if cwd != self._cwd else None

@@ -232,6 +232,7 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
                 "_agybridge/session/retry": {},
                 "_agybridge/mcp/test": {"name": "docs"},
                 "_agybridge/settings/options": {},
+                "_agybridge/settings/reload": {},
             }
             refused_with = {"_agybridge/session/retry": -32600, "_agybridge/mcp/test": -32602}
             assert set(advertised["extensions"]) == set(samples)

@@ -18,6 +18,8 @@ from .test_sessions_integration import TIMEOUT_S, ok
 
 pytestmark = pytest.mark.integration
 
+RELOAD = "_agybridge/settings/reload"
+
 
 async def prompt(client: RawClient, session_id: str, text: str = "hi") -> None:
     answer = await client.response(await client.start_prompt(session_id, text))
@@ -106,7 +108,8 @@ async def test_set_workspace_moves_the_session_now_or_after_the_turn(harness: Ha
     """``_agybridge/session/set_workspace``: the same path as the directories
     (agy respawned warm in the new cwd, at once when idle, after the running
     turn otherwise); the stored session and session/list follow; a path
-    session/new would refuse is refused the same way."""
+    session/new would refuse is refused the same way. ``settings/reload``
+    respawns agy the same way with nothing changed."""
     cwd, first, second = folders(harness)
     release = harness.tmp_path / "release"
     validator = WireValidator()
@@ -141,11 +144,21 @@ async def test_set_workspace_moves_the_session_now_or_after_the_turn(harness: Ha
             launches = len(harness.session_argvs())
             back = await call(client, method, {"sessionId": session_id, "cwd": str(cwd)})
             assert back["result"]["applied"] == "afterTurn"
+            # A reload asked meanwhile rides the same respawn.
+            reload = await call(client, RELOAD, {"sessionId": session_id})
+            assert reload["result"] == {"sessionId": session_id, "applied": "afterTurn"}
             assert len(harness.session_argvs()) == launches
             release.touch()
             assert (await client.response(running))["result"]["stopReason"] == "end_turn"
             await prompt(client, session_id)
+            assert len(harness.session_argvs()) == launches + 1
             state = await call(client, "_agybridge/session/runtime", {"sessionId": session_id})
+            # Idle, a reload respawns agy at once (warm): it reads its own files anew.
+            reload = await call(client, RELOAD, {"sessionId": session_id})
+            assert reload["result"]["applied"] == "now"
+            await prompt(client, session_id)
+            assert len(harness.session_argvs()) == launches + 2
+            assert "--conversation" in harness.session_argvs()[-1]
         await harness.assert_no_leftovers()
     assert in_second["cwd"] == str(second)
     assert last_dirs_of(in_second["argv"])[:2] == [str(second), str(first)]

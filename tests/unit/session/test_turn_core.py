@@ -609,6 +609,25 @@ def test_a_new_directory_list_respawns_agy_now_or_when_the_turn_ends() -> None:
     assert core.handle(ev.DirectoriesRequested(("/d",), "/w2")) == []
 
 
+def test_a_reload_respawns_agy_with_nothing_changed() -> None:
+    """``settings/reload``: agy respawned warm (and the skills announced again),
+    at once when idle, when the turn ends otherwise; the settings stay."""
+    core = turns.TurnCore(LaunchSettings(model="m"))
+    core.start()
+    core.handle(ev.ChildSpawned(1))
+    out = core.handle(ev.SettingsRequested(None, reload=True))
+    assert ev.RetireChild(1, "configuration changed") in out
+    assert any(isinstance(a, ev.SendAnnouncements) and "commands" in a.kinds for a in out)
+    assert core.requested == LaunchSettings(model="m")
+    core.handle(ev.ChildExited(1, ERROR, clean=True))
+    core.handle(ev.ChildSpawned(2))
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
+    assert core.handle(ev.SettingsRequested(None, reload=True)) == []
+    out = core.handle(ev.ChildResult(2, success=True, outcome=ev.Outcome.END_TURN))
+    assert ev.RetireChild(2, "configuration changed") in out
+
+
 def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None:
     """During turn 1, prompts 2 and 3 wait; steers 4 and 5 run next (in wire
     order), then 2 and 3. With nothing running a steer starts at once."""
