@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(session_tag)s%(message)s"
+_FORMAT = "%(asctime)s %(process)d %(session_tag)s%(levelname)s %(name)s: %(message)s"
 _LOG_FILE_BYTES = 10 * 2**20  # 10 MiB per file, 3 kept
 #: Protocol payloads quoted in log lines are cut here: a 5 MiB bad line once
 #: went whole into stderr and the log.
