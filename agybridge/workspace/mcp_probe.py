@@ -21,8 +21,6 @@ import json
 import os
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -172,6 +170,10 @@ async def _exchange(proc: trio.Process, what: str) -> Outcome:
 
 def _post_initialize(url: str, headers: Mapping[str, str], timeout_s: float) -> Outcome:
     """Streamable HTTP: one POST; the reply is JSON or an event stream (blocking)."""
+    # Loaded by the first HTTP test, not with the session methods (issue 15).
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
     what = f"the MCP server at {urlsplit(url).hostname!r}"
     request = urllib.request.Request(
         url,
