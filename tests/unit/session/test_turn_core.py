@@ -94,6 +94,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.applied: list[LaunchSettings] = []
         #: The directory list last sent (session/load or resume of the live session).
         self.requested_dirs: tuple[str, ...] = ()
+        #: The cwd last asked for (set_workspace), and the one applied.
+        self.requested_cwd: str | None = None
+        self.cwd: str | None = None
         self.armed: list[ev.ArmDeadline] = []
         self.asking: set[float] = set()
         #: "Allow and retry" per prompt: what was asked, what was allowed.
@@ -150,7 +153,11 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 assert action.new != action.old
                 self.applied.append(action.new)
             elif isinstance(action, ev.ApplyDirectories):
-                assert action.new != action.old and action.new == self.requested_dirs, action
+                assert action.new == self.requested_dirs, action
+                assert action.new != action.old or action.cwd is not None, action
+                if action.cwd is not None:
+                    assert action.cwd != self.cwd, action  # a move to where it is: nothing
+                    self.cwd = action.cwd
             elif isinstance(action, ev.ArmDeadline):
                 self.armed.append(action)
             elif isinstance(action, ev.ArmIdle):
@@ -290,6 +297,15 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def send_directories(self, dirs: tuple[str, ...]) -> None:
         self.requested_dirs = dirs
         self.feed(ev.DirectoriesRequested(dirs))
+
+    @rule(cwd=st.sampled_from(["/w1", "/w2"]))
+    def move(self, cwd: str) -> None:
+        self.requested_cwd = cwd
+        self.feed(ev.DirectoriesRequested(None, cwd))
+
+    @rule()
+    def reload(self) -> None:
+        self.feed(ev.SettingsRequested(None, reload=True))
 
     @precondition(lambda self: not self.closing)
     @rule()
@@ -439,6 +455,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
         if _current(self.core) is None and not self.closing:
             assert self.core.settings == self.core.requested
             assert self.core.dirs == self.requested_dirs
+            assert self.cwd == self.requested_cwd
 
     def teardown(self) -> None:
         """Close, let every child go: every prompt is answered exactly once."""
