@@ -189,10 +189,11 @@ _ROWS = (
           "no private runtime directory: {detail}",
           "set TMPDIR (or XDG_RUNTIME_DIR) to a short private path",
           False, elsewhere=_DOCTOR_ONLY + "; a session then reports gate_unavailable"),
-    Cause("log_file_unusable", "the log file cannot be written",
+    Cause("log_file_unusable", "the log file cannot be written (or, for "
+          "`_agybridge/session/logs`, read)",
           "the log file {path} is unusable: {detail}",
           "fix its directory or set AGYBRIDGE_LOG_FILE (empty: no log file)",
-          False, elsewhere=_DOCTOR_ONLY),
+          False, BridgeCode.SETUP_UNUSABLE, elsewhere=_DOCTOR_ONLY),
     Cause("platform_unsupported", "the operating system is not one agybridge supports",
           "{platform} is not supported", "run agybridge on Linux or macOS",
           False, elsewhere=_DOCTOR_ONLY),
@@ -205,6 +206,13 @@ _ROWS = (
           "make the staging directory writable (AGYBRIDGE_STAGING_DIR)",
           False, elsewhere="`session/new` reports it as staging_unusable (the config is "
           "written into the staging directory)"),
+    Cause("mcp_server_unanswered", "`_agybridge/mcp/test` started (or called) one of the "
+          "session's MCP servers and it did not answer MCP's `initialize`",
+          "the MCP server {name} did not answer initialize: {detail}",
+          "fix the server's command, arguments, env or URL in the editor's MCP settings "
+          "(`error.kind` says what went wrong), then open the session again",
+          False, elsewhere="`_agybridge/mcp/test`'s result (`answered: false`, `error`): "
+          "the test itself succeeded"),
     # --- the client ----------------------------------------------------------------------
     Cause("invalid_params", "a request's params are malformed or name something impossible",
           "Invalid params: {detail}", "fix the request", False, ErrorCode.INVALID_PARAMS),
@@ -231,6 +239,16 @@ _ROWS = (
     Cause("unknown_session", "a request names a session this bridge does not have",
           "unknown session {session_id}", "start or load the session first",
           False, ErrorCode.RESOURCE_NOT_FOUND),
+    Cause("nothing_to_retry", "`_agybridge/session/retry` when the session's last turn did "
+          "not fail (it ended, was cancelled, or there was none)",
+          "the session's last turn did not fail: there is nothing to retry",
+          "send the prompt again with `session/prompt` to run it once more",
+          False, ErrorCode.INVALID_REQUEST),
+    Cause("retry_while_running", "`_agybridge/session/retry` while a turn runs (whether "
+          "it fails is not known yet)",
+          "a turn is running: retry when it has ended",
+          "wait for the running turn's answer, or `session/cancel` it first", True,
+          ErrorCode.INVALID_REQUEST),
     Cause("cancelled", "the client cancelled the request or the turn",
           "cancelled", "nothing: the client asked for it", False,
           ErrorCode.REQUEST_CANCELLED, CANCELLED),

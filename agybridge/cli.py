@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     logs = commands.add_parser("logs", help="print the end of the log file")
     logs.add_argument("-n", type=int, default=40, metavar="N", help="lines to print (default 40)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    logs.add_argument("--session", metavar="ID", help="only the lines of this session")
     smoke = commands.add_parser(
         "smoke",
         add_help=False,
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "logs":
         from . import cli_logs  # noqa: PLC0415
 
-        sys.exit(cli_logs.run(settings.log_file, args.n, args.follow))
+        sys.exit(cli_logs.run(settings.log_file, args.n, args.follow, args.session))
     if args.command == "daemon":
         from pathlib import Path  # noqa: PLC0415
 

@@ -14,6 +14,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+from .logs import lines_naming
+
 FOLLOW_POLL_S = 0.5
 
 
@@ -23,8 +25,10 @@ def tail_lines(path: Path, count: int) -> list[str]:
         return list(deque(handle, maxlen=count)) if count > 0 else []
 
 
-def run(path: Path | None, count: int, follow: bool) -> int:
-    """Print the tail; with ``follow``, keep printing until Ctrl+C."""
+def run(path: Path | None, count: int, follow: bool, session: str | None = None) -> int:
+    """Print the tail; with ``follow``, keep printing until Ctrl+C. ``session``:
+    only the lines naming it (its tag, as ``_agybridge/session/logs`` reads them),
+    from the rotated files too."""
     if path is None:
         print("agybridge: the log file is disabled (AGYBRIDGE_LOG_FILE is empty)", file=sys.stderr)
         return 1
@@ -33,16 +37,21 @@ def run(path: Path | None, count: int, follow: bool) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     if path.exists():
-        sys.stdout.writelines(tail_lines(path, count))
+        if session is None:
+            sys.stdout.writelines(tail_lines(path, count))
+        else:
+            sys.stdout.writelines(f"{line}\n" for line in lines_naming(path, session, count)[0])
         sys.stdout.flush()
     if not follow:
         return 0
     with contextlib.suppress(KeyboardInterrupt):
-        _follow(path)
+        _follow(path, session.encode() if session else b"")
     return 0
 
 
-def _follow(path: Path) -> None:
+def _follow(path: Path, needle: bytes) -> None:
+    """Print what is appended (only lines holding ``needle`` when it is not empty)."""
+    pending = b""
     position = path.stat().st_size if path.exists() else 0
     inode = path.stat().st_ino if path.exists() else None
     while True:
@@ -58,4 +67,7 @@ def _follow(path: Path) -> None:
                 handle.seek(position)
                 chunk = handle.read(info.st_size - position)
             position += len(chunk)
+            if needle:
+                *lines, pending = (pending + chunk).split(b"\n")
+                chunk = b"".join(line + b"\n" for line in lines if needle in line)
             os.write(sys.stdout.fileno(), chunk)

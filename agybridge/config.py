@@ -18,7 +18,7 @@ import platformdirs
 
 from .acp.limits import MAX_FILE_BYTES, MAX_PROMPT_BYTES, PromptLimits
 from .lines import DEFAULT_MAX_LINE_BYTES
-from .session.config import ConfigValueError, LaunchSettings, settings_from_env
+from .session.config import ENV_NAMES, ConfigValueError, LaunchSettings, settings_from_env
 from .session.deps import DEFAULT_STALL_NOTICE_S, DEFAULT_STARTUP_TIMEOUT_S, Timeouts
 from .store import LegacyPaths, default_db_path, legacy_paths
 
@@ -271,3 +271,69 @@ def _positive_int(env: Mapping[str, str], name: str, default: int | None) -> int
     if value <= 0:
         raise ConfigError(f"{name} must be positive, not {raw!r}")
     return value
+
+
+def _shown(value: object) -> str | None:
+    """A setting's value as the environment would spell it (None: unset)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def setting_rows(
+    settings: Settings, env: Mapping[str, str] | None = None
+) -> list[dict[str, object]]:
+    """``_agybridge/settings/options``: each variable the bridge reads, the value
+    in effect and where it came from (``environment``, agy-acp-map's name for
+    it, or ``default``). None is reloadable: the environment is the only
+    source, and a running process's environment cannot be given anew."""
+    env = os.environ if env is None else env
+    launch, limits, timeouts = settings.launch, settings.prompt_limits, settings.timeouts
+    values: dict[str, object] = {
+        "AGY_BIN": settings.agy_bin,
+        "AGYBRIDGE_MODEL": launch.model,
+        "AGYBRIDGE_EFFORT": launch.effort,
+        "AGYBRIDGE_MODE": launch.mode,
+        "AGYBRIDGE_AGENT": launch.agent,
+        "AGYBRIDGE_SANDBOX": launch.sandbox,
+        "AGYBRIDGE_JSON_SCHEMA": launch.json_schema,
+        "AGYBRIDGE_PRINT_TIMEOUT": launch.print_timeout,
+        "AGYBRIDGE_SLASH_COMMANDS": launch.slash_commands,
+        "AGYBRIDGE_DB": settings.db_path,
+        "AGYBRIDGE_STAGING_DIR": settings.staging_dir,
+        "AGYBRIDGE_KEEP_STAGING": settings.keep_staging,
+        "AGYBRIDGE_DELETE_ON_CLOSE": settings.delete_on_close,
+        "AGYBRIDGE_MAX_ATTACHMENT_BYTES": limits.max_file_bytes,
+        "AGYBRIDGE_MAX_PROMPT_ATTACHMENT_BYTES": limits.max_prompt_bytes,
+        "AGYBRIDGE_CONTEXT_WINDOW": settings.context_window,
+        "AGYBRIDGE_SIGINT_GRACE_S": settings.sigint_grace_s,
+        "AGYBRIDGE_SIGTERM_GRACE_S": settings.sigterm_grace_s,
+        "AGYBRIDGE_SHUTDOWN_GRACE_S": settings.shutdown_grace_s,
+        "AGYBRIDGE_STARTUP_TIMEOUT_S": timeouts.startup_s,
+        "AGYBRIDGE_STALL_NOTICE_S": timeouts.stall_notice_s,
+        "AGYBRIDGE_STALL_TIMEOUT_S": timeouts.stall_timeout_s,
+        "AGYBRIDGE_IDLE_TIMEOUT_S": timeouts.idle_s,
+        "AGYBRIDGE_MAX_LINE_BYTES": settings.max_line_bytes,
+        "AGYBRIDGE_LOG_FILE": settings.log_file,
+        "AGYBRIDGE_LOG_LEVEL": settings.log_level,
+        "AGYBRIDGE_TRACE": settings.trace,
+        "AGYBRIDGE_ON_DISCONNECT": settings.on_disconnect,
+        "AGYBRIDGE_DAEMON_IDLE_EXIT_S": settings.daemon_idle_exit_s,
+        "AGYBRIDGE_CLIENT_READ_TIMEOUT_S": settings.client_read_timeout_s,
+    }
+    aliases = {ours: theirs for theirs, ours in _AGY_ACP_EQUIVALENTS.items()}
+    aliases.update((ours, theirs) for ours, theirs in ENV_NAMES.values() if ours and theirs)
+    rows: list[dict[str, object]] = []
+    for name, value in values.items():
+        alias = aliases.get(name)
+        source = (
+            "environment" if env.get(name) else alias if alias and env.get(alias) else "default"
+        )
+        if name == "AGYBRIDGE_MODE" and source == "default":  # a safety tier sets the mode
+            source = next((n for n in _SAFETY_VARIABLES if env.get(n)), source)
+        rows.append({"name": name, "value": _shown(value), "source": source, "reloadable": False})
+    return rows

@@ -10,10 +10,12 @@ import logging.handlers
 import os
 import re
 import sys
+from collections import deque
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+_FORMAT = "%(asctime)s %(process)d %(session_tag)s%(levelname)s %(name)s: %(message)s"
 _LOG_FILE_BYTES = 10 * 2**20  # 10 MiB per file, 3 kept
 #: Protocol payloads quoted in log lines are cut here: a 5 MiB bad line once
 #: went whole into stderr and the log.
@@ -36,6 +38,21 @@ def truncated(payload: str | bytes, limit: int = MAX_LOGGED_BYTES) -> str:
     if len(data) <= limit:
         return text
     return f"{text}... [{len(data) - limit} more bytes, {len(data)} in total]"
+
+
+#: The session a task works for (set where a session's tasks start; trio's
+#: tasks inherit it): the log file tags its lines with it, and
+#: ``_agybridge/session/logs`` finds a session's lines (its agy's too) by it.
+SESSION: ContextVar[str | None] = ContextVar("agybridge_session", default=None)
+
+
+class _SessionTagFilter(logging.Filter):
+    """Sets ``session_tag``: ``[<session id>] `` in a session's tasks, else empty."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        session = SESSION.get()
+        record.session_tag = f"[{session}] " if session else ""
+        return True
 
 
 class _TruncateFilter(logging.Filter):
@@ -82,6 +99,7 @@ def configure_logging(log_file: Path | None, level: str = "INFO") -> Path | None
         return None
     to_file.setFormatter(logging.Formatter(_FORMAT))
     to_file.addFilter(_TruncateFilter())
+    to_file.addFilter(_SessionTagFilter())
     root.addHandler(to_file)
     return log_file
 
@@ -102,3 +120,35 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.fchmod(fd, 0o600)
         return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+#: ``_agybridge/session/logs``: at most this many bytes of lines in an answer.
+MAX_ANSWER_BYTES = 256 * 2**10
+
+
+def lines_naming(path: Path, needle: str, limit: int) -> tuple[list[str], bool]:
+    """The last ``limit`` lines of the log file ``path`` and its rotated files
+    (oldest first) that contain ``needle``, without their line ends, at most
+    `MAX_ANSWER_BYTES` of them; and whether older ones were left out. Blocking
+    (a worker thread's); a file that is not there has no lines.
+
+    Raises:
+        OSError: a file is there but cannot be read.
+    """
+    found: deque[str] = deque(maxlen=limit)
+    seen = 0
+    # The rotated files are path.3 (oldest) ... path.1, then path itself.
+    for name in [f"{path}.{n}" for n in (3, 2, 1)] + [str(path)]:
+        try:
+            with open(name, encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if needle in line:
+                        found.append(line.rstrip("\n"))
+                        seen += 1
+        except FileNotFoundError:
+            continue  # not rotated that often yet
+    kept = list(found)
+    size = sum(len(line.encode("utf-8")) + 1 for line in kept)
+    while kept and size > MAX_ANSWER_BYTES:
+        size -= len(kept.pop(0).encode("utf-8")) + 1
+    return kept, len(kept) < seen

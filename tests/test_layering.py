@@ -27,6 +27,7 @@ LEAVES = {
     "watchdog",
     "lazy",
     "causes",
+    "logs",  # logging set-up and the session tag: standard library only
 }
 LOWER = {"agy", "permissions", "store"}
 #: The two hosts: each is the host (host/) with its own clients, never built

@@ -7,24 +7,42 @@ documented in docs/extensions.md and described by docs/extensions.schema.json.
 
 from __future__ import annotations
 
+import functools
 import posixpath
+from pathlib import Path
 from typing import Any
 
 import trio
 
+from .. import causes
 from ..jsonrpc import ErrorCode, RpcError
+from ..logs import lines_naming
 from ..session import Session, SessionManager
+from ..session.config_events import DirectoriesRequested, SettingsRequested
 from ..translate.diffs import Side, Unknown, unified
 from ..workspace.changes import Mutation
+from ..workspace.mcp_probe import probe
 from ..workspace.mutations import MutationLog
 from ..workspace.rollback import Restore, RollbackRefused
 from ..workspace.snapshots import Snapshot
 from . import history_pages as history
 from .history_pages import mutation_wire
-from .params import bool_param, int_param, str_param, unknown_session
+from .params import (
+    bool_param,
+    check_directory,
+    int_param,
+    ranged_int_param,
+    str_param,
+    unknown_session,
+)
 from .request import Request
 from .runtime import mcp_servers, runtime
 from .stored import StoredSession, open_stored, stored_runtime
+
+#: ``_agybridge/session/logs``: the most lines one answer may ask for.
+MAX_LOG_LINES = 1000
+#: ``_agybridge/mcp/test``: the longest wait for an answer it may ask for.
+MAX_MCP_TEST_MS = 60_000
 
 
 class Extensions:
@@ -114,8 +132,85 @@ class Extensions:
             force=bool_param(params, "force"),
         )
 
+    async def set_workspace(self, params: dict[str, Any], request: Request) -> Any:
+        """Move a live session to another ``cwd`` (docs/extensions.md)."""
+        session = self._session(params)
+        path = str_param(params, "cwd", required=True)
+        assert path is not None
+        cwd = check_directory(path, "cwd")  # as session/new checks it
+        previous = session.cwd
+        await session.ask(DirectoriesRequested(None, cwd))
+        now = session.cwd == cwd
+        return {
+            "sessionId": session.session_id,
+            "cwd": cwd,
+            "previousCwd": previous,
+            "additionalDirectories": list(session.core.requested_dirs),
+            "applied": "now" if now else "afterTurn",
+        }
+
+    async def logs(self, params: dict[str, Any], request: Request) -> Any:
+        """The log file's lines that name the session (docs/extensions.md)."""
+        session = await self._readable(params)
+        limit = ranged_int_param(params, "limit", 1, MAX_LOG_LINES)
+        path = self._manager.deps.log_file
+        answer: dict[str, Any] = {"sessionId": session.session_id, "logFile": path}
+        if path is None:  # AGYBRIDGE_LOG_FILE is empty: no log is kept
+            return {**answer, "lines": [], "truncated": False}
+        scan = functools.partial(lines_naming, Path(path), session.session_id, limit or 200)
+        try:
+            lines, cut = await trio.to_thread.run_sync(scan, abandon_on_cancel=True)
+        except OSError as exc:
+            row = causes.cause("log_file_unusable")
+            fields = {"path": path, "detail": exc.strerror or str(exc)}
+            message = row.with_fix(row.render(**fields))
+            raise RpcError(
+                row.code or ErrorCode.INTERNAL_ERROR,
+                message,
+                {"details": message, "_meta": causes.meta("log_file_unusable", path=path)},
+            ) from None
+        return {**answer, "lines": lines, "truncated": cut}
+
+    async def settings_reload(self, params: dict[str, Any], request: Request) -> Any:
+        """agy respawned warm, so it reads its own settings anew (docs/extensions.md)."""
+        session = self._session(params)
+        running = session.slot.current is not None
+        await session.ask(SettingsRequested(None, reload=True))
+        return {
+            "sessionId": session.session_id,
+            "applied": "afterTurn" if session.busy else "now" if running else "nextTurn",
+        }
+
     async def mcp_list(self, params: dict[str, Any], request: Request) -> Any:
         return {"servers": mcp_servers(self._session(params))}
+
+    async def mcp_test(self, params: dict[str, Any], request: Request) -> Any:
+        """Start one of the session's MCP servers; did it answer ``initialize``?"""
+        session = self._session(params)
+        name = str_param(params, "name", required=True)
+        timeout_ms = ranged_int_param(params, "timeoutMs", 100, MAX_MCP_TEST_MS)
+        servers = session.spec.mcp_config.get("mcpServers", {})
+        entry = servers.get(name)
+        if entry is None:
+            known = ", ".join(map(repr, servers)) or "none"
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"Invalid params: the session has no MCP server {name!r} (it has: {known})",
+                {"path": "$.name"},
+            )
+        started = trio.current_time()
+        outcome = await probe(
+            entry,
+            cwd=session.cwd,
+            timeout_s=(timeout_ms or 10_000) / 1000,
+            policy=self._manager.deps.policy,
+        )
+        return {
+            "name": name,
+            "transport": "stdio" if "command" in entry else "http",
+            **outcome.wire(),
+            "elapsedMs": round((trio.current_time() - started) * 1000),
+        }
 
     async def skills_list(self, params: dict[str, Any], request: Request) -> Any:
         session = self._session(params)

@@ -64,6 +64,7 @@ class AcpAgent:
         sign_in: SignInState,
         on_sessions_loaded: Callable[[], None] | None = None,
         client_gone: Callable[[], bool] | None = None,
+        settings_rows: Callable[[], list[dict[str, object]]] | None = None,
     ) -> None:
         """``on_sessions_loaded`` is called once the session machinery has been
         imported, by the first request that needs it (the bridge freezes the
@@ -77,6 +78,8 @@ class AcpAgent:
         self._sign_in = sign_in
         self._limits = limits or PromptLimits()
         self._doctor = doctor or (lambda: ["no diagnostics available"])
+        #: The bridge's settings (config.setting_rows); none without a host (tests).
+        self._settings_rows = settings_rows or list
         self._catalog_ready = catalog_ready
         self._offered = offered or self._catalog_offers
         self._default_settings = default_settings or LaunchSettings()
@@ -342,6 +345,10 @@ class AcpAgent:
     def _client_has_terminal_auth(self) -> bool:
         auth = self.client_capabilities.auth or {}
         return auth.get("terminal") is True
+
+    async def settings_options(self, params: dict[str, Any], request: Request) -> Any:
+        """``_agybridge/settings/options`` (docs/extensions.md "Settings")."""
+        return {"settings": self._settings_rows()}
 
     async def authenticate(self, params: models.AuthenticateRequest, request: Request) -> Any:
         check_method(params.method_id, terminal=self._client_has_terminal_auth())

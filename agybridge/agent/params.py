@@ -111,6 +111,18 @@ def int_param(params: dict[str, Any], name: str, *, required: bool = False) -> i
     return value
 
 
+def ranged_int_param(params: dict[str, Any], name: str, low: int, high: int) -> int | None:
+    """An optional integer from ``low`` to ``high`` (-32602 naming it otherwise)."""
+    value = int_param(params, name)
+    if value is not None and not low <= value <= high:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {name} must be {low} to {high}, not {value}",
+            {"path": f"$.{name}"},
+        )
+    return value
+
+
 def bool_param(params: dict[str, Any], name: str) -> bool:
     value = params.get(name, False)
     if not isinstance(value, bool):

@@ -31,6 +31,8 @@ class Agent(Protocol):
 
     async def authenticate(self, params: models.AuthenticateRequest, request: Request) -> Any: ...
 
+    async def settings_options(self, params: dict[str, Any], request: Request) -> Any: ...
+
     @property
     def sessions(self) -> SessionMethods:
         """The methods that need sessions (loaded on first use)."""
@@ -104,8 +106,21 @@ ROUTES: dict[str, Route[Agent, Any]] = {
         extension("session/mutations", lambda a: a.sessions.extensions.mutations),
         extension("session/diff", lambda a: a.sessions.extensions.diff),
         extension("session/rollback", lambda a: a.sessions.extensions.rollback, Kind.ROLLBACK),
+        extension("session/set_workspace", lambda a: a.sessions.extensions.set_workspace),
+        extension("session/logs", lambda a: a.sessions.extensions.logs),
         extension("mcp/list", lambda a: a.sessions.extensions.mcp_list),
+        extension("mcp/test", lambda a: a.sessions.extensions.mcp_test),
         extension("skills/list", lambda a: a.sessions.extensions.skills_list),
+        extension("settings/options", lambda a: a.settings_options),
+        extension("settings/reload", lambda a: a.sessions.extensions.settings_reload),
+        # The last failed prompt again, a turn in the queue like session/prompt.
+        route(
+            "_agybridge/session/retry",
+            params.session_id,
+            lambda a: a.sessions.retry,
+            Kind.PROMPT,
+            version=EXTENSION_VERSION,
+        ),
         # The agent's own: a text prompt that goes ahead of those waiting.
         route(
             "_agybridge/session/steer",

@@ -335,13 +335,33 @@ class SessionMethods:
                 call.seq, prepared.text, prepared.display_text, self._client
             )
         except SessionError as exc:  # translate_session_errors, without a context manager per turn
+            session.prompts.failed = request.prompt
             raise session_rpc_error(exc) from None
         finally:
             if prepared.converted.files:
                 await prompting.discard(session, call.seq)
+        # A turn agy ended with an error is answered, its cause in _meta (a quota, ...).
+        failed = result.stop_reason != models.STOP_CANCELLED and causes.cause_of(result.meta)
+        session.prompts.failed = request.prompt if failed else None
         meta = dict(result.meta) or None
         response = models.PromptResponse(stop_reason=result.stop_reason, meta=meta)
         return codec.unstructure_prompt_response(response)
+
+    async def retry(self, request: models.SessionIdParams, call: Request) -> Any:
+        """``_agybridge/session/retry``: the last prompt again, when its turn
+        failed; answered like it (docs/extensions.md "Retry")."""
+        session = self._driven(request.session_id)
+        await session.barrier()  # the prompts sent before this request are queued
+        failed = session.prompts.failed
+        refused = "retry_while_running" if session.busy else "nothing_to_retry"
+        if session.busy or failed is None:
+            row = causes.cause(refused)
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST,
+                row.with_fix(row.render()),
+                {"sessionId": request.session_id, "_meta": causes.meta(refused)},
+            )
+        return await self.prompt(models.PromptRequest(request.session_id, failed), call)
 
     async def _answer_command(self, session: Session, command: BridgeCommand, seq: int) -> Any:
         """Answer a bridge command with a message, without an agy turn."""

@@ -10,6 +10,7 @@ are per client); a host's own methods (the daemon's ``_agybridge/status`` and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,6 +19,7 @@ import trio
 from .. import agent as agent_layer
 from ..acp import models
 from ..agent import AcpAgent
+from ..config import setting_rows
 from ..jsonrpc import ErrorCode, MessageContext, Peer, RequestContext, RpcError
 
 if TYPE_CHECKING:
@@ -94,6 +96,7 @@ class Connection:
             sign_in=host.sign_in,
             client_gone=self.gone,
             on_sessions_loaded=on_sessions_loaded,
+            settings_rows=functools.partial(setting_rows, settings),
         )
         self._handler = _Handler(self.agent, control)
         self.peer = Peer(

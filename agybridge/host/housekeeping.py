@@ -56,6 +56,7 @@ def session_deps(
         timeouts=settings.timeouts,
         many_clients=many_clients,
         runtime=runtime,
+        log_file=str(settings.log_file) if settings.log_file is not None else None,
     )
 
 

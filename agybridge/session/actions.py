@@ -359,14 +359,22 @@ async def apply_settings(session: Session, action: ev.ApplySettings) -> None:
 
 
 async def apply_directories(session: Session, action: ev.ApplyDirectories) -> None:
-    """The new directory list: the next agy's ``--add-dir``s (the core retires
-    the current one), the recorded edits, the gate's rules and the skills."""
+    """The new directory list (and working directory): the next agy's cwd and
+    ``--add-dir``s (the core retires the current one), the recorded edits, the
+    gate's rules, the skills and the stored session's cwd."""
+    if action.cwd is not None:
+        session.cwd = action.cwd
     session.additional_dirs = action.new
     session.mutations.roots = session.announcer.roots = (session.cwd, *action.new)
     if session.gates.gate is not None:
         session.gates.gate.set_roots(tuple(session.roots()))
     session.save_soon()
-    logger.info("session %s: directories now %s", session.session_id, list(action.new))
+    logger.info(
+        "session %s: cwd %s, directories now %s", session.session_id, session.cwd, list(action.new)
+    )
+    if action.cwd is not None and session.announcer.client_knows:
+        # Another cwd has other workspace skills: the slash commands follow.
+        await session.announcer.send_commands()
 
 
 async def ask_allow(session: Session, action: ev.AskAllowRetry) -> None:

@@ -15,18 +15,26 @@ from .config import LaunchSettings
 
 @attrs.frozen
 class SettingsRequested:
-    settings: LaunchSettings
+    #: None: they stay (a reload).
+    settings: LaunchSettings | None
     #: Tell the client when applied at once too (the change did not come
     #: with an answer that carries the options: a slash command).
     announce: bool = False
+    #: Respawn agy (warm) even if nothing changed: it reads its own settings,
+    #: agents and workspace files only when it starts (``settings/reload``).
+    reload: bool = False
 
 
 @attrs.frozen
 class DirectoriesRequested:
     """``additionalDirectories`` sent again (``session/load``,
-    ``session/resume``): the session's complete list from now on (ACP)."""
+    ``session/resume``): the session's complete list from now on (ACP); or
+    the session moved to another ``cwd`` (``_agybridge/session/set_workspace``)."""
 
-    dirs: tuple[str, ...]
+    #: None: the list stays (a move).
+    dirs: tuple[str, ...] | None
+    #: The new working directory (None: it stays).
+    cwd: str | None = None
 
 
 # --- actions (out) -------------------------------------------------------------
@@ -43,7 +51,10 @@ class ApplySettings:
 
 @attrs.frozen
 class ApplyDirectories:
-    """The session's roots become ``new`` (the next agy gets them as ``--add-dir``)."""
+    """The session's roots become ``new`` (the next agy gets them as ``--add-dir``),
+    and its working directory ``cwd`` when that moved."""
 
     old: tuple[str, ...]
     new: tuple[str, ...]
+    #: The new working directory (None: it did not move).
+    cwd: str | None = None

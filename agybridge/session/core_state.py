@@ -62,6 +62,7 @@ class CoreState:
         settings: LaunchSettings,
         *,
         dirs: tuple[str, ...] = (),
+        cwd: str | None = None,
         resumable: bool = False,
         muted: bool = False,
     ) -> None:
@@ -71,6 +72,10 @@ class CoreState:
         #: The session's additional directories agy runs with, and the list
         #: the client last sent (applied between turns, like the settings).
         self._dirs = self._requested_dirs = dirs
+        #: The working directory agy runs in, and the one last asked for (the same way).
+        self._cwd = self._requested_cwd = cwd
+        #: A reload was asked for: agy is respawned between turns though nothing changed.
+        self._reload = False
         #: The permission gate as the core knows it.
         self._gate = GateState.NONE
         #: Safe mode after "allow and retry": agy runs behind the gate.

@@ -76,6 +76,9 @@ class SessionDeps:
     #: Clients come and go and may take a session from each other (the daemon);
     #: a stdio bridge has one client for its whole life.
     many_clients: bool = False
+    #: The bridge's log file (AGYBRIDGE_LOG_FILE; None: none), for
+    #: ``_agybridge/session/logs``.
+    log_file: str | None = None
     #: Whether agy runs at all, checked before the first session's agy
     #: (None: not checked, e.g. in tests that use their own stand-in).
     agy_runs: AgyRuns | None = None

@@ -144,6 +144,10 @@ class PromptBook:
         self._work: dict[float, PromptWork] = {}
         #: The session is over: how a prompt arriving now is answered.
         self._closed_with: tuple[str | None, SessionError | None] | None = None
+        #: What the client sent in the last prompt whose turn failed (an error
+        #: answer), for ``_agybridge/session/retry``; None once a later turn
+        #: did not fail (cancelled or refused is not failed).
+        self.failed: list[models.ContentBlock] | None = None
 
     def get(self, seq: float) -> PromptWork | None:
         """The prompt's work, if the book holds it."""

@@ -21,6 +21,7 @@ import trio
 from ..acp import models
 from ..agy import InitEvent, ResultEvent
 from ..agy.events import InitInfo
+from ..logs import SESSION
 from ..store import SessionRecord, utc_now
 from ..workspace.mutations import MutationLog
 from ..workspace.reads import snapshot_edit_target
@@ -74,6 +75,7 @@ class Session:
         self.core = turns.TurnCore(
             spec.settings,
             dirs=spec.additional_dirs,
+            cwd=spec.cwd,
             resumable=spec.conversation_id is not None,
             muted=spec.muted,
         )
@@ -133,6 +135,7 @@ class Session:
         prompt still waiting is answered (cancelled, or the bridge's error).
         """
         failure: BaseException | None = None
+        SESSION.set(self.session_id)  # this task's and its children's log lines name it
         self._clock = trio.lowlevel.current_clock()
         try:
             # Checked and made before the nursery, as trio's _run_process opens
@@ -415,6 +418,10 @@ class Session:
         when the running turn ends (agy respawned warm). True: applied now."""
         await self._loop.run_in_loop(lambda: self.feed(ev.DirectoriesRequested(dirs)))
         return self.additional_dirs == dirs
+
+    async def ask(self, event: ev.DirectoriesRequested | ev.SettingsRequested) -> None:
+        """A change the client asked for, fed in the loop (``set_workspace``, a reload)."""
+        await self._loop.run_in_loop(lambda: self.feed(event))
 
     async def set_mode(self, mode_id: str) -> None:
         """Legacy ``session/set_mode`` (same effect as the mode option)."""

@@ -160,6 +160,11 @@ class TurnCore(Outcomes):
         """The additional directories agy runs with."""
         return self._dirs
 
+    @property
+    def requested_dirs(self) -> tuple[str, ...]:
+        """The additional directories the client last sent (applied between turns)."""
+        return self._requested_dirs
+
     # --- the entry points ----------------------------------------------------
 
     def handle(self, event: Event) -> list[Action]:
@@ -241,12 +246,17 @@ class TurnCore(Outcomes):
                 self._coalesced.clear()
 
     def _on_SettingsRequested(self, event: SettingsRequested) -> None:
-        self._requested = event.settings
+        if event.settings is not None:
+            self._requested = event.settings
+        self._reload = self._reload or event.reload
         if self._current is None:
             self._apply_settings(announce=event.announce)
 
     def _on_DirectoriesRequested(self, event: DirectoriesRequested) -> None:
-        self._requested_dirs = event.dirs
+        if event.dirs is not None:
+            self._requested_dirs = event.dirs
+        if event.cwd is not None:
+            self._requested_cwd = event.cwd
         if self._current is None:
             self._apply_settings(announce=False)
 
@@ -335,9 +345,15 @@ class TurnCore(Outcomes):
             self._emit(ApplySettings(old, new, announce))
             self._maybe_verify_gate()
             changed = True
-        if dirs != self._dirs:
-            old_dirs, self._dirs = self._dirs, dirs
-            self._emit(ApplyDirectories(old_dirs, dirs))
+        if self._reload:  # agy's own files (and the workspace skills) are read anew
+            self._reload, changed = False, True
+            for action in self.announce("commands"):
+                self._emit(action)
+        cwd = self._requested_cwd
+        if dirs != self._dirs or cwd != self._cwd:
+            moved = cwd if cwd != self._cwd else None
+            old_dirs, self._dirs, self._cwd = self._dirs, dirs, cwd
+            self._emit(ApplyDirectories(old_dirs, dirs, moved))
             changed = True
         if changed and self._children.current is not None:
             # Launch flags cannot change inside a process: respawn it warm,

@@ -64,14 +64,20 @@ async def test_sessions_list_show_export_delete(harness: Harness) -> None:
 
 
 async def test_logs_prints_the_tail(harness: Harness) -> None:
-    """``logs -n 5`` prints the log's last five lines (the bridge wrote them)."""
+    """``logs -n 5`` prints the log's last five lines (the bridge wrote them);
+    ``--session`` only the lines tagged with that session."""
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge() as client:
             await client.initialize()
+            session_id = await client.new_session()
     log = harness.tmp_path / "agybridge.log"
     done = await agybridge(harness, "logs", "-n", "5")
     assert done.returncode == 0
     assert done.stdout.splitlines() == log.read_text().splitlines()[-5:]
+    tagged = [line for line in log.read_text().splitlines() if f"[{session_id}]" in line]
+    assert len(tagged) > 2  # its agy's start and end at least
+    only = await agybridge(harness, "logs", "-n", "2", "--session", session_id)
+    assert only.stdout.splitlines() == tagged[-2:]
     text = log.read_text()
     assert "agybridge 0.1.0 starting" in text
     assert "initialize from agybridge-raw-test-client" in text

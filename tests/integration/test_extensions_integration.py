@@ -225,10 +225,32 @@ async def test_initialize_advertises_exactly_what_answers(harness: Harness) -> N
                 "_agybridge/mcp/list": {},
                 "_agybridge/skills/list": {},
                 "_agybridge/session/steer": {"text": "[fake-agy:echo] steer"},
+                "_agybridge/session/set_workspace": {"cwd": str(workspace)},
+                "_agybridge/session/logs": {"limit": 5},
+                # Refused here (no turn failed, no MCP server): their own wire
+                # tests make them answer (test_retry_logs_wire, test_mcp_test_wire).
+                "_agybridge/session/retry": {},
+                "_agybridge/mcp/test": {"name": "docs"},
+                "_agybridge/settings/options": {},
+                "_agybridge/settings/reload": {},
             }
+            refused_with = {"_agybridge/session/retry": -32600, "_agybridge/mcp/test": -32602}
             assert set(advertised["extensions"]) == set(samples)
             for method in advertised["extensions"]:
-                await result(client, method, {"sessionId": session_id, **samples[method]})
+                params = {"sessionId": session_id, **samples[method]}
+                if method in refused_with:
+                    refused = await call(client, method, params)
+                    assert refused["error"]["code"] == refused_with[method], refused
+                    continue
+                answered = await result(client, method, params)
+                if method == "_agybridge/settings/options":
+                    options = {row["name"]: row for row in answered["settings"]}
+            # The harness sets these; a grace period is left at its default.
+            assert options["AGYBRIDGE_LOG_LEVEL"] == {
+                "name": "AGYBRIDGE_LOG_LEVEL", "value": "DEBUG",
+                "source": "environment", "reloadable": False,
+            }  # fmt: skip
+            assert options["AGYBRIDGE_SIGINT_GRACE_S"]["source"] == "default"
             missing = await client.request("_agybridge/session/nothing", {"sessionId": session_id})
             assert missing["error"]["code"] == -32601
             unknown = await call(client, "_agybridge/session/runtime", {"sessionId": "nope"})

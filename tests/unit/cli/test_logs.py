@@ -11,7 +11,13 @@ import pytest
 
 from agybridge.acp import codec, models
 from agybridge.agent.wirelog import log_initialize
-from agybridge.logs import MAX_LOGGED_BYTES, configure_logging, truncated
+from agybridge.logs import (
+    MAX_ANSWER_BYTES,
+    MAX_LOGGED_BYTES,
+    configure_logging,
+    lines_naming,
+    truncated,
+)
 
 
 @pytest.fixture
@@ -106,3 +112,21 @@ def test_client_data_with_line_breaks_stays_on_one_log_line(
     assert "initialize from zed\\n2026-12-02" in lines[0]
     assert "\\r\\x1b[2J\\u2028x 1: protocol 1" in lines[0]
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_lines_naming_reads_rotated_files_oldest_first_within_the_byte_bound(
+    tmp_path: Path,
+) -> None:
+    """``_agybridge/session/logs``'s reader: the session's lines from .3 to the
+    live file, the newest ``limit``, cut from the oldest at MAX_ANSWER_BYTES."""
+    log = tmp_path / "agybridge.log"
+    (tmp_path / "agybridge.log.2").write_text("[s1] oldest\n[s2] other\n", encoding="utf-8")
+    (tmp_path / "agybridge.log.1").write_text("[s1] middle\n", encoding="utf-8")
+    log.write_text("[s1] newest\n", encoding="utf-8")
+    assert lines_naming(log, "[s1]", 10) == (["[s1] oldest", "[s1] middle", "[s1] newest"], False)
+    assert lines_naming(log, "[s1]", 2) == (["[s1] middle", "[s1] newest"], True)
+    big = "x" * (MAX_ANSWER_BYTES // 2)
+    log.write_text(f"[s1] {big}\n[s1] {big}\n[s1] last\n", encoding="utf-8")
+    lines, cut = lines_naming(log, "[s1]", 10)
+    assert cut and lines[-1] == "[s1] last" and len(lines) == 2
+    assert lines_naming(tmp_path / "none.log", "[s1]", 5) == ([], False)

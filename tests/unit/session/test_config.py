@@ -9,7 +9,7 @@ import pytest
 from agybridge.acp import codec, models
 from agybridge.agy import build_argv
 from agybridge.agy.discovery import ModelInfo, parse_agents, parse_models
-from agybridge.config import ConfigError, Settings
+from agybridge.config import ConfigError, Settings, setting_rows
 from agybridge.session.config import (
     Catalog,
     ConfigValueError,
@@ -246,3 +246,20 @@ def test_parse_agents() -> None:
     """One agent per line; the signed-out message is not an agent."""
     assert parse_agents("deepseek-proxy\nreviewer\tReviews\n") == ["deepseek-proxy", "reviewer"]
     assert parse_agents("You are not logged into Antigravity.\n") == []
+
+
+def test_setting_rows_name_each_value_and_where_it_came_from() -> None:
+    """``_agybridge/settings/options``: the value in effect, spelt as in the
+    environment, and its source (ours, agy-acp-map's name, a safety tier)."""
+    env = {"AGY_ACP_LOG": "/tmp/x.log", "AGYBRIDGE_SAFETY": "autonomous", "AGYBRIDGE_TRACE": "1"}
+    rows = {row["name"]: row for row in setting_rows(Settings.from_env(env), env)}
+    assert rows["AGYBRIDGE_LOG_FILE"]["value"] == "/tmp/x.log"
+    assert rows["AGYBRIDGE_LOG_FILE"]["source"] == "AGY_ACP_LOG"
+    assert rows["AGYBRIDGE_MODE"] == {
+        "name": "AGYBRIDGE_MODE", "value": "autonomous",
+        "source": "AGYBRIDGE_SAFETY", "reloadable": False,
+    }  # fmt: skip
+    assert rows["AGYBRIDGE_TRACE"]["value"] == "1"
+    assert rows["AGYBRIDGE_SIGINT_GRACE_S"] == {
+        "name": "AGYBRIDGE_SIGINT_GRACE_S", "value": "2", "source": "default", "reloadable": False,
+    }  # fmt: skip

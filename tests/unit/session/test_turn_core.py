@@ -94,6 +94,9 @@ class TurnCoreMachine(RuleBasedStateMachine):
         self.applied: list[LaunchSettings] = []
         #: The directory list last sent (session/load or resume of the live session).
         self.requested_dirs: tuple[str, ...] = ()
+        #: The cwd last asked for (set_workspace), and the one applied.
+        self.requested_cwd: str | None = None
+        self.cwd: str | None = None
         self.armed: list[ev.ArmDeadline] = []
         self.asking: set[float] = set()
         #: "Allow and retry" per prompt: what was asked, what was allowed.
@@ -150,7 +153,11 @@ class TurnCoreMachine(RuleBasedStateMachine):
                 assert action.new != action.old
                 self.applied.append(action.new)
             elif isinstance(action, ev.ApplyDirectories):
-                assert action.new != action.old and action.new == self.requested_dirs, action
+                assert action.new == self.requested_dirs, action
+                assert action.new != action.old or action.cwd is not None, action
+                if action.cwd is not None:
+                    assert action.cwd != self.cwd, action  # a move to where it is: nothing
+                    self.cwd = action.cwd
             elif isinstance(action, ev.ArmDeadline):
                 self.armed.append(action)
             elif isinstance(action, ev.ArmIdle):
@@ -290,6 +297,15 @@ class TurnCoreMachine(RuleBasedStateMachine):
     def send_directories(self, dirs: tuple[str, ...]) -> None:
         self.requested_dirs = dirs
         self.feed(ev.DirectoriesRequested(dirs))
+
+    @rule(cwd=st.sampled_from(["/w1", "/w2"]))
+    def move(self, cwd: str) -> None:
+        self.requested_cwd = cwd
+        self.feed(ev.DirectoriesRequested(None, cwd))
+
+    @rule()
+    def reload(self) -> None:
+        self.feed(ev.SettingsRequested(None, reload=True))
 
     @precondition(lambda self: not self.closing)
     @rule()
@@ -439,6 +455,7 @@ class TurnCoreMachine(RuleBasedStateMachine):
         if _current(self.core) is None and not self.closing:
             assert self.core.settings == self.core.requested
             assert self.core.dirs == self.requested_dirs
+            assert self.cwd == self.requested_cwd
 
     def teardown(self) -> None:
         """Close, let every child go: every prompt is answered exactly once."""
@@ -603,6 +620,29 @@ def test_a_new_directory_list_respawns_agy_now_or_when_the_turn_ends() -> None:
     assert ev.RetireChild(2, "configuration changed") in out
     assert out.index(applied[0]) < out.index(ev.AnswerPrompt(1, ev.Stop.END_TURN))
     assert core.handle(ev.DirectoriesRequested(("/d",))) == []  # the same list: nothing
+    # A move (set_workspace) is the same change: the list kept, the cwd new.
+    out = core.handle(ev.DirectoriesRequested(("/d",), "/w2"))
+    assert ev.ApplyDirectories(("/d",), ("/d",), "/w2") in out
+    assert core.handle(ev.DirectoriesRequested(("/d",), "/w2")) == []
+
+
+def test_a_reload_respawns_agy_with_nothing_changed() -> None:
+    """``settings/reload``: agy respawned warm (and the skills announced again),
+    at once when idle, when the turn ends otherwise; the settings stay."""
+    core = turns.TurnCore(LaunchSettings(model="m"))
+    core.start()
+    core.handle(ev.ChildSpawned(1))
+    out = core.handle(ev.SettingsRequested(None, reload=True))
+    assert ev.RetireChild(1, "configuration changed") in out
+    assert any(isinstance(a, ev.SendAnnouncements) and "commands" in a.kinds for a in out)
+    assert core.requested == LaunchSettings(model="m")
+    core.handle(ev.ChildExited(1, ERROR, clean=True))
+    core.handle(ev.ChildSpawned(2))
+    core.handle(ev.PromptArrived(1))
+    core.handle(ev.PromptReady(1))
+    assert core.handle(ev.SettingsRequested(None, reload=True)) == []
+    out = core.handle(ev.ChildResult(2, success=True, outcome=ev.Outcome.END_TURN))
+    assert ev.RetireChild(2, "configuration changed") in out
 
 
 def test_a_steer_goes_ahead_of_waiting_prompts_and_idle_it_is_a_prompt() -> None:
