@@ -413,10 +413,9 @@ class Session:
         await self._loop.run_in_loop(request)
 
     async def set_directories(self, dirs: tuple[str, ...]) -> bool:
-        """The client sent the session's directory list again (``session/load``,
-        ``session/resume``): applied like a setting, now when no turn runs, else
-        when the running turn ends (agy respawned warm). True: applied now."""
-        await self._loop.run_in_loop(lambda: self.feed(ev.DirectoriesRequested(dirs)))
+        """The directory list sent again (``session/load``, ``resume``): applied now when
+        no turn runs, else after it (agy respawned warm, as a setting). True: now."""
+        await self.ask(ev.DirectoriesRequested(dirs))
         return self.additional_dirs == dirs
 
     async def ask(self, event: ev.DirectoriesRequested | ev.SettingsRequested) -> None:
