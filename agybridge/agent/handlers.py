@@ -48,6 +48,20 @@ PROTOCOL_VERSION = 1
 _UNORDERED = contextlib.nullcontext()
 
 
+def not_offered(method: str) -> RpcError:
+    """-32601 for a method the bridge does not serve, saying why when the
+    catalogue has a cause for it (``NOT_OFFERED``)."""
+    cause_id = NOT_OFFERED.get(method)
+    if cause_id is None:
+        return RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+    why = causes.cause(cause_id).render()
+    return RpcError(
+        ErrorCode.METHOD_NOT_FOUND,
+        f"Method not found: {method!r} ({why})",
+        {"_meta": causes.meta(cause_id)},
+    )
+
+
 class AcpAgent:
     """Serves ACP v1 requests (implements the jsonrpc ``Handler`` protocol)."""
 
@@ -196,11 +210,7 @@ class AcpAgent:
                     cancelled = models.PromptResponse(stop_reason=models.STOP_CANCELLED)
                     return codec.unstructure_prompt_response(cancelled)
                 if route is None:
-                    why = NOT_OFFERED.get(method)
-                    raise RpcError(
-                        ErrorCode.METHOD_NOT_FOUND,
-                        f"Method not found: {method!r}" + (f" ({why})" if why else ""),
-                    )
+                    raise not_offered(method)
                 if method != "initialize" and (request.too_early or not self._initialized):
                     await self._wait_initialized(method, too_early=request.too_early)
                 try:

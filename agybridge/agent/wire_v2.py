@@ -61,6 +61,10 @@ NOT_SERVED = {
 }
 
 
+#: Refusals the catalogue has a cause of their own for.
+_REFUSAL_CAUSES = {"logout": "logout_unsupported", "auth/logout": "logout_unsupported"}
+
+
 def wanted(params: Any, environ: Mapping[str, str]) -> bool:
     """The client asks for protocol 2 or later and the bridge allows v2."""
     version = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -106,7 +110,7 @@ class V2Edge:
             refusal = RpcError(
                 ErrorCode.METHOD_NOT_FOUND,
                 f"Method not found: {method!r} ({why})",
-                {"_meta": causes.meta("unknown_method", method=method)},
+                {"_meta": causes.meta(_REFUSAL_CAUSES.get(method, "unknown_method"))},
             )
         elif isinstance(params, dict):
             method, params = self._v1_request(method, params)

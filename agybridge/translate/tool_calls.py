@@ -20,6 +20,7 @@ from ..acp import models
 from ..agy import StepUpdate
 from . import blocked
 from .card_text import BACKGROUND_DONE, BACKGROUND_RUNNING, capped, fenced, text_content
+from .questions import QUESTION_TOOL
 from .tools import HIDDEN_TOOLS, describe_tool, edit_target
 
 _UNREAD = object()  # the session did not read the file: no diff
@@ -47,6 +48,15 @@ class Observation:
 
 
 NO_OBSERVATION = Observation()
+
+
+def _refused_meta(path: str) -> dict[str, Any]:
+    return causes.meta("image_other_conversation", path=path)
+
+
+def unanswered_meta(question: str) -> dict[str, Any]:
+    """The ``_meta`` of a question card no answer came for."""
+    return causes.meta("question_unanswered", question=question)
 
 
 @attrs.define
@@ -240,6 +250,8 @@ class ToolCallTracker:
                 )
             )
         content += [text_content(f"Image {p} not shown: {why}.") for p, why in seen.refused.items()]
+        if seen.refused:  # the first refused image names the cause (the card has one _meta)
+            meta = {**(meta or {}), **_refused_meta(next(iter(seen.refused)))}
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="completed",
@@ -331,16 +343,22 @@ class ToolCallTracker:
             fields["meta"] = {"terminal_info": {"terminal_id": call.terminal_id, "cwd": self.cwd}}
         return call.call_id, [models.ToolCall(**fields)], request
 
-    def finish_question(self, step_index: int, answer: str) -> list[models.SessionUpdate]:
+    def finish_question(
+        self, step_index: int, answer: str, cause: dict[str, Any] | None = None
+    ) -> list[models.SessionUpdate]:
         """agy's question on this step was put to the user: its card is done,
-        showing the answer (agy's own end of the step, a hook denial, is not news)."""
+        showing the answer (agy's own end of the step, a hook denial, is not news);
+        ``cause``: the catalogue's ``_meta`` when no answer came."""
         call = self.calls.get(step_index)
         if call is None or call.finished:
             return []
         call.finished, call.status = True, "completed"
         return [
             models.ToolCallUpdate(
-                tool_call_id=call.call_id, status="completed", content=[text_content(answer)]
+                tool_call_id=call.call_id,
+                status="completed",
+                content=[text_content(answer)],
+                meta=cause,
             )
         ]
 
@@ -435,16 +453,19 @@ class ToolCallTracker:
         )
 
     def fail_unfinished(self, reason: str) -> list[models.SessionUpdate]:
-        """Mark calls still running as failed (the turn ended under them)."""
+        """Mark calls still running as failed (the turn ended under them); a
+        question of agy's still open was not answered (its deadline passed)."""
         updates: list[models.SessionUpdate] = []
         for call in self.calls.values():
             if not call.finished:
                 call.finished, call.status = True, "failed"
+                question = call.name == QUESTION_TOOL
                 updates.append(
                     models.ToolCallUpdate(
                         tool_call_id=call.call_id,
                         status="failed",
                         content=[text_content(reason)],
+                        meta=unanswered_meta(call.title) if question else None,
                     )
                 )
         return updates
