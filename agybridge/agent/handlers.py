@@ -110,6 +110,11 @@ class AcpAgent:
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
         """In wire order, before the request's task starts."""
+        problem = None
+        try:
+            params = compat.legacy_session_id(method, params)
+        except RpcError as exc:
+            problem = exc
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         request = Request(
             ctx, ROUTES.get(method), params, session_id if isinstance(session_id, str) else None
@@ -120,6 +125,9 @@ class AcpAgent:
         elif not self._initialize_seen:
             # Refused even if its task runs once a later initialize is done.
             request.too_early = True
+        if problem is not None:
+            request.problem = problem
+            return
         if not ctx.no_escapes:  # else nothing to find (every prompt of a plain chat)
             try:
                 check_text(params)
@@ -216,7 +224,8 @@ class AcpAgent:
                 try:
                     if request.problem is not None:
                         raise request.problem
-                    return await route.serve(self)(route.params(params), request)
+                    # request.params: as sent, with the legacy session_id read (compat.py).
+                    return await route.serve(self)(route.params(request.params), request)
                 finally:
                     if method == "initialize":
                         # Answered (success or error, also for unusable text):
@@ -267,6 +276,7 @@ class AcpAgent:
     async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
         if method == "session/cancel" and self._initialized:
             try:
+                params = compat.legacy_session_id(method, params)
                 cancel = codec.structure(params, models.SessionIdParams)
             except Exception:
                 logger.warning("ignoring malformed session/cancel: %r", params)
