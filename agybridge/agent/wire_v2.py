@@ -31,7 +31,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -40,8 +40,6 @@ from .. import causes
 from ..jsonrpc import ErrorCode, RequestContext, RpcError
 from ..jsonrpc.messages import encode_message, notification_message, result_message
 
-#: The environment variable that allows v2 at all (the draft asks for a flag).
-ENV = "AGYBRIDGE_ACP_V2"
 VERSION = 2
 
 #: v1 methods the draft removed, and what a v2 client uses instead.
@@ -65,12 +63,13 @@ NOT_SERVED = {
 _REFUSAL_CAUSES = {"logout": "logout_unsupported", "auth/logout": "logout_unsupported"}
 
 
-def wanted(params: Any, environ: Mapping[str, str]) -> bool:
-    """The client asks for protocol 2 or later and the bridge allows v2."""
+def wanted(params: Any, enabled: bool) -> bool:
+    """The client asks for protocol 2 or later and the bridge allows v2
+    (``AGYBRIDGE_ACP_V2=1``: ``Settings.acp_v2``)."""
     version = params.get("protocolVersion") if isinstance(params, dict) else None
     if isinstance(version, bool) or not isinstance(version, int):
         return False
-    return version >= VERSION and environ.get(ENV) == "1"
+    return enabled and version >= VERSION
 
 
 @attrs.define(eq=False)

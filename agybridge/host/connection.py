@@ -10,7 +10,6 @@ are per client); a host's own methods (the daemon's ``_agybridge/status`` and
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -85,6 +84,7 @@ class Connection:
         # each access to a bound method makes a new object.
         self.sink: ClientSink = self._send_updates
         settings = host.settings
+        self._acp_v2 = settings.acp_v2
         self.agent = AcpAgent(
             host.manager,
             self.sink,
@@ -135,7 +135,7 @@ class Connection:
     def _speak_v2(self, params: Any) -> V2Edge | None:
         """The ACP v2 edge, if this ``initialize`` asks for it and it is allowed
         (agent/wire_v2.py); None: the connection speaks v1."""
-        return V2Edge(self.peer.send_encoded) if wanted(params, os.environ) else None
+        return V2Edge(self.peer.send_encoded) if wanted(params, self._acp_v2) else None
 
     async def request(self, method: str, params: Any) -> Any:
         """Ask this client something (a session's question), in its protocol."""

@@ -39,8 +39,8 @@ from ..translate.questions import (
     parse_questions,
     permission_options,
     reason_for_agy,
+    unanswered_meta,
 )
-from ..translate.tool_calls import unanswered_meta
 from .deps import AskQuestion, InTurn
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,6 @@ client asked for them (acp/brief.md §8), else as text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -20,43 +19,11 @@ from ..acp import models
 from ..agy import StepUpdate
 from . import blocked
 from .card_text import BACKGROUND_DONE, BACKGROUND_RUNNING, capped, fenced, text_content
-from .questions import QUESTION_TOOL
+from .observation import Observation
+from .questions import QUESTION_TOOL, unanswered_meta
 from .tools import HIDDEN_TOOLS, describe_tool, edit_target
 
 _UNREAD = object()  # the session did not read the file: no diff
-
-
-@attrs.frozen
-class ImageData:
-    mime_type: str
-    data: str  # base64
-
-
-@attrs.frozen
-class Observation:
-    """What the session read from disk for one event (the mapper does no I/O).
-
-    ``files`` maps an absolute path to its text (None: the file does not
-    exist); ``images`` maps a path named in the output to a verified image;
-    ``refused`` maps one the user is told about (another agy conversation's
-    folder) to why it is not shown.
-    """
-
-    files: Mapping[str, str | None] = attrs.Factory(dict)
-    images: Mapping[str, ImageData] = attrs.Factory(dict)
-    refused: Mapping[str, str] = attrs.Factory(dict)
-
-
-NO_OBSERVATION = Observation()
-
-
-def _refused_meta(path: str) -> dict[str, Any]:
-    return causes.meta("image_other_conversation", path=path)
-
-
-def unanswered_meta(question: str) -> dict[str, Any]:
-    """The ``_meta`` of a question card no answer came for."""
-    return causes.meta("question_unanswered", question=question)
 
 
 @attrs.define
@@ -251,7 +218,8 @@ class ToolCallTracker:
             )
         content += [text_content(f"Image {p} not shown: {why}.") for p, why in seen.refused.items()]
         if seen.refused:  # the first refused image names the cause (the card has one _meta)
-            meta = {**(meta or {}), **_refused_meta(next(iter(seen.refused)))}
+            path = next(iter(seen.refused))
+            meta = {**(meta or {}), **causes.meta("image_other_conversation", path=path)}
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="completed",

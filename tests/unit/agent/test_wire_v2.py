@@ -12,6 +12,7 @@ import pytest
 from agybridge.acp import models
 from agybridge.agent.updates import encode_updates
 from agybridge.agent.wire_v2 import V2Edge, git_patch, wanted
+from agybridge.config import Settings
 from agybridge.translate.questions import elicitation_params, parse_questions
 
 from ...acp_wire import TESTS_DIR, WireValidator
@@ -41,11 +42,11 @@ def v2_updates(edge: V2Edge, *updates: models.SessionUpdate) -> list[dict[str, A
 
 
 def test_only_an_opted_in_bridge_and_a_v2_client_speak_v2() -> None:
-    on = {"AGYBRIDGE_ACP_V2": "1"}
-    assert wanted({"protocolVersion": 2}, on) and wanted({"protocolVersion": 3}, on)
-    assert not wanted({"protocolVersion": 2}, {})
-    assert not wanted({"protocolVersion": 2}, {"AGYBRIDGE_ACP_V2": "true"})
-    assert not wanted({"protocolVersion": 1}, on) and not wanted({"protocolVersion": True}, on)
+    assert wanted({"protocolVersion": 2}, True) and wanted({"protocolVersion": 3}, True)
+    assert not wanted({"protocolVersion": 2}, False)
+    assert not wanted({"protocolVersion": 1}, True) and not wanted({"protocolVersion": True}, True)
+    assert Settings.from_env({"AGYBRIDGE_ACP_V2": "1"}).acp_v2
+    assert not Settings.from_env({}).acp_v2
 
 
 def test_updates_take_the_draft_shapes(v2: WireValidator) -> None:

@@ -14,12 +14,8 @@ from agybridge import causes
 from agybridge.acp import models
 from agybridge.agy import StepUpdate, events
 from agybridge.translate.card_text import MAX_CONTENT_CHARS, fenced
-from agybridge.translate.tool_calls import (
-    NO_OBSERVATION,
-    ImageData,
-    Observation,
-    ToolCallTracker,
-)
+from agybridge.translate.observation import NO_OBSERVATION, ImageData, Observation
+from agybridge.translate.tool_calls import ToolCallTracker
 
 from ...acp_wire import assert_updates_valid
 from ...conftest import sample_files
