@@ -13,6 +13,7 @@ from agybridge.acp import models
 from agybridge.agent.updates import encode_updates
 from agybridge.agent.wire_v2 import V2Edge, git_patch, wanted
 from agybridge.config import Settings
+from agybridge.jsonrpc import RequestContext, RpcError
 from agybridge.translate.questions import elicitation_params, parse_questions
 
 from ...acp_wire import TESTS_DIR, WireValidator
@@ -129,3 +130,41 @@ def test_agys_question_form_is_a_v2_elicitation(v2: WireValidator) -> None:
     questions = parse_questions({"questions": [{"question": "Colour?", "options": ["r", "b"]}]})
     params = elicitation_params(SID, "t1", questions)
     assert v2.errors_for("CreateElicitationRequest", params) == []
+
+
+async def test_a_turn_that_fails_after_its_answer_ends_idle_with_the_error(
+    v2: WireValidator,
+) -> None:
+    """The prompt was answered {} (its turn sent an update): a later v1 error
+    cannot be its answer any more, so the turn ends idle carrying it in _meta;
+    a prompt refused before its turn started gets the error itself."""
+    sent = Sent()
+    edge = V2Edge(sent)
+    prompt = {"sessionId": SID, "prompt": [{"type": "text", "text": "hi"}]}
+    ctx = RequestContext(7, "session/prompt", 1)
+    assert edge.request_received("session/prompt", prompt, ctx) == ("session/prompt", prompt)
+
+    async def fails_mid_turn(method: str, params: Any) -> Any:
+        chunk = models.AgentMessageChunk(content=models.TextContent(text="par"))
+        await sent(edge.updates(SID, encode_updates(SID, [chunk])))
+        raise RpcError(-32042, "agy crashed", {"details": "agy crashed"})
+
+    assert await edge.serve(ctx, fails_mid_turn) is None
+    assert ctx.answered
+    assert sent.lines[0] == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    kinds = [line["params"]["update"]["sessionUpdate"] for line in sent.lines[1:]]
+    assert kinds == ["user_message", "state_update", "agent_message_chunk", "state_update"]
+    idle = sent.lines[-1]["params"]
+    assert v2.errors_for("UpdateSessionNotification", idle) == []
+    assert idle["update"]["stopReason"] == "end_turn"
+    assert idle["update"]["_meta"]["agybridge"]["error"]["message"] == "agy crashed"
+
+    refused_ctx = RequestContext(8, "session/prompt", 2)
+    edge.request_received("session/prompt", prompt, refused_ctx)
+
+    async def refuses(method: str, params: Any) -> Any:
+        raise RpcError(-32002, "unknown session s1")
+
+    with pytest.raises(RpcError, match="unknown session"):
+        await edge.serve(refused_ctx, refuses)
+    assert not refused_ctx.answered
