@@ -10,6 +10,7 @@ are per client); a host's own methods (the daemon's ``_agybridge/status`` and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from ..session import SessionManager
     from ..session.outlet import ClientSink
     from .catalog import CatalogService
+
+logger = logging.getLogger(__name__)
 
 #: A host's own methods; every other ``_agybridge/...`` name is one of the
 #: ACP extensions the agent serves (docs/extensions.md).
@@ -167,6 +170,9 @@ class _Handler:
             self.acp = True
             if method == "initialize" and self.v2 is None:
                 self.v2 = self._speak_v2(params)
+                if self.v2 is not None:
+                    # The agent's own log line says it answers 1: the edge answers 2.
+                    logger.info("the client speaks ACP v2 (the draft, AGYBRIDGE_ACP_V2=1)")
             if self.v2 is not None:
                 translated = self.v2.request_received(method, params, ctx)
                 if translated is None:
