@@ -193,7 +193,8 @@ _ROWS = (
           "ask agy to save the image in the workspace", False,
           elsewhere="the tool card's text and `_meta.agybridge.cause`; the turn goes on"),
     # --- this machine --------------------------------------------------------------------
-    Cause("staging_unusable", "the bridge's private staging directory cannot be made",
+    Cause("staging_unusable", "the bridge's private staging directory cannot be made, or a "
+          "prompt's attachments cannot be written into it",
           "the staging directory {path} is unusable",
           "make it a writable directory, or set AGYBRIDGE_STAGING_DIR to one",
           False, BridgeCode.SETUP_UNUSABLE),
@@ -236,6 +237,16 @@ _ROWS = (
           "session/list's folder filter {field} must be an array of absolute directory paths",
           "send absolute paths, or leave the filter out to list every session", False,
           ErrorCode.INVALID_PARAMS),
+    Cause("attachment_invalid", "an image, audio clip or embedded file in a prompt is not "
+          "strict base64, is empty, or its bytes are not a type the bridge can stage",
+          "the attachment at {path} cannot be staged for agy",
+          "send the file's bytes as plain base64 (no data: URL) in a supported format",
+          False, ErrorCode.INVALID_PARAMS),
+    Cause("attachment_too_large", "an attachment, or a prompt's attachments together, are "
+          "larger than the limit",
+          "the attachment at {path} is larger than the {limitBytes}-byte limit",
+          "send a smaller file, or raise AGYBRIDGE_MAX_ATTACHMENT_BYTES / "
+          "AGYBRIDGE_MAX_PROMPT_ATTACHMENT_BYTES", False, ErrorCode.INVALID_PARAMS),
     Cause("unknown_method", "the client called a method this bridge does not offer",
           "Method not found: {method}", "call only what `initialize` advertised",
           False, ErrorCode.METHOD_NOT_FOUND),

@@ -40,6 +40,9 @@ class ConversationState:
     workspace: str = ""
     #: The running ``result.usage`` sum (``FAKE_AGY_RESUME_USAGE`` continues it).
     usage: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: The user's prompts so far: the conversation's history, which agy's model sees
+    #: again after ``--conversation`` (the ``recall`` scenario answers from it).
+    prompts: list[str] = dataclasses.field(default_factory=list)
 
 
 class StateStore:
@@ -67,6 +70,7 @@ class StateStore:
             int(data.get("num_turns", 0)),
             str(data.get("workspace", "")),
             Usage.from_json(data.get("usage")).to_json(),
+            [str(p) for p in data.get("prompts", []) if isinstance(p, str)],
         )
 
     def save(self, state: ConversationState) -> None:
@@ -221,8 +225,11 @@ class Session:
         hooks: HookSet | None = None,
         workspace_paths: Sequence[str] = (),
         model_name: str = DEFAULT_MODEL_NAME,
+        prompts: Sequence[str] = (),
     ) -> None:
         self.conversation_id = conversation_id
+        #: Every user prompt of the conversation, earlier processes' included.
+        self.prompts = list(prompts)
         self.next_step_index = next_step_index
         self.num_turns = num_turns
         self.out = out
@@ -265,6 +272,7 @@ class Session:
                     self.num_turns,
                     self.workspace,
                     self.usage.to_json(),
+                    self.prompts,
                 )
             )
 
@@ -414,6 +422,7 @@ class Turn:
         """The first event of every turn (contract.md §2.3); counts the turn."""
         self.session.num_turns += 1
         self.session.turns_served += 1
+        self.session.prompts.append(self.prompt)
         return self.step("user_input")
 
     def response(self, gap: int = 0) -> Response:

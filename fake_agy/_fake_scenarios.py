@@ -937,6 +937,45 @@ def permission_tool(turn: Turn) -> int | None:
     return None
 
 
+def recall(turn: Turn) -> int | None:
+    """Answer from the conversation's history, as agy's model does after a respawn with
+    ``--conversation`` (contract.md §1.1): the reply names every number the earlier
+    prompts of this conversation mentioned, or says there is nothing to remember. A
+    bridge that lost the conversation (no ``--conversation``, a new id) gets "nothing"."""
+    earlier = turn.session.prompts[:]  # before this turn's own prompt is added
+    turn.user_input()
+    numbers = [n for prompt in earlier for n in re.findall(r"\d+", prompt)]
+    if numbers:
+        reply = "Earlier in this conversation you mentioned: " + ", ".join(numbers) + "."
+    else:
+        reply = "I don't remember anything from earlier in this conversation."
+    _reply_text(turn, reply)
+    turn.finish()
+    return None
+
+
+def read(turn: Turn) -> int | None:
+    """view_file of the first word of the prompt that names a workspace file, then a reply
+    quoting it (view_file's output is the ``"N lines, M bytes"`` summary, §B2)."""
+    turn.user_input()
+    root = _workspace(turn)
+    words = (word.strip(".,;:!?'\"`()") for word in turn.prompt.split())
+    target = next((root / w for w in words if w and (root / w).is_file()), None)
+    if target is None:
+        _reply_text(turn, "I found no file in the workspace to read.")
+        turn.finish()
+        return None
+    view = ToolStep(turn, "view_file", {"AbsolutePath": str(target)})
+    view.authorize()
+    turn.pause(turn.knobs.fragment_delay_s)
+    data = target.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    view.done(f"{len(text.splitlines())} lines, {len(data)} bytes")
+    _reply_text(turn, f"{_shown(target, root)} says: {text.strip()}")
+    turn.finish()
+    return None
+
+
 def gated_command(turn: Turn) -> int | None:
     """One run_command needing approval: ``[fake-agy:gated-command] <command line>``.
 
@@ -1315,6 +1354,8 @@ SCENARIOS: dict[str, Scenario] = {
     "gated-command": gated_command,
     "image-out": image_out,
     "ask-question": ask_question,
+    "recall": recall,
+    "read": read,
     "schema": schema,
     "unknown-events": unknown_events,
     "big-output": big_output,

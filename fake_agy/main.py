@@ -55,6 +55,10 @@ Knobs (environment)
                              interrupted, quota-words, killed (``_fake_edge``), and
                              for rendering tests edit, multi-tool,
                              image-out, schema, unknown-events, big-output, huge-line,
+                             for live smoke matrices recall (names the numbers the
+                             conversation's earlier prompts held: history survives
+                             ``--conversation``) and read (view_file of the first word of
+                             the prompt naming a workspace file, then a reply quoting it),
                              for benchmarks flood (``[fake-agy:flood] N``: N text deltas
                              as fast as the fake can write them), paced
                              (``[fake-agy:paced] [N] [INTERVAL_MS]``, default 500 and 5: N
@@ -488,6 +492,7 @@ def _open_session(
         # Relative roots are no workspace for hooks (hooks-and-tools.md §A2, _fake_hooks).
         workspace_paths=[os.path.realpath(d) for d in opts.add_dirs if os.path.isabs(d)],
         model_name=_model_slug(opts.model) or DEFAULT_MODEL_NAME,
+        prompts=state.prompts,
     )
     if capture is not None:
         session.usage = capture.usage

@@ -499,6 +499,10 @@ class RawClient:
         #: answer them with (None: do not answer, the test does).
         self.elicitation_requests: list[dict[str, Any]] = []
         self.elicitation_result: dict[str, Any] | None = {"action": "cancel"}
+        #: The editor's buffers by absolute path: fs/read_text_file answers with one,
+        #: or with "resource not found" for a path not in it; the requests, in order.
+        self.buffers: dict[str, str] = {}
+        self.file_reads: list[dict[str, Any]] = []
 
     # -- sending
 
@@ -690,6 +694,14 @@ class RawClient:
                     self.elicitation_requests.append(message)
                     if self.elicitation_result is not None:
                         await self.answer(message, self.elicitation_result)
+                elif (
+                    isinstance(message, dict)
+                    and message.get("method") == "fs/read_text_file"
+                    and "id" in message
+                    and not any(message is r for r in self.file_reads[-1:])
+                ):
+                    self.file_reads.append(message)
+                    await self._answer_file_read(message)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
@@ -700,6 +712,15 @@ class RawClient:
         """Answer a request of the bridge with ``result``."""
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self.send({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+    async def _answer_file_read(self, request: dict[str, Any]) -> None:
+        path = request.get("params", {}).get("path")
+        if path in self.buffers:
+            await self.answer(request, {"content": self.buffers[path]})
+            return
+        error = {"code": -32002, "message": f"Resource not found: {path}"}
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.send({"jsonrpc": "2.0", "id": request["id"], "error": error})
 
     async def answer_permission(self, request: dict[str, Any], option_id: str | None) -> None:
         """Answer a permission request: an option id, or None for "cancelled"."""

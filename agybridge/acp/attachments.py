@@ -1,6 +1,6 @@
 """The bytes a prompt attaches, and the files they become (pure).
 
-An image block or an embedded ``blob`` resource carries base64 data. Here it
+An image or audio block or an embedded ``blob`` resource carries base64 data. Here it
 is checked and decoded strictly (no whitespace, no data URL) within the size
 limits, judged on the encoded length before anything is decoded; its bytes
 decide its type (PNG, JPEG, GIF, WebP by magic number,
@@ -9,18 +9,24 @@ decide its type (PNG, JPEG, GIF, WebP by magic number,
 inside the caller's staging directory. Writing the files is the caller's job
 (``workspace/staging.py``); nothing here does I/O.
 
-Blob allow-list (the bytes decide where they can):
+Blob types (the bytes decide where they can):
 
 ===================  ================================  =========
 type                 recognised by                     extension
 ===================  ================================  =========
 PNG/JPEG/GIF/WebP    magic number                      .png .jpg .gif .webp
 PDF                  ``%PDF-`` prefix                  .pdf
+audio                magic number (``media.py``)       .wav .mp3 .ogg ...
 plain text           ``mimeType`` + valid UTF-8        .txt
 Markdown             ``mimeType`` + valid UTF-8        .md
 CSV                  ``mimeType`` + valid UTF-8        .csv
 JSON                 ``mimeType`` + valid UTF-8        .json
+anything else        staged as a binary file           by ``mimeType``, else .bin
 ===================  ================================  =========
+
+A blob whose label promises a checked type its bytes are not (an "image/png"
+that is no image, a "text/plain" that is not UTF-8) is refused: it is a client
+bug agy could only misread. Audio blocks must hold one of the audio types.
 """
 
 from __future__ import annotations
@@ -30,15 +36,21 @@ import binascii
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import attrs
 
-from ..media import sniff_image_type
+from ..media import AUDIO_FORMATS, audio_extension, sniff_audio_type, sniff_image_type
 from .limits import PromptLimits
 from .prompt_error import PromptContentError
 
 UNSUPPORTED_IMAGE_MESSAGE = "Unsupported image format. Use PNG, JPEG, GIF, or WebP."
+UNSUPPORTED_AUDIO_MESSAGE = f"Unsupported audio format. Use {AUDIO_FORMATS}."
+#: The type of a blob nothing recognises and nobody labelled.
+OCTET_STREAM = "application/octet-stream"
+INVALID = "attachment_invalid"
+TOO_LARGE = "attachment_too_large"
 
 _IMAGE_EXTENSIONS = {
     "image/png": ".png",
@@ -56,8 +68,27 @@ _TEXT_EXTENSIONS = {
     "application/json": ".json",
 }
 _PDF = "application/pdf"
-_SUPPORTED_BLOBS = "PNG, JPEG, GIF, WebP, PDF, plain text, Markdown, CSV or JSON"
+#: Extensions for binary blobs by their label (a file manager and ``file`` read
+#: them better than ``.bin``); anything else is ``.bin``.
+_BINARY_EXTENSIONS = {
+    "application/zip": ".zip",
+    "application/gzip": ".gz",
+    "application/x-gzip": ".gz",
+    "application/x-tar": ".tar",
+    "application/x-7z-compressed": ".7z",
+    "application/msword": ".doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.ms-excel": ".xls",
+    "text/html": ".html",
+    "application/xml": ".xml",
+    "text/xml": ".xml",
+    "video/mp4": ".mp4",
+}
 
+#: ``type/subtype`` as RFC 6838 allows them: what may be echoed to agy as a type.
+_MIME = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/=]")
 _STEM_JUNK = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -85,6 +116,22 @@ class Attached(NamedTuple):
     mime_type: str
 
 
+class _MediaKind(NamedTuple):
+    """An image or audio block: its type prefix, how its bytes prove a type."""
+
+    block: str
+    what: str
+    sniff: Callable[[bytes], str | None]
+    extension: Callable[[str], str]
+    unsupported: str
+
+
+_IMAGE = _MediaKind(
+    "image", "Image", sniff_image_type, _IMAGE_EXTENSIONS.__getitem__, UNSUPPORTED_IMAGE_MESSAGE
+)
+_AUDIO = _MediaKind("audio", "Audio", sniff_audio_type, audio_extension, UNSUPPORTED_AUDIO_MESSAGE)
+
+
 @attrs.define
 class Attachments:
     """The files one prompt stages, within its limits."""
@@ -98,23 +145,34 @@ class Attachments:
 
     def image(self, data: str, declared: str, *, uri: str | None, index: int) -> Attached:
         """An image block's file: its bytes must be one of the image types."""
+        return self._media(_IMAGE, data, declared, uri=uri, index=index)
+
+    def audio(self, data: str, declared: str, *, index: int) -> Attached:
+        """An audio block's file: its bytes must be one of the audio types."""
+        return self._media(_AUDIO, data, declared, uri=None, index=index)
+
+    def _media(
+        self, kind: _MediaKind, data: str, declared: str, *, uri: str | None, index: int
+    ) -> Attached:
         base = _base_mime(declared)
-        if not base.startswith("image/") or base == "image/":
+        if not base.startswith(f"{kind.block}/") or base == f"{kind.block}/":
             raise PromptContentError(
-                f"Image mimeType must be an image/* type, not {declared!r}.",
+                f"{kind.what} mimeType must be an {kind.block}/* type, not {declared!r}.",
                 index,
-                "image",
+                kind.block,
                 ".mimeType",
                 {"mimeType": declared},
+                INVALID,
             )
-        raw = self._decode(data, index, "image", ".data", "Image")
-        mime = sniff_image_type(raw)
+        raw = self._decode(data, index, kind.block, ".data", kind.what)
+        mime = kind.sniff(raw)
         if mime is None:
-            raise PromptContentError(
-                UNSUPPORTED_IMAGE_MESSAGE, index, "image", ".data", {"mimeType": declared}
-            )
-        extension = _IMAGE_EXTENSIONS[mime]
-        file = self._stage(raw, mime=mime, extension=extension, uri=uri, stem="image", index=index)
+            details = {"mimeType": declared}
+            raise PromptContentError(kind.unsupported, index, kind.block, ".data", details, INVALID)
+        extension = kind.extension(mime)
+        file = self._stage(
+            raw, mime=mime, extension=extension, uri=uri, stem=kind.block, index=index
+        )
         return Attached(file, mime)
 
     def blob(self, data: str, declared: str | None, *, uri: str, index: int) -> Attached:
@@ -130,7 +188,7 @@ class Attachments:
         """Strict base64 → bytes within the limits; sizes first, from the length alone."""
 
         def fail(message: str, **details: Any) -> PromptContentError:
-            return PromptContentError(message, index, block_type, field, details)
+            return PromptContentError(message, index, block_type, field, details, INVALID)
 
         limits = self.limits
         if data[:5].lower() == "data:":
@@ -164,16 +222,18 @@ class Attachments:
             block_type,
             field,
             {"limitBytes": limit},
+            TOO_LARGE,
         )
 
     def _over_budget(self, index: int, block_type: str, field: str) -> PromptContentError:
         limit = self.limits.max_prompt_bytes
         return PromptContentError(
-            f"The prompt's images and files are larger than the {_size(limit)} limit per prompt.",
+            f"The prompt's attachments are larger than the {_size(limit)} limit per prompt.",
             index,
             block_type,
             field,
             {"limitBytes": limit},
+            TOO_LARGE,
         )
 
     def _stage(
@@ -198,20 +258,37 @@ class Attachments:
         return file
 
 
+def viewable(mime: str) -> bool:
+    """agy's file viewer reads a file of this (staged) type: images, PDF, text."""
+    return mime in _IMAGE_EXTENSIONS or mime == _PDF or mime in _TEXT_EXTENSIONS
+
+
 def _base_mime(mime: str) -> str:
     """``"Text/Plain; charset=utf-8"`` → ``"text/plain"``."""
     return mime.split(";", 1)[0].strip().lower()
 
 
 def _blob_type(raw: bytes, declared: str | None, index: int) -> tuple[str, str]:
-    """(MIME type, extension) for an embedded blob on the allow-list, else an error."""
+    """(MIME type, extension) for an embedded blob (see the module docstring), or
+    an error when its label promises a checked type its bytes are not."""
     image = sniff_image_type(raw)
     if image is not None:
         return image, _IMAGE_EXTENSIONS[image]
     if raw.startswith(b"%PDF-"):
         return _PDF, ".pdf"
     base = _base_mime(declared or "")
-    field, details = ".resource.blob", {"mimeType": declared}
+    # Audio magic is weaker (a bare MPEG frame is two bytes): trusted only for
+    # blobs labelled audio, or not labelled at all.
+    audio = (
+        sniff_audio_type(raw) if base in ("", OCTET_STREAM) or base.startswith("audio/") else None
+    )
+    if audio is not None:
+        return audio, audio_extension(audio)
+
+    def refuse(message: str) -> PromptContentError:
+        details = {"mimeType": declared}
+        return PromptContentError(message, index, "resource", ".resource.blob", details, INVALID)
+
     if base in _TEXT_EXTENSIONS:
         if b"\x00" not in raw:
             try:
@@ -220,31 +297,16 @@ def _blob_type(raw: bytes, declared: str | None, index: int) -> tuple[str, str]:
                 pass
             else:
                 return base, _TEXT_EXTENSIONS[base]
-        raise PromptContentError(
-            f"Embedded resource is labelled {declared!r} but is not valid UTF-8 text.",
-            index,
-            "resource",
-            field,
-            details,
-        )
+        raise refuse(f"Embedded resource is labelled {declared!r} but is not valid UTF-8 text.")
     if base.startswith("image/"):
-        raise PromptContentError(UNSUPPORTED_IMAGE_MESSAGE, index, "resource", field, details)
+        raise refuse(UNSUPPORTED_IMAGE_MESSAGE)
+    if base.startswith("audio/"):
+        raise refuse(UNSUPPORTED_AUDIO_MESSAGE)
     if base == _PDF:
-        raise PromptContentError(
-            f"Embedded resource is labelled {declared!r} but is not a PDF file.",
-            index,
-            "resource",
-            field,
-            details,
-        )
-    if not base:
-        message = (
-            "Unsupported embedded resource: it has no mimeType and its contents are not "
-            f"a known type. Embed {_SUPPORTED_BLOBS}."
-        )
-    else:
-        message = f"Unsupported embedded resource type {declared!r}. Embed {_SUPPORTED_BLOBS}."
-    raise PromptContentError(message, index, "resource", field, details)
+        raise refuse(f"Embedded resource is labelled {declared!r} but is not a PDF file.")
+    if not _MIME.fullmatch(base):
+        return OCTET_STREAM, ".bin"  # no label, or one that is no MIME type: just bytes
+    return base, _BINARY_EXTENSIONS.get(base, ".bin")
 
 
 def _base64_problem(data: str) -> str | None:

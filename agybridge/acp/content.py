@@ -10,12 +10,15 @@ anything is produced, and a prompt either converts completely or fails with a
 - ``text`` as is; ``resource_link`` as a short block naming what the client
   pointed at; an embedded text ``resource`` as a heading (URI, MIME type) and
   its text. Parts are joined by blank lines.
-- ``image`` and an embedded ``blob`` resource: their bytes are checked and
-  become :class:`StagedFile` specs (attachments.py: strict base64, size
-  limits, the blob allow-list), whose absolute paths (inside the caller's
-  private staging directory, which agy gets with ``--add-dir``) the text
-  already names: agy is told to view the file there.
-- ``audio`` and unknown blocks are refused.
+- ``image``, ``audio`` and an embedded ``blob`` resource: their bytes are
+  checked and become :class:`StagedFile` specs (attachments.py: strict
+  base64, size limits, the types the bytes prove), whose absolute paths
+  (inside the caller's private staging directory, which agy gets with
+  ``--add-dir``) the text already names: agy is told to open the file there.
+  agy has no tool that plays audio (its stdin takes text, its file viewer
+  reads text and images), so ``promptCapabilities.audio`` stays false; a
+  client that sends audio anyway gets agy-acp-map's behaviour, a staged file.
+- Unknown blocks are refused.
 """
 
 from __future__ import annotations
@@ -27,13 +30,19 @@ from typing import Any
 import attrs
 
 from . import models
-from .attachments import UNSUPPORTED_IMAGE_MESSAGE, Attachments, StagedFile
+from .attachments import (
+    UNSUPPORTED_AUDIO_MESSAGE,
+    UNSUPPORTED_IMAGE_MESSAGE,
+    Attachments,
+    StagedFile,
+    viewable,
+)
 from .limits import PromptLimits
 from .prompt_error import PromptContentError
 
 #: The prompt's face: the attachments' file spec and refusals are part of it.
 __all__ = [
-    "AUDIO_MESSAGE",
+    "UNSUPPORTED_AUDIO_MESSAGE",
     "UNSUPPORTED_IMAGE_MESSAGE",
     "ConvertedPrompt",
     "PromptContentError",
@@ -47,9 +56,7 @@ __all__ = [
 #: The limits when the caller gives none (immutable, so shared).
 _DEFAULT_LIMITS = PromptLimits()
 
-AUDIO_MESSAGE = "Audio content is not supported"
-
-_BLOCK_TYPES = "text, resource_link, image or resource"
+_BLOCK_TYPES = "text, resource_link, image, audio or resource"
 
 
 @attrs.frozen
@@ -143,7 +150,7 @@ class _Converter:
         elif isinstance(block, models.EmbeddedResource):
             self._add_resource(index, block.resource)
         elif isinstance(block, models.AudioContent):
-            raise PromptContentError(AUDIO_MESSAGE, index, "audio")
+            self._add_audio(index, block)
         else:
             kind = _block_type(block)
             if kind == "<missing>":
@@ -160,6 +167,14 @@ class _Converter:
         self.parts.append(
             f"[Attached image: {file.path} ({mime}, {len(file.data)} bytes)]\n"
             "View the file at this absolute path to see the image."
+        )
+
+    def _add_audio(self, index: int, block: models.AudioContent) -> None:
+        file, mime = self.attachments.audio(block.data, block.mime_type, index=index)
+        self.parts.append(
+            f"[Attached audio: {file.path} ({mime}, {len(file.data)} bytes)]\n"
+            "Use the audio file at this absolute path (your file viewer shows text and "
+            "images only: process it with a command-line tool if one is installed)."
         )
 
     def _add_resource(self, index: int, resource: Mapping[str, Any]) -> None:
@@ -201,10 +216,13 @@ class _Converter:
                 "Embedded resource 'blob' must be a string.", index, "resource", ".resource.blob"
             )
         file, mime = self.attachments.blob(blob, mime_type, uri=uri, index=index)
+        if viewable(mime):
+            how = "View the file at this absolute path to read it."
+        else:
+            how = "It is a binary file: inspect it at this absolute path with your tools."
         self.parts.append(
             f"[Attached file: {file.path} ({mime}, {len(file.data)} bytes)]\n"
-            f"Original URI: {uri}\n"
-            "View the file at this absolute path to read it."
+            f"Original URI: {uri}\n{how}"
         )
 
 

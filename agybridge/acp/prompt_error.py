@@ -25,6 +25,9 @@ class PromptContentError(Exception):
     field: str = ""
     #: Extra facts for the error's ``data`` (``mimeType``, ``limitBytes``).
     details: Mapping[str, Any] = attrs.field(factory=dict)
+    #: The catalogue's id for it (``agybridge/causes.py``): an attachment's own
+    #: failures have theirs, anything else is the client's malformed params.
+    cause: str = "invalid_params"
 
     def __str__(self) -> str:
         return self.message

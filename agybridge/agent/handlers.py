@@ -332,6 +332,8 @@ class AcpAgent:
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=models.AgentCapabilities(
                 load_session=True,
+                # Not audio: audio blocks are staged as files (acp/content.py), but
+                # agy has no tool that listens to them (README "Not possible with agy").
                 prompt_capabilities=models.PromptCapabilities(image=True, embedded_context=True),
                 mcp_capabilities=models.McpCapabilities(http=True),
                 session_capabilities=models.SessionCapabilities(

@@ -2,7 +2,9 @@
 
 Prompt blocks are checked and converted completely before anything reaches
 agy (``acp.content.convert_prompt``); attachments are staged as files in the
-session's private ``--add-dir`` root and named by absolute path. A prompt
+session's private ``--add-dir`` root and named by absolute path; linked files
+the user changed in the editor without saving follow as text
+(``editor_buffers.py``). A prompt
 that is one of the bridge's commands (``/model``, ``/mode``, ``/effort``,
 ``/status``, ``/doctor``) is answered by ``commands.py`` without an agy turn;
 ``/skill`` prompts are rewritten so they work with agy's slash expansion
@@ -23,6 +25,7 @@ from ..acp.content import ConvertedPrompt, convert_prompt, convert_text_prompt
 from ..acp.limits import PromptLimits
 from ..session import Session
 from ..session.commands import BridgeCommand, SkillRequest, parse, skill_prompt
+from . import editor_buffers
 
 
 @attrs.frozen
@@ -85,6 +88,8 @@ async def prepare(
         converted = convert_text_prompt(blocks)
         return PreparedPrompt(text=converted.text, display_text=converted.text, converted=converted)
     shown = display_text(blocks)
+    # The editor's unsaved text of linked files (a no-op unless the client reads files).
+    unsaved = await editor_buffers.unsaved_buffers(session, blocks)
     if skill is not None:
         blocks = [models.TextContent(text=skill_prompt(skill))]
     staging = session.staging
@@ -98,7 +103,8 @@ async def prepare(
         if staging is None:
             raise RuntimeError("attachments need a staging directory")
         await trio.to_thread.run_sync(staging.write, converted.files)
-    return PreparedPrompt(text=converted.text, display_text=shown, converted=converted)
+    text = "\n\n".join([converted.text, *unsaved])
+    return PreparedPrompt(text=text, display_text=shown, converted=converted)
 
 
 #: Text-only prompts up to this many characters are converted in the loop.

@@ -16,6 +16,7 @@ from typing import Any
 
 import trio
 
+from .. import causes
 from ..acp import codec, models
 from ..acp.content import PromptContentError
 from ..acp.limits import PromptLimits
@@ -312,9 +313,15 @@ class SessionMethods:
                 session, request.prompt, call.seq, self._limits, skill
             )
         except PromptContentError as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), exc.data) from None
+            data = {**exc.data, "_meta": causes.meta(exc.cause, path=exc.data["path"])}
+            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), data) from None
         except StagingError as exc:
-            raise RpcError(ErrorCode.INTERNAL_ERROR, str(exc), {"details": str(exc)}) from None
+            # The directory was made at session/new: it broke since (full disk,
+            # removed, made read-only). The prompt is refused, nothing reached agy.
+            root = session.staging.root if session.staging is not None else None
+            message = causes.cause("staging_unusable").with_fix(str(exc))
+            error = SessionError(message, cause="staging_unusable", fields={"path": root})
+            raise session_rpc_error(error) from None
         # $/cancel_request for a prompt means "cancel this turn", answered with
         # the normal cancelled result (ACP cancellation.mdx).
         call.ctx.on_cancel = lambda: session.cancel_prompt(call.seq)

@@ -239,7 +239,7 @@ async def on_child_event(session: Session, message: ChildEvent, on_turn: OnTurn)
         )
         return on_turn
     work = on_turn[1]
-    files, images = mapper.paths_to_read(event)
+    files, images = mapper.needs.paths_to_read(event)
     seen = NO_OBSERVATION
     if files or images or message.attachment:  # not a text delta: something to read
         seen = await observe_for(files, images, message.attachment, lambda: _image_scope(session))

@@ -250,10 +250,15 @@ class _Conversation:
         self.record.session_ready_s = self.client.now()
         self.client.line(f"[session {self.session_id} {self.cell.label}]")
         attachments = await trio.to_thread.run_sync(_attachment_blocks, self.cell.case.attachments)
+        last = len(self.cell.prompts) - 1
         for index, text in enumerate(self.cell.prompts):
             blocks = [{"type": "text", "text": text}, *(attachments if index == 0 else [])]
             if self.overrun.is_set():
                 break
+            if index == last:
+                refused = await self._set_config(peer)
+                if refused is not None:
+                    return refused
             self.record.turns.append(TurnRecord(prompt=text, sent_s=self.client.now()))
             self.client.line(f"> {text}")
             self.phase = f"waiting for the response to prompt {index + 1}"
@@ -263,6 +268,14 @@ class _Conversation:
                 answer = await peer.request(
                     "session/prompt", {"sessionId": self.session_id, "prompt": blocks}
                 )
+            except RpcError as exc:
+                if index != last or self.cell.case.expect.error is None:
+                    raise
+                # The case expects this refusal: the expectation judges its cause.
+                refused = from_rpc_error(exc, self.setup.run.retry_max_wait_s)
+                self.record.turns[-1].refused = refused.kind
+                self.client.line(f"[refused: {refused.kind}] {exc.message}")
+                break
             finally:
                 self.turn_running = False
             self.client.response(answer)
@@ -273,7 +286,29 @@ class _Conversation:
                 return cause
             if self.record.budget_exceeded or turn.stop_reason == "cancelled":
                 break
+        if self.cell.case.expect.listed:
+            self.phase = "waiting for the session/list response"
+            listed = await peer.request("session/list", {"cwd": str(self.workspace)})
+            ids = [s.get("sessionId") for s in listed.get("sessions", []) if isinstance(s, dict)]
+            self.record.listed = self.session_id in ids
+            self.client.line(f"[session/list] {len(ids)} session(s)")
         await self._ask_agy_version(peer)
+        return None
+
+    async def _set_config(self, peer: Peer) -> Cause | None:
+        """The case's ``set_config``, before its last prompt. An error answer fails the
+        cell (raised); so does an answer whose options show another value for the id."""
+        for config_id, value in self.cell.case.set_config.items():
+            self.phase = f"waiting for the set_config_option {config_id} response"
+            params = {"sessionId": self.session_id, "configId": config_id, "value": value}
+            answer = await peer.request("session/set_config_option", params)
+            self.client.line(f"[set_config_option] {config_id} = {value}")
+            options = answer.get("configOptions", []) if isinstance(answer, dict) else []
+            for option in options:
+                current = option.get("currentValue") if isinstance(option, dict) else None
+                if option.get("id") == config_id and current != value:
+                    shown = f"set_config_option {config_id} = {value!r} answered {current!r}"
+                    return Cause("bridge_error", shown)
         return None
 
     def _turn_cause(self, turn: TurnRecord) -> Cause | None:

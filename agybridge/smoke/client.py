@@ -9,6 +9,7 @@ arrives, timestamped with trio's clock, and as a transcript line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ import trio
 
 from ..jsonrpc import MessageContext, RequestContext, RpcError
 from .model import Permissions
-from .results import CellRecord, ToolCall
+from .results import CellRecord, ToolCall, TurnRecord
 
 _ALLOW = ("allow_once", "allow_always")
 _REJECT = ("reject_once", "reject_always")
@@ -90,6 +91,7 @@ class CellClient:
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
             content = update.get("content") or {}
+            _note_image(turn, content)
             if content.get("type") == "text":
                 if turn.first_chunk_s is None:
                     turn.first_chunk_s = self.now()
@@ -97,6 +99,9 @@ class CellClient:
                 self._append_text(str(content.get("text", "")))
         elif kind in ("tool_call", "tool_call_update"):
             self._tool(update)
+            for entry in update.get("content") or ():
+                if isinstance(entry, dict) and entry.get("type") == "content":
+                    _note_image(turn, entry.get("content"))
         elif kind == "usage_update":
             used = update.get("used")
             if isinstance(used, int):
@@ -149,3 +154,10 @@ class CellClient:
         if turn.agy_error:
             self.line(f"[agy error] {json.dumps(turn.agy_error)[:300]}")
         self._on_usage()
+
+
+def _note_image(turn: TurnRecord, content: Any) -> None:
+    """Count an image block once, however many updates repeat it."""
+    if isinstance(content, dict) and content.get("type") == "image":
+        key = content.get("uri") or hashlib.blake2b(str(content.get("data")).encode()).hexdigest()
+        turn.images.add(str(key))

@@ -10,7 +10,9 @@ as cut short (print timeout, agy error, interruption: `TurnRecord.end_cause`) is
 ``not_tool_kinds`` are their negations. ``files`` are read from the cell's workspace
 after the run, ``files_absent`` must not exist there;
 ``max_seconds`` bounds the turn time (first prompt sent to last response) and
-``max_tokens`` the tokens used.
+``max_tokens`` the tokens used. ``images`` counts the images the last turn showed
+(message chunks and tool cards), ``error`` is the cause the bridge's error answer to the
+last prompt named, ``listed`` whether ``session/list`` named the cell's session.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def check(case: Case, record: CellRecord, values: dict[str, str] | None = None) 
         if stop != expect.stop_reason:
             failures.append(Failure("expect.stop_reason", expect.stop_reason, str(stop)))
     failures += _tools(case, record)
+    failures += _answers(case, record)
     for name, needle in expect.files.items():
         failures += _file(Path(record.workspace or "."), name, needle)
     for name in expect.files_absent:
@@ -100,6 +103,25 @@ def _tools(case: Case, record: CellRecord) -> list[Failure]:
     for kind in expect.not_tool_kinds:
         if kind in tried:
             failures.append(Failure("expect.not_tool_kinds", f"no {kind!r} tool call", seen))
+    return failures
+
+
+def _answers(case: Case, record: CellRecord) -> list[Failure]:
+    """``images``, ``error`` and ``listed``: what the bridge answered besides text."""
+    expect = case.expect
+    last = record.turns[-1] if record.turns else None
+    failures = []
+    images = len(last.images) if last is not None else 0
+    if expect.images is not None and images < expect.images:
+        failures.append(Failure("expect.images", f"at least {expect.images} image(s)", f"{images}"))
+    if expect.error is not None:
+        refused = last.refused if last is not None else None
+        if refused != expect.error:
+            answered = f"the prompt answered ({last.outcome})" if last is not None else "no prompt"
+            seen = f"an error naming {refused!r}" if refused is not None else answered
+            failures.append(Failure("expect.error", f"an error naming {expect.error!r}", seen))
+    if expect.listed and not record.listed:
+        failures.append(Failure("expect.listed", "the session in session/list", "not listed"))
     return failures
 
 

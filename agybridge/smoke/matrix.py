@@ -35,6 +35,7 @@ _CASE = (
     "skip_if",
     "exclude",
     "permissions",
+    "set_config",
     "expect",
     "budget",
 )
@@ -48,6 +49,9 @@ _EXPECT = (
     "tool_attempts",
     "no_tools",
     "not_tool_kinds",
+    "images",
+    "error",
+    "listed",
     "files",
     "files_absent",
     "max_seconds",
@@ -326,6 +330,7 @@ class _Reader:
             skip_if=skip_if,
             exclude=self.entries(table.get("exclude", []), (*where, "exclude")),
             permissions=permissions,
+            set_config=self.string_map(table.get("set_config", {}), (*where, "set_config")),
             expect=self.expect(table.get("expect", {}), (*where, "expect"), names),
             budget=self.budget(table.get("budget", {}), (*where, "budget")),
         )
@@ -376,6 +381,11 @@ class _Reader:
                 if "max_tokens" in table
                 else None
             ),
+            images=self.positive(table["images"], at("images"), int) if "images" in table else None,
+            error=self.typed(table["error"], at("error"), str, "a string")
+            if "error" in table
+            else None,
+            listed=self.typed(table.get("listed", False), at("listed"), bool, "a boolean"),
         )
 
     def schema(self, path: Path, where: KeyPath) -> Any:

@@ -67,6 +67,12 @@ class Expect:
     files_absent: tuple[str, ...] = ()
     max_seconds: float | None = None
     max_tokens: int | None = None
+    #: The last turn's reply must hold at least this many images.
+    images: int | None = None
+    #: The last prompt must be refused with an error naming this cause (catalogue id).
+    error: str | None = None
+    #: ``session/list`` for the cell's workspace must name the cell's session.
+    listed: bool = False
 
 
 @attrs.frozen
@@ -85,6 +91,8 @@ class Case:
     #: Axis combinations this case does not run (``[[case.exclude]]``-style tables).
     exclude: tuple[dict[str, str], ...] = ()
     permissions: Permissions = "allow"
+    #: ``session/set_config_option`` calls (configId -> value) made before the last prompt.
+    set_config: dict[str, str] = attrs.Factory(dict)
     expect: Expect = attrs.Factory(Expect)
     budget: Budget = attrs.Factory(Budget)
 

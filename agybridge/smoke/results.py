@@ -39,6 +39,10 @@ class TurnRecord:
     meta: dict[str, Any] = attrs.Factory(dict)
     #: The `causes.CAUSES` id when the turn did not end normally (print timeout, ...).
     end_cause: str | None = None
+    #: The images the reply showed (messages and tool cards), by their uri or data.
+    images: set[str] = attrs.Factory(set)
+    #: The cause the bridge's error answer to the prompt named (``expect.error``).
+    refused: str | None = None
 
     @property
     def outcome(self) -> str | None:
@@ -77,6 +81,8 @@ class CellRecord:
     #: Phases, seconds since the attempt started: initialize answered, session/new answered.
     bridge_start_s: float | None = None
     session_ready_s: float | None = None
+    #: ``session/list`` named the cell's session (asked only for ``expect.listed``).
+    listed: bool | None = None
 
     @property
     def turn_s(self) -> float | None:

@@ -8,7 +8,7 @@ contract.md §3.5) moves it to FINISHED, which fixes :attr:`TurnMapper.outcome`
 raises :class:`MapperError`. The mapper does no
 I/O: what it needs from disk (edit targets, images named in output) the
 session reads first and passes in as an :class:`Observation`, asking
-:meth:`TurnMapper.paths_to_read` which paths matter.
+:meth:`ReadNeeds.paths_to_read` (its ``needs``) which paths matter.
 
 Text: every ``text_delta`` is an incremental fragment, and ACTIVE and DONE of
 one step carry different fragments, so all are forwarded (never deduplicated
@@ -126,8 +126,6 @@ class TurnMapper:
     #: agy's own text (not only whitespace) came this turn.
     _answered: bool = False
     _held: HeldAnswer = attrs.Factory(HeldAnswer)
-    #: How the text shown so far ends (for the blank line before a notice).
-    _shown_tail: str = ""
     #: Why the turn did not end well (a catalogue id), and its fields: the
     #: response's ``_meta.agybridge``.
     cause: str | None = None
@@ -153,14 +151,6 @@ class TurnMapper:
     def streamed_text(self) -> str:
         """The turn's text as shown (for the journal; built on each call)."""
         return self.streamed.text
-
-    # --- what the session must read first ----------------------------------
-
-    def paths_to_read(
-        self, event: events.AgyEvent | events.MalformedLine
-    ) -> tuple[list[str], list[str]]:
-        """(files to read as text, image candidates) for ``event`` (`ReadNeeds`)."""
-        return self.needs.paths_to_read(event)
 
     # --- events ------------------------------------------------------------
 
@@ -230,9 +220,11 @@ class TurnMapper:
         updates: list[models.SessionUpdate]
         if step.step_type == "agent_response":
             text = step.text_delta
-            if text:
+            if text:  # the hot path: one delta of agy's reply
                 self.needs.scan_text(step.step_index, text)
-                updates = self._agent_text(text)
+                if not self._answered and not text.isspace():
+                    self._answered = True
+                updates = self._held_text(text) if self.structured else [self._text(text)]
             else:
                 updates = []
             for image in seen.images.values() if seen.images else ():
@@ -255,15 +247,14 @@ class TurnMapper:
             updates += self._usage(step)
         return updates
 
-    def _agent_text(self, text: str) -> list[models.SessionUpdate]:
-        """A text delta of agy's; under ``--json-schema`` held while it may be the
-        answer's JSON line (it starts with ``{``), shown as soon as it cannot be."""
-        if not self._answered and not text.isspace():
-            self._answered = True
-        shown = self._held.offer(text) if self.structured else text
-        if shown is not None and self.structured:
-            self.structured = False  # not the JSON answer: the rest streams
-        return [self._text(shown)] if shown is not None else []
+    def _held_text(self, text: str) -> list[models.SessionUpdate]:
+        """A text delta under ``--json-schema``: held while it may be the answer's
+        JSON line (it starts with ``{``), shown as soon as it cannot be."""
+        shown = self._held.offer(text)
+        if shown is None:
+            return []
+        self.structured = False  # not the JSON answer: the rest streams
+        return [self._text(shown)]
 
     def _release_text(self) -> list[models.SessionUpdate]:
         held, self.structured = self._held.take(), False
@@ -274,7 +265,6 @@ class TurnMapper:
             self.streamed.add_delta(text)
         else:
             self.streamed.add_after(text)
-        self._shown_tail = (self._shown_tail + text)[-2:]
         return models.AgentMessageChunk(
             content=models.TextContent(text=text), message_id=self.message_id
         )
@@ -282,7 +272,7 @@ class TurnMapper:
     def _message(self, text: str) -> models.AgentMessageChunk:
         """A bridge-authored paragraph after whatever agy said: one blank line
         between them, whatever line end agy's text had."""
-        tail = self._shown_tail
+        tail = self.streamed.last_chars(2)
         separator = "\n\n"[len(tail) - len(tail.rstrip("\n")) :] if self.streamed.visible else ""
         return self._text(separator + text)
 

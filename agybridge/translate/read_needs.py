@@ -6,7 +6,7 @@ names (inlined once each). The mapper asks; the session reads
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import attrs
 
@@ -14,6 +14,9 @@ from ..agy import events
 from .images import image_candidates
 from .streamed import LineScan
 from .tools import edit_target
+
+#: What most events need read: nothing (shared, never mutated).
+NOTHING_TO_READ: tuple[Sequence[str], Sequence[str]] = ((), ())
 
 
 @attrs.define
@@ -40,18 +43,18 @@ class ReadNeeds:
 
     def paths_to_read(
         self, event: events.AgyEvent | events.MalformedLine
-    ) -> tuple[list[str], list[str]]:
+    ) -> tuple[Sequence[str], Sequence[str]]:
         """(files to read as text, image candidates) for ``event``."""
         step_class = events.StepUpdateEvent  # its exact type first: no isinstance call
         if type(event) is not step_class and not isinstance(event, step_class):
-            return [], []
+            return NOTHING_TO_READ
         step = event.step_update
         if step.step_type == "tool":
             files, images = self._tool_paths(step)
         elif step.step_type == "agent_response" and step.state == events.STATE_DONE:
             files, images = [], self._response_images(step)
         else:
-            return [], []  # e.g. a text delta still streaming
+            return NOTHING_TO_READ  # e.g. a text delta still streaming
         if images:
             images = [path for path in images if path not in self._images_shown]
         return files, images

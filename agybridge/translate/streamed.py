@@ -95,6 +95,18 @@ class StreamedText:
             self.visible = True
         self._after.append(text)
 
+    def last_chars(self, count: int) -> str:
+        """The last ``count`` characters shown (fewer if less was shown): worked
+        out when asked, so streaming keeps no running tail."""
+        parts: list[str] = []
+        size = 0
+        for part in (*reversed(self._after), *reversed(self._tail), *reversed(self._head)):
+            parts.append(part)
+            size += len(part)
+            if size >= count:
+                break
+        return "".join(reversed(parts))[-count:] if parts else ""
+
     @property
     def truncated(self) -> bool:
         return self._middle_chars > 0

@@ -23,10 +23,18 @@ from ..agy import Usage
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
-#: Context windows by model family (slug or display name, matched by prefix
-#: after normalising). The AGYBRIDGE_CONTEXT_WINDOW setting overrides it.
+#: The one table of context windows, by model family (agy's slug or display
+#: name, matched by prefix after normalising: ``Claude Sonnet 4.6 (Thinking)``
+#: and ``claude-sonnet-4-6`` are the same row; the first matching row wins, so
+#: a model's own row comes before its family's). agy names a model (``init.model``,
+#: ``agy models``) but never says its window (contract.md §3.1, §6), so this table
+#: is the only source; the AGYBRIDGE_CONTEXT_WINDOW setting overrides it.
+#: Claude 4.6: 1,000,000 since Anthropic's 1M window went GA (2026-03-13), as
+#: agy-acp-map also counts it ("verified 2026-09"); other Claude models 200,000.
 CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
     ("gemini", 1_048_576),
+    ("claude-sonnet-4-6", 1_000_000),
+    ("claude-opus-4-6", 1_000_000),
     ("claude", 200_000),
     ("gpt-oss", 131_072),
 )
@@ -38,7 +46,8 @@ def context_window(model: str | None, override: int | None = None) -> int:
     if override is not None:
         return override
     if model:
-        normalised = re.sub(r"[\s_]+", "-", model.strip().lower())
+        # Spaces, underscores and dots all become "-": "Claude Opus 4.6" is claude-opus-4-6.
+        normalised = re.sub(r"[\s_.]+", "-", model.strip().lower())
         for family, size in CONTEXT_WINDOWS:
             if normalised.startswith(family):
                 return size

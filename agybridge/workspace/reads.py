@@ -184,13 +184,13 @@ def snapshot_edit_target(event: object) -> dict[str, str | None] | None:
 
 
 async def observe_for(
-    files: list[str],
-    images: list[str],
+    files: Sequence[str],
+    images: Sequence[str],
     attachment: object,
     scope: Callable[[], ImageScope],
 ) -> Observation:
     """Read the ``files`` and ``images`` an event names (``paths_to_read``
-    of its mapper; in a worker thread); edit targets snapshotted as the line
+    of its mapper's ``needs``; in a worker thread); edit targets snapshotted as the line
     was read come as its ``attachment``."""
     early = attachment if isinstance(attachment, dict) else {}
     files = [path for path in files if path not in early]

@@ -288,9 +288,14 @@ async def test_null_lists_and_a_malformed_meta_are_defaulted(harness: Harness) -
     ("block", "message"),
     [
         pytest.param(
-            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
-            "Audio content is not supported",
-            id="audio",
+            {"type": "audio", "data": "aGVsbG8gd29ybGQ=", "mimeType": "audio/wav"},
+            "Unsupported audio format. Use WAV, MP3, OGG, FLAC, M4A, WebM or AIFF.",
+            id="not-audio",
+        ),
+        pytest.param(
+            {"type": "audio", "data": "UklGRg=", "mimeType": "audio/wav"},
+            "Audio data is not valid base64: its length (7) is not a multiple of 4.",
+            id="bad-base64",
         ),
         pytest.param(
             {"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "text/plain"},
@@ -320,6 +325,8 @@ async def test_unadvertised_prompt_blocks_are_invalid_params(
             assert error["code"] == -32602
             assert message in error["message"]
             assert error["data"]["path"].startswith("$.prompt[1]")
+            cause = error["data"]["_meta"]["agybridge"]
+            assert cause == {"cause": "attachment_invalid", "path": error["data"]["path"]}
             mark = client.mark()
             ok = await client.request(
                 "session/prompt",

@@ -28,10 +28,12 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 40 + b"\xff\xd9"
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(16)
+ZIP = b"PK\x03\x04\x14\x00" + bytes(20)
 
 
 def staged_paths(text: str) -> list[str]:
-    return re.findall(r"(/\S+\.(?:png|jpg|gif|webp|pdf|txt))", text)
+    return re.findall(r"(/\S+\.(?:png|jpg|gif|webp|pdf|txt|wav|zip))", text)
 
 
 def stdin_texts(harness: Harness) -> list[str]:
@@ -52,7 +54,8 @@ async def start(client: RawClient, **params: Any) -> str:
 
 async def test_image_is_staged_for_agy_and_removed_after_the_turn(harness: Harness) -> None:
     """The PNG's bytes are in a staged file agy is told about; a JPEG labelled
-    image/png is staged as .jpg; nothing is left after the turn."""
+    image/png is staged as .jpg, an audio clip as .wav, a zip blob as .zip;
+    nothing is left after the turn."""
     validator = WireValidator()
     staging = harness.tmp_path / "staging"
     with trio.fail_after(TIMEOUT_S):
@@ -78,16 +81,32 @@ async def test_image_is_staged_for_agy_and_removed_after_the_turn(harness: Harne
                             "data": base64.b64encode(JPEG).decode(),
                             "mimeType": "image/png",
                         },
+                        {
+                            "type": "audio",
+                            "data": base64.b64encode(WAV).decode(),
+                            "mimeType": "audio/wav",
+                        },
+                        {
+                            "type": "resource",
+                            "resource": {
+                                "uri": "file:///tmp/bundle.archive",
+                                "blob": base64.b64encode(ZIP).decode(),
+                                "mimeType": "application/zip",
+                            },
+                        },
                     ],
                 },
             )
             await client.wait_update(session_id, "agent_message_chunk", since=mark)
             [sent] = stdin_texts(harness)
             paths = staged_paths(sent)
-            assert len(paths) == 2, sent
-            png_path, jpg_path = (Path(p) for p in paths)
+            assert len(paths) == 4, sent
+            png_path, jpg_path, wav_path, zip_path = (Path(p) for p in paths)
             assert png_path.read_bytes() == PNG and png_path.suffix == ".png"
             assert jpg_path.read_bytes() == JPEG and jpg_path.suffix == ".jpg"
+            assert wav_path.read_bytes() == WAV and wav_path.suffix == ".wav"
+            assert zip_path.read_bytes() == ZIP and zip_path.name.startswith("bundle-")
+            assert "(audio/wav, 32 bytes)" in sent and "(application/zip, 26 bytes)" in sent
             assert staging in png_path.parents
             # The private root is an agy workspace root (--add-dir).
             argv = harness.session_argvs()[0]
@@ -96,7 +115,7 @@ async def test_image_is_staged_for_agy_and_removed_after_the_turn(harness: Harne
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.response(request_id)
             assert response["result"]["stopReason"] == "cancelled"
-            assert not png_path.exists() and not jpg_path.exists()
+            assert not any(p.exists() for p in (png_path, jpg_path, wav_path, zip_path))
             users = client.updates(session_id, "session_info_update", since=mark)
             assert users and users[0]["title"] == "[fake-agy:slow] what is in these?"
         await harness.assert_no_leftovers()
@@ -252,3 +271,98 @@ async def test_a_skill_file_that_is_a_fifo_is_skipped(harness: Harness) -> None:
             )
             assert answer["result"]["stopReason"] == "end_turn"
     await harness.assert_no_leftovers()
+
+
+async def test_too_big_and_unwritable_attachments_are_clear_errors(harness: Harness) -> None:
+    """A file over the limit is -32602 attachment_too_large with the limit; a
+    staging directory that broke after session/new is -32041 staging_unusable
+    naming it; neither reaches agy, and the session goes on."""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(
+            validator=validator, AGYBRIDGE_MAX_ATTACHMENT_BYTES="32"
+        ) as client:
+            session_id = await start(client)
+
+            async def send(block: dict[str, Any]) -> dict[str, Any]:
+                prompt = [{"type": "text", "text": "listen"}, block]
+                return await client.request(
+                    "session/prompt", {"sessionId": session_id, "prompt": prompt}
+                )
+
+            data = base64.b64encode(WAV + bytes(8)).decode()
+            wav = {"type": "audio", "data": data, "mimeType": "audio/wav"}
+            error = (await send(wav))["error"]
+            assert (error["code"], error["message"]) == (
+                -32602,
+                "Audio is larger than the 32 bytes limit.",
+            )
+            assert error["data"]["limitBytes"] == 32
+            assert error["data"]["_meta"]["agybridge"] == {
+                "cause": "attachment_too_large",
+                "path": "$.prompt[1].data",
+            }
+            # The private root's attachments directory becomes a file: nothing can be staged.
+            [root] = [r for r in (harness.tmp_path / "staging").iterdir() if r.is_dir()]
+            (root / "attachments").rmdir()
+            (root / "attachments").write_text("not a directory")
+            blob = {"uri": "file:///tmp/b.zip", "blob": base64.b64encode(ZIP).decode()}
+            error = (await send({"type": "resource", "resource": blob}))["error"]
+            assert error["code"] == -32041
+            assert error["message"].startswith(f"cannot write a staged file in {str(root)!r}")
+            assert error["message"].endswith(
+                "Make it a writable directory, or set AGYBRIDGE_STAGING_DIR to one."
+            )
+            assert error["data"]["_meta"]["agybridge"] == {
+                "cause": "staging_unusable",
+                "path": str(root),
+            }
+            ok = await client.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "plain"}]},
+            )
+            assert ok["result"]["stopReason"] == "end_turn"
+            assert stdin_texts(harness) == ["plain"]
+        await harness.assert_no_leftovers()
+    assert validator.problems == []
+
+
+async def test_unsaved_editor_buffers_of_linked_files_reach_agy(harness: Harness) -> None:
+    """With fs.readTextFile, each linked local file is read through the editor: the
+    text it has not saved goes to agy after the prompt, saying so; a saved file and
+    one the editor does not have add nothing; every message matches the schema."""
+    validator = WireValidator()
+    work = harness.tmp_path / "work"
+    work.mkdir()
+    changed, saved, closed = work / "changed.py", work / "saved.py", work / "closed.py"
+    for path in (changed, saved, closed):
+        path.write_text("print('on disk')\n")
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            client.buffers = {str(changed): "print('edited')\n", str(saved): saved.read_text()}
+            await client.initialize(fs={"readTextFile": True, "writeTextFile": False})
+            new = await client.request("session/new", {"cwd": str(work), "mcpServers": []})
+            session_id = new["result"]["sessionId"]
+            links = [
+                {"type": "resource_link", "uri": p.as_uri(), "name": p.name}
+                for p in (changed, saved, closed)
+            ]
+            response = await client.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "why?"}, *links]},
+            )
+            assert response["result"]["stopReason"] == "end_turn"
+            assert [r["params"]["path"] for r in client.file_reads] == [
+                str(changed),
+                str(saved),
+                str(closed),
+            ]
+        [sent] = stdin_texts(harness)
+        assert sent.endswith(
+            f"[Unsaved changes in the editor: {changed}]\n"
+            "The file on disk is older; the editor's current text follows.\n"
+            "print('edited')\n"
+        )
+        assert sent.count("Unsaved changes") == 1
+        await harness.assert_no_leftovers()
+    assert validator.problems == []

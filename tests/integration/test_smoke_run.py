@@ -11,6 +11,7 @@ concurrency is proven by the run's recorded start/end order, never by timing.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -501,10 +502,22 @@ async def test_transient_errors_are_retried(harness: Harness) -> None:
     assert run.markdown is not None and "⚠️ flaky" in run.markdown
 
 
-async def test_the_basic_example_passes_against_the_fake(harness: Harness) -> None:
-    text = (REPO / "examples/smoke/basic.toml").read_text()
-    run = await smoke(harness, text.replace("concurrency = 2", "concurrency = 4"), "--fake", "echo")
+@pytest.mark.parametrize("example", ["basic", "live"])
+async def test_the_examples_pass_against_the_fake(harness: Harness, example: str) -> None:
+    """basic.toml, and live.toml with its cells for agy-acp-map's S1-S6 (an image in the
+    reply, a respawn with --conversation, sandbox, an empty prompt, set_config_option,
+    session/list), each picking the fake's stand-in for the model with its env."""
+    examples = REPO / "examples" / "smoke"
+    text = (examples / f"{example}.toml").read_text()
+    text = re.sub(r"concurrency = \d+", "concurrency = 8", text)
+    text = text.replace('"fixtures/app"', json.dumps(str(examples / "fixtures" / "app")))
+    run = await smoke(harness, text, "--fake", "echo")
     assert run.code == 0, run.explain()
+    if example == "live":
+        assert run.report is not None
+        passed = {c["case"] for c in run.report["cells"] if c["status"] == "passed"}
+        assert {"image-out", "respawn-conversation", "sandbox", "empty-prompt"} <= passed
+        assert {"set-config-option", "session-list", "memory", "tool"} <= passed
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 
 from agybridge.acp import content, models
 from agybridge.acp.content import (
-    AUDIO_MESSAGE,
+    UNSUPPORTED_AUDIO_MESSAGE,
     UNSUPPORTED_IMAGE_MESSAGE,
     ConvertedPrompt,
     PromptContentError,
@@ -23,6 +26,7 @@ from agybridge.acp.content import (
 )
 from agybridge.acp.limits import PromptLimits
 
+CAPTURES = Path(__file__).parents[2] / "data" / "agy-captures"
 STAGING = "/run/agybridge/1-0123456789abcdef/attachments"
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(16))
@@ -31,6 +35,14 @@ GIF = b"GIF89a\x01\x00\x01\x00" + bytes(range(12))
 WEBP = b"RIFF\x24\x00\x00\x00WEBPVP8 " + bytes(range(12))
 PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"
 BMP = b"BM" + bytes(30)
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(16)
+MP3 = b"ID3\x04\x00\x00\x00\x00\x00\x00" + b"\xff\xfb\x90\x00" + bytes(8)
+OGG = b"OggS\x00\x02" + bytes(20)
+FLAC = b"fLaC\x00\x00\x00\x22" + bytes(16)
+M4A = b"\x00\x00\x00\x20ftypM4A \x00\x00\x00\x00" + bytes(8)
+WEBM = b"\x1a\x45\xdf\xa3" + bytes(20)
+AIFF = b"FORM\x00\x00\x00\x20AIFFCOMM" + bytes(12)
+ZIP = b"PK\x03\x04\x14\x00" + bytes(20)
 
 
 def b64(data: bytes) -> str:
@@ -51,6 +63,12 @@ def blob(data: bytes | str, mime_type: str | None = None, uri: str = "file:///p/
     if mime_type is not None:
         fields["mimeType"] = mime_type
     return resource(**fields)
+
+
+def audio(data: bytes | str, mime_type: str = "audio/wav") -> models.AudioContent:
+    return models.AudioContent(
+        data=data if isinstance(data, str) else b64(data), mime_type=mime_type
+    )
 
 
 def text(value: str) -> models.TextContent:
@@ -199,10 +217,42 @@ def test_any_uri_gives_a_plain_file_name(uri: str) -> None:
         (b"plain", "Text/Plain; charset=utf-8", "text/plain", ".txt"),
     ],
 )
-def test_blob_allow_list(
+def test_blob_types_agy_can_view(
     data: bytes, mime_type: str | None, staged_mime: str, extension: str
 ) -> None:
     """Embedded blobs of a known document or image type are staged like images."""
+    check_blob(
+        data, mime_type, staged_mime, extension, "View the file at this absolute path to read it."
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "mime_type", "staged_mime", "extension"),
+    [
+        (ZIP, "application/zip", "application/zip", ".zip"),
+        (b"<p>hi</p>", "text/html", "text/html", ".html"),
+        (b"\x00\x01\x02", None, "application/octet-stream", ".bin"),
+        (b"\x00\x01\x02", "application/x-custom", "application/x-custom", ".bin"),
+        (b"\x00\x01\x02", "not a type/ at all", "application/octet-stream", ".bin"),
+        (b"ID3 is how this text starts", "application/x-notes", "application/x-notes", ".bin"),
+        (WAV, "audio/wav", "audio/wav", ".wav"),
+        (MP3, None, "audio/mpeg", ".mp3"),
+        (OGG, "application/octet-stream", "audio/ogg", ".ogg"),
+    ],
+)
+def test_other_blobs_are_staged_as_files_to_inspect(
+    data: bytes, mime_type: str | None, staged_mime: str, extension: str
+) -> None:
+    """Blobs agy's viewer cannot read (archives, audio, unknown bytes) are staged
+    too, as agy-acp-map does, and agy is told it is a binary file for its tools.
+    Audio magic counts only for blobs labelled audio or not labelled."""
+    how = "It is a binary file: inspect it at this absolute path with your tools."
+    check_blob(data, mime_type, staged_mime, extension, how)
+
+
+def check_blob(
+    data: bytes, mime_type: str | None, staged_mime: str, extension: str, how: str
+) -> None:
     converted = convert([blob(data, mime_type, uri="file:///home/u/report.bin")])
     (file,) = converted.files
     assert (file.mime_type, file.name, file.data) == (
@@ -212,9 +262,50 @@ def test_blob_allow_list(
     )
     assert converted.text == (
         f"[Attached file: {file.path} ({staged_mime}, {len(data)} bytes)]\n"
-        "Original URI: file:///home/u/report.bin\n"
-        "View the file at this absolute path to read it."
+        f"Original URI: file:///home/u/report.bin\n{how}"
     )
+
+
+@pytest.mark.parametrize(
+    ("data", "label", "mime", "extension"),
+    [
+        (WAV, "audio/wav", "audio/wav", ".wav"),
+        (WAV, "audio/x-wav", "audio/wav", ".wav"),
+        (MP3, "audio/mpeg", "audio/mpeg", ".mp3"),
+        (b"\xff\xfb\x90\x00" + bytes(8), "audio/mp3", "audio/mpeg", ".mp3"),
+        (OGG, "audio/ogg; codecs=opus", "audio/ogg", ".ogg"),
+        (FLAC, "audio/flac", "audio/flac", ".flac"),
+        (M4A, "audio/mp4", "audio/mp4", ".m4a"),
+        (WEBM, "audio/webm", "audio/webm", ".webm"),
+        (AIFF, "AUDIO/AIFF", "audio/aiff", ".aiff"),
+        (OGG, "audio/wav", "audio/ogg", ".ogg"),  # mislabelled: the bytes decide
+    ],
+)
+def test_audio_is_staged_by_its_bytes(data: bytes, label: str, mime: str, extension: str) -> None:
+    """An audio block becomes a staged file whose type its bytes prove; agy is told
+    its viewer does not play audio."""
+    converted = convert([text("transcribe"), audio(data, label)])
+    (file,) = converted.files
+    assert (file.mime_type, file.name, file.index) == (mime, f"audio-{digest(data)}{extension}", 1)
+    assert converted.text == (
+        "transcribe\n\n"
+        f"[Attached audio: {file.path} ({mime}, {len(data)} bytes)]\n"
+        "Use the audio file at this absolute path (your file viewer shows text and "
+        "images only: process it with a command-line tool if one is installed)."
+    )
+
+
+@pytest.mark.parametrize(
+    "capture", ["tiezbro-1.1.14-pong-single-done.ndjson", "untether-1.3.1-subagent.ndjson"]
+)
+def test_no_agy_tool_listens_to_audio(capture: str) -> None:
+    """Why promptCapabilities.audio stays false: a real agy's tools (``init.tools``) can
+    view files and images but none plays, transcribes or listens to audio."""
+    lines = (CAPTURES / capture).read_text().splitlines()
+    (init,) = [json.loads(line)["init"] for line in lines if '"event":"init"' in line]
+    tools = init["tools"]
+    assert len(tools) >= 56 and "view_file" in tools
+    assert [t for t in tools if re.search("audio|sound|speech|transcri|listen", t)] == []
 
 
 # --- refused -------------------------------------------------------------------------
@@ -222,17 +313,22 @@ def test_blob_allow_list(
 SMALL = PromptLimits(max_file_bytes=32, max_prompt_bytes=48)
 
 _NOT_B64 = "Image data is not valid base64: "
-_BLOB_TYPES = "Embed PNG, JPEG, GIF, WebP, PDF, plain text, Markdown, CSV or JSON."
 
 REJECTIONS: list[tuple[str, list[Any], int, str, str, str]] = [
     # (id, prompt, index, type, JSON path below the block, exact message)
-    ("audio", [text("x"), models.AudioContent(data="AA==", mime_type="audio/wav")],
-     1, "audio", "", AUDIO_MESSAGE),
+    ("audio not audio", [text("x"), audio(b"hello audio")], 1, "audio", ".data",
+     UNSUPPORTED_AUDIO_MESSAGE),
+    ("audio labelled image", [audio(WAV, "image/png")], 0, "audio", ".mimeType",
+     "Audio mimeType must be an audio/* type, not 'image/png'."),
+    ("audio not base64", [audio("UklG*g==")], 0, "audio", ".data",
+     "Audio data is not valid base64: character '*' at offset 4 is not in the base64 "
+     "alphabet."),
+    ("empty audio", [audio("")], 0, "audio", ".data", "Audio is empty."),
     ("unknown", [text("x"), models.UnknownContent(raw={"type": "video"})], 1, "video", "",
      "Unsupported content block type 'video'. "
-     "Send text, resource_link, image or resource blocks."),
+     "Send text, resource_link, image, audio or resource blocks."),
     ("no type", [models.UnknownContent(raw={})], 0, "<missing>", "",
-     "Content block has no 'type'. Send text, resource_link, image or resource blocks."),
+     "Content block has no 'type'. Send text, resource_link, image, audio or resource blocks."),
     ("gif as text/plain", [image(GIF, "text/plain")], 0, "image", ".mimeType",
      "Image mimeType must be an image/* type, not 'text/plain'."),
     ("bare image/", [image(PNG, "image/")], 0, "image", ".mimeType",
@@ -288,13 +384,8 @@ REJECTIONS: list[tuple[str, list[Any], int, str, str, str]] = [
      "character '*' at offset 7 is not in the base64 alphabet."),
     ("blob data url", [blob("data:application/pdf;base64," + b64(PDF))], 0, "resource",
      ".resource.blob", "Embedded resource data must be plain base64, not a data: URL."),
-    ("zip", [blob(b"PK\x03\x04rest", "application/zip")], 0, "resource", ".resource.blob",
-     f"Unsupported embedded resource type 'application/zip'. {_BLOB_TYPES}"),
-    ("html", [blob(b"<p>hi</p>", "text/html")], 0, "resource", ".resource.blob",
-     f"Unsupported embedded resource type 'text/html'. {_BLOB_TYPES}"),
-    ("no mime, unknown bytes", [blob(b"\x00\x01\x02")], 0, "resource", ".resource.blob",
-     "Unsupported embedded resource: it has no mimeType and its contents are not a known "
-     f"type. {_BLOB_TYPES}"),
+    ("audio blob not audio", [blob(b"\x00\x01", "audio/wav")], 0, "resource",
+     ".resource.blob", UNSUPPORTED_AUDIO_MESSAGE),
     ("bmp blob", [blob(BMP, "image/bmp")], 0, "resource", ".resource.blob",
      UNSUPPORTED_IMAGE_MESSAGE),
     ("fake pdf", [blob(b"not a pdf", "application/pdf")], 0, "resource", ".resource.blob",
@@ -306,7 +397,7 @@ REJECTIONS: list[tuple[str, list[Any], int, str, str, str]] = [
      "Embedded resource is labelled 'text/csv' but is not valid UTF-8 text."),
     ("blank text", [text(" \n"), text("")], 0, "text", "",
      "The prompt is empty: send some text, an image or a resource."),
-    ("first bad block wins", [text("x"), image(BMP), models.AudioContent("", "audio/x")],
+    ("first bad block wins", [text("x"), image(BMP), audio("")],
      1, "image", ".data", UNSUPPORTED_IMAGE_MESSAGE),
 ]  # fmt: skip
 
@@ -325,6 +416,10 @@ def test_rejections(
     assert (str(error), error.index, error.block_type) == (message, index, block_type)
     assert error.data["path"] == f"$.prompt[{index}]{field}"
     assert error.data["type"] == block_type
+    # An attachment's bytes or type have their cause; malformed blocks are invalid_params.
+    media = block_type in ("image", "audio") and field in (".data", ".mimeType")
+    attachment = media or (field == ".resource.blob" and "must be a string" not in message)
+    assert error.cause == ("attachment_invalid" if attachment else "invalid_params")
 
 
 LIMITED: list[tuple[str, list[Any], int, str, str]] = [
@@ -334,7 +429,9 @@ LIMITED: list[tuple[str, list[Any], int, str, str]] = [
     ("blob over 32 B", [blob(b"%PDF-" + bytes(28), "application/pdf")], 0,
      ".resource.blob", "Embedded resource is larger than the 32 bytes limit."),
     ("prompt over 48 B", [image(PNG[:30]), text("and"), image(JPEG[:30])], 2, ".data",
-     "The prompt's images and files are larger than the 48 bytes limit per prompt."),
+     "The prompt's attachments are larger than the 48 bytes limit per prompt."),
+    ("audio over 32 B", [audio(WAV + bytes(8))], 0, ".data",
+     "Audio is larger than the 32 bytes limit."),
 ]  # fmt: skip
 
 
@@ -350,6 +447,7 @@ def test_size_limits(prompt: list[Any], index: int, field: str, message: str) ->
     assert (str(error), error.index) == (message, index)
     assert error.data["path"] == f"$.prompt[{index}]{field}"
     assert error.data["limitBytes"] in (32, 48)
+    assert error.cause == "attachment_too_large"
 
 
 def test_limits_at_the_edge() -> None:
@@ -371,7 +469,7 @@ def test_default_limits() -> None:
     with pytest.raises(PromptContentError) as caught:
         convert(images)
     assert str(caught.value) == (
-        "The prompt's images and files are larger than the 32 MiB limit per prompt."
+        "The prompt's attachments are larger than the 32 MiB limit per prompt."
     )
     assert caught.value.index == 4
 
@@ -414,11 +512,13 @@ _good_blocks = st.sampled_from(
         resource(uri="file:///p/a.md", text="# A", mimeType="text/markdown"),
         blob(PDF, "application/pdf"),
         blob(b"a,b", "text/csv", uri="file:///p/t.csv"),
+        blob(ZIP, "application/zip"),
+        audio(WAV),
     ]
 )
 _bad_blocks = st.sampled_from(
     [
-        models.AudioContent(data="AA==", mime_type="audio/wav"),
+        audio(b"\x00\x00\x00"),
         models.UnknownContent(raw={"type": "video"}),
         models.UnknownContent(raw={}),
         image(GIF, "text/plain"),
@@ -427,7 +527,6 @@ _bad_blocks = st.sampled_from(
         image(b64(PNG) + " "),
         image("data:image/png;base64," + b64(PNG)),
         resource(uri="u"),
-        blob(b"PK\x03\x04", "application/zip"),
         blob(b"\xff\xfe", "text/plain"),
     ]
 )
@@ -464,15 +563,20 @@ def test_prompt_converts_completely_or_not_at_all(tagged: list[tuple[Any, bool]]
     assert {file.name: file.data for file in converted.files} == expected_files
     for file in converted.files:
         assert file.path in converted.text
-        assert isinstance(prompt[file.index], models.ImageContent | models.EmbeddedResource)
+        block = prompt[file.index]
+        assert isinstance(
+            block, models.ImageContent | models.AudioContent | models.EmbeddedResource
+        )
 
 
 def test_module_constants() -> None:
-    """The two mandated messages are exact."""
+    """The two formats messages are exact."""
     assert content.UNSUPPORTED_IMAGE_MESSAGE == (
         "Unsupported image format. Use PNG, JPEG, GIF, or WebP."
     )
-    assert content.AUDIO_MESSAGE == "Audio content is not supported"
+    assert content.UNSUPPORTED_AUDIO_MESSAGE == (
+        "Unsupported audio format. Use WAV, MP3, OGG, FLAC, M4A, WebM or AIFF."
+    )
 
 
 def test_no_blocks_is_refused_at_the_prompt_itself() -> None:

@@ -107,6 +107,6 @@ def test_prompt_budget_is_checked_before_decoding(decodes: list[int]) -> None:
         convert_prompt([first, second], staging_dir=STAGING, limits=SMALL)
     assert caught.value.index == 1
     assert str(caught.value) == (
-        "The prompt's images and files are larger than the 48 bytes limit per prompt."
+        "The prompt's attachments are larger than the 48 bytes limit per prompt."
     )
     assert decodes == [40]  # the first image only

@@ -151,6 +151,10 @@ def test_no_axes_gives_one_default_cell_per_case(tmp_path: Path) -> None:
         ("[[case]]\nname='a'\nprompt='p'\nskip_if = 'mode == safe'\n", 4, "not an axis"),
         ("[[case]]\nname='a'\nprompt='p'\nexpect.regex = '(['\n", 4, "expect.regex"),
         ("[[case]]\nname='a'\nprompt='p'\nexpect.stop_reason = 'done'\n", 4, "end_turn"),
+        ("[[case]]\nname='a'\nprompt='p'\nset_config = { sandbox = true }\n", 4, "a string"),
+        ("[[case]]\nname='a'\nprompt='p'\nexpect.images = 0\n", 4, "expect.images"),
+        ("[[case]]\nname='a'\nprompt='p'\nexpect.error = 1\n", 4, "a string"),
+        ("[[case]]\nname='a'\nprompt='p'\nexpect.listed = 'yes'\n", 4, "a boolean"),
         ("[[case]]\nname='a'\nprompt='p'\nattachments = ['missing.png']\n", 4, "no such file"),
         (
             "[[case]]\nname='a'\nprompt='p'\nexpect.json_schema = 'missing.json'\n",

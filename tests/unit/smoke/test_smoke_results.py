@@ -136,6 +136,31 @@ def test_each_miss_names_expected_and_seen(tmp_path: Path) -> None:
     assert failures["expect.max_tokens"].seen == "50"
 
 
+def test_images_error_and_listed_expectations() -> None:
+    """An image count, an expected refusal and session/list: held, then each missed."""
+    held = record()
+    held.turns[-1].images = {"file:///a.png", "b1f0"}
+    held.listed = True
+    assert expectations.check(case(images=2, listed=True), held) == []
+    refused = record()
+    refused.turns[-1].refused = "invalid_params"
+    assert expectations.check(case(error="invalid_params"), refused) == []
+
+    missed = {f.expectation: f for f in expectations.check(case(images=3, listed=True), held)}
+    assert missed["expect.images"].text() == "expect.images: expected at least 3 image(s); seen 2"
+    held.listed = False
+    assert expectations.check(case(listed=True), held)[0].text() == (
+        "expect.listed: expected the session in session/list; seen not listed"
+    )
+    (wrong,) = expectations.check(case(error="attachment_invalid"), refused)
+    assert wrong.seen == "an error naming 'invalid_params'"
+    (answered,) = expectations.check(case(error="invalid_params"), record())
+    assert answered.text() == (
+        "expect.error: expected an error naming 'invalid_params'; "
+        "seen the prompt answered (end_turn)"
+    )
+
+
 def test_structured_output_wins_over_text_for_json_schema() -> None:
     rec = record("not json")
     rec.turns[-1].structured_output = {"answer": 1}

@@ -506,7 +506,8 @@ def test_paths_to_read(
     """The mapper asks for edit targets and image candidates, nothing else."""
     turn = mapper()
     feed_all(turn, before)
-    assert turn.paths_to_read(event) == (files, images)
+    found_files, found_images = turn.needs.paths_to_read(event)
+    assert (list(found_files), list(found_images)) == (files, images)
 
 
 # --- ids ------------------------------------------------------------------------------

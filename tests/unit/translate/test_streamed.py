@@ -34,6 +34,11 @@ def test_rest_of_and_text_agree_with_the_whole_text(
         kept = text.text
         assert kept.startswith(whole[:1]) and kept.endswith(whole[-1:])
         assert "characters not kept" in kept
+    for size in (1, 2, 5):
+        assert text.last_chars(size) == whole[-size:], "the end shown, however much was shed"
+    text.add_after("")
+    text.add_after(extra)
+    assert text.last_chars(2) == (whole + extra)[-2:]
     text.add_after("after")
     assert text.text.endswith("after") and text.visible
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 import pytest
 from hypothesis import given
@@ -11,13 +13,19 @@ from agybridge.agy import Usage
 from agybridge.config import ConfigError, Settings
 from agybridge.translate import usage
 
+CAPTURES = Path(__file__).parents[2] / "data" / "agy-captures"
+
 # (model as agy names it, expected window)
 WINDOW_CASES = [
     ("Gemini 3.7 Flash (High)", 1_048_576),
     ("gemini-3.1-pro", 1_048_576),
     ("  GEMINI_3_5_FLASH ", 1_048_576),
-    ("Claude Sonnet 4.6 (Thinking)", 200_000),
-    ("claude-opus-4-6", 200_000),
+    ("Claude Sonnet 4.6 (Thinking)", 1_000_000),
+    ("claude-opus-4-6", 1_000_000),
+    ("claude-opus-4-6-thinking", 1_000_000),
+    ("claude_sonnet_4_6", 1_000_000),
+    ("Claude Opus 5.5 (Medium)", 200_000),
+    ("claude-sonnet-4-5", 200_000),
     ("GPT-OSS 120B (Medium)", 131_072),
     ("gpt_oss_120b", 131_072),
     ("gpt oss 120b", 131_072),
@@ -31,6 +39,29 @@ WINDOW_CASES = [
 def test_context_window_table(model: str | None, window: int) -> None:
     """Model families map to their windows whatever the spelling; unknown models get 200k."""
     assert usage.context_window(model) == window
+
+
+def _captured_model_names() -> list[str]:
+    """The display names agy 1.3.x listed after an unknown ``--model`` (a real capture)."""
+    text = (CAPTURES / "untether-1.3.x-stderr-and-exit.txt").read_text()
+    listing = text.split("Available models:\n", 1)[1].split("\nrc:", 1)[0]
+    return [line.strip() for line in listing.splitlines()]
+
+
+def test_every_model_agy_lists_has_a_window_and_claude_4_6_has_1m() -> None:
+    """Each model a real agy offered is in the table (none falls to the 200k guess),
+    and its two Claude 4.6 models count the 1,000,000-token window."""
+    names = _captured_model_names()
+    assert len(names) == 14 and "Claude Opus 4.6 (Thinking)" in names
+    windows = {name: usage.context_window(name) for name in names}
+    assert {w for n, w in windows.items() if n.startswith("Gemini")} == {1_048_576}
+    assert windows["Claude Sonnet 4.6 (Thinking)"] == windows["Claude Opus 4.6 (Thinking)"]
+    assert windows["Claude Opus 4.6 (Thinking)"] == 1_000_000
+    assert windows["GPT-OSS 120B (Medium)"] == 131_072
+    families = [family for family, _ in usage.CONTEXT_WINDOWS]
+    for name in names:
+        normalised = name.lower().replace(" ", "-").replace(".", "-")
+        assert any(normalised.startswith(f) for f in families), name
 
 
 def test_context_window_override() -> None:
