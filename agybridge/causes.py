@@ -174,6 +174,24 @@ _ROWS = (
           "update agy (hooks need 1.1.18+) and make sure ~/.gemini/config/hooks.json is "
           "valid JSON", False,
           elsewhere="a notice in the first reply (the session runs in safe mode); doctor"),
+    Cause("question_unanswered", "agy asked the user a question (its ask_question tool) and "
+          "no answer came: the user left it unanswered or cancelled it, or the 9½-minute "
+          "permission deadline passed first",
+          "agy's question was not answered: {question}",
+          "answer it when the editor asks; agy is told the user did not answer", False,
+          elsewhere="the question's card, with `(no answer)` (failed when the deadline "
+          "passed); agy goes on without the answer"),
+    Cause("question_failed", "the editor could not be asked agy's question: it answered the "
+          "elicitation or permission request with an error, or went away",
+          "agy's question could not be asked in the editor: {detail}",
+          "check that the editor is still connected and see its log; agy is told the user "
+          "did not answer", True,
+          elsewhere="the question's card, with `(no answer)`; agy goes on without the answer"),
+    Cause("image_other_conversation", "agy named an image in another agy conversation's folder "
+          "(only this session's own conversation folder is read)",
+          "Image {path} not shown: it is in another agy conversation's folder",
+          "ask agy to save the image in the workspace", False,
+          elsewhere="the tool card's text and `_meta.agybridge.cause`; the turn goes on"),
     # --- this machine --------------------------------------------------------------------
     Cause("staging_unusable", "the bridge's private staging directory cannot be made, or a "
           "prompt's attachments cannot be written into it",
@@ -216,6 +234,17 @@ _ROWS = (
     # --- the client ----------------------------------------------------------------------
     Cause("invalid_params", "a request's params are malformed or name something impossible",
           "Invalid params: {detail}", "fix the request", False, ErrorCode.INVALID_PARAMS),
+    Cause("logout_unsupported", "the client called `logout`: agy has no sign-out command a "
+          "program can run, and the bridge never touches agy's credentials",
+          "agybridge cannot sign agy out: agy has no sign-out command a program can run (none "
+          "among its subcommands or print-mode commands), and agybridge never touches agy's "
+          "credentials itself, so initialize does not advertise auth.logout",
+          "sign out in agy itself", False, ErrorCode.METHOD_NOT_FOUND),
+    Cause("list_filter_invalid", "`session/list`'s folder filter "
+          "(`_meta.additionalDirectories`) is not an array of absolute paths",
+          "session/list's folder filter {field} must be an array of absolute directory paths",
+          "send absolute paths, or leave the filter out to list every session", False,
+          ErrorCode.INVALID_PARAMS),
     Cause("attachment_invalid", "an image, audio clip or embedded file in a prompt is not "
           "strict base64, is empty, or its bytes are not a type the bridge can stage",
           "the attachment at {path} cannot be staged for agy",

@@ -66,6 +66,9 @@ class Settings:
     #: AGYBRIDGE_DELETE_ON_CLOSE=1: session/close also deletes the stored
     #: session (as session/delete), for editors that never delete one.
     delete_on_close: bool = False
+    #: AGYBRIDGE_ACP_V2=1: a client that asks for ACP protocol 2 gets the v2
+    #: draft (agent/wire_v2.py); otherwise every client speaks v1.
+    acp_v2: bool = False
     prompt_limits: PromptLimits = attrs.Factory(PromptLimits)
     #: Bounds on waiting for agy: start-up, stall notice, stall timeout.
     timeouts: Timeouts = attrs.Factory(Timeouts)
@@ -127,6 +130,7 @@ class Settings:
             staging_dir=env.get("AGYBRIDGE_STAGING_DIR") or default_staging_dir(),
             keep_staging=keep,
             delete_on_close=_flag(env, "AGYBRIDGE_DELETE_ON_CLOSE"),
+            acp_v2=_flag(env, "AGYBRIDGE_ACP_V2"),
             prompt_limits=limits,
             db_path=default_db_path(env),
             legacy=legacy_paths(env),

@@ -107,3 +107,45 @@ def bridge_capabilities(models: Sequence[str], agents: Sequence[str]) -> dict[st
         "availableModels": list(models),
         "availableAgents": list(agents),
     }
+
+
+#: The ACP methods whose ``sessionId`` an older agy-acp-map client may spell
+#: ``session_id`` (issue 30): the standard ones that name a session.
+LEGACY_SESSION_ID_METHODS = frozenset(
+    {
+        "session/prompt",
+        "session/cancel",
+        "session/load",
+        "session/resume",
+        "session/close",
+        "session/delete",
+        "session/set_config_option",
+        "session/set_mode",
+    }
+)
+
+
+def legacy_session_id(method: str, params: Any) -> Any:
+    """``params`` with a legacy ``session_id`` read as ``sessionId`` when that
+    is absent (the same id twice: the spare one dropped).
+
+    Raises:
+        RpcError: both are sent and name different sessions (-32602).
+    """
+    if (
+        method not in LEGACY_SESSION_ID_METHODS
+        or not isinstance(params, dict)
+        or "session_id" not in params
+    ):
+        return params
+    legacy = params["session_id"]
+    rest = {k: v for k, v in params.items() if k != "session_id"}
+    if "sessionId" not in params:
+        return {"sessionId": legacy, **rest}
+    if params["sessionId"] != legacy:
+        raise _bad(
+            "$.session_id",
+            f"is {legacy!r} but sessionId is {params['sessionId']!r}: send sessionId "
+            "only (session_id is its legacy spelling)",
+        )
+    return rest

@@ -48,6 +48,20 @@ PROTOCOL_VERSION = 1
 _UNORDERED = contextlib.nullcontext()
 
 
+def not_offered(method: str) -> RpcError:
+    """-32601 for a method the bridge does not serve, saying why when the
+    catalogue has a cause for it (``NOT_OFFERED``)."""
+    cause_id = NOT_OFFERED.get(method)
+    if cause_id is None:
+        return RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method!r}")
+    why = causes.cause(cause_id).render()
+    return RpcError(
+        ErrorCode.METHOD_NOT_FOUND,
+        f"Method not found: {method!r} ({why})",
+        {"_meta": causes.meta(cause_id)},
+    )
+
+
 class AcpAgent:
     """Serves ACP v1 requests (implements the jsonrpc ``Handler`` protocol)."""
 
@@ -102,6 +116,11 @@ class AcpAgent:
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
         """In wire order, before the request's task starts."""
+        problem = None
+        try:
+            params = compat.legacy_session_id(method, params)
+        except RpcError as exc:
+            problem = exc
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         request = Request(
             ctx, ROUTES.get(method), params, session_id if isinstance(session_id, str) else None
@@ -112,6 +131,9 @@ class AcpAgent:
         elif not self._initialize_seen:
             # Refused even if its task runs once a later initialize is done.
             request.too_early = True
+        if problem is not None:
+            request.problem = problem
+            return
         if not ctx.no_escapes:  # else nothing to find (every prompt of a plain chat)
             try:
                 check_text(params)
@@ -202,17 +224,14 @@ class AcpAgent:
                     cancelled = models.PromptResponse(stop_reason=models.STOP_CANCELLED)
                     return codec.unstructure_prompt_response(cancelled)
                 if route is None:
-                    why = NOT_OFFERED.get(method)
-                    raise RpcError(
-                        ErrorCode.METHOD_NOT_FOUND,
-                        f"Method not found: {method!r}" + (f" ({why})" if why else ""),
-                    )
+                    raise not_offered(method)
                 if method != "initialize" and (request.too_early or not self._initialized):
                     await self._wait_initialized(method, too_early=request.too_early)
                 try:
                     if request.problem is not None:
                         raise request.problem
-                    return await route.serve(self)(route.params(params), request)
+                    # request.params: as sent, with the legacy session_id read (compat.py).
+                    return await route.serve(self)(route.params(request.params), request)
                 finally:
                     if method == "initialize":
                         # Answered (success or error, also for unusable text):
@@ -263,6 +282,7 @@ class AcpAgent:
     async def handle_notification(self, method: str, params: Any, ctx: MessageContext) -> None:
         if method == "session/cancel" and self._initialized:
             try:
+                params = compat.legacy_session_id(method, params)
                 cancel = codec.structure(params, models.SessionIdParams)
             except Exception:
                 logger.warning("ignoring malformed session/cancel: %r", params)

@@ -285,14 +285,21 @@ def listed_directories(request: models.ListSessionsRequest) -> tuple[str, ...] |
         return None if dirs is None else tuple(normalise(d) for d in dirs)
     field = "_meta.additionalDirectories"
     if not isinstance(in_meta, list) or not all(isinstance(d, str) for d in in_meta):
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS,
-            f"{field} must be an array of absolute directory paths",
-            {"path": f"$.{field}"},
-        )
-    return tuple(
-        check_directory(d, f"{field}[{i}]", must_exist=False) for i, d in enumerate(in_meta)
-    )
+        raise _bad_filter(field, field)
+    relative = next((i for i, d in enumerate(in_meta) if not os.path.isabs(d)), None)
+    if relative is not None:
+        raise _bad_filter(field, f"{field}[{relative}]", in_meta[relative])
+    return tuple(normalise(d) for d in in_meta)
+
+
+def _bad_filter(field: str, where: str, value: str | None = None) -> RpcError:
+    """-32602 for session/list's folder filter (cause ``list_filter_invalid``)."""
+    row = causes.cause("list_filter_invalid")
+    message = row.render(field=field) + (f", not {value!r}" if value is not None else "")
+    data: dict[str, Any] = {"path": f"$.{where}", "_meta": causes.meta(row.id)}
+    if value is not None:
+        data["value"] = value
+    return RpcError(ErrorCode.INVALID_PARAMS, message, data)
 
 
 def check_directories(paths: list[str] | None) -> tuple[str, ...]:

@@ -62,14 +62,9 @@ def extension(
     return route(f"_agybridge/{name}", params.object_params, serve, kind, version=EXTENSION_VERSION)
 
 
-#: Standard methods the bridge cannot serve, and why (their -32601 says so).
-NOT_OFFERED = {
-    "logout": (
-        "agybridge cannot sign agy out: agy has no sign-out command a program can run "
-        "(none among its subcommands or print-mode commands), and agybridge never "
-        "touches agy's credentials itself, so initialize does not advertise auth.logout"
-    ),
-}
+#: Standard methods the bridge cannot serve: the catalogue's cause that says why
+#: (their -32601 carries its message).
+NOT_OFFERED = {"logout": "logout_unsupported"}
 
 ROUTES: dict[str, Route[Agent, Any]] = {
     r.method: r

@@ -11,6 +11,7 @@ are per client); a host's own methods (the daemon's ``_agybridge/status`` and
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,6 +20,7 @@ import trio
 from .. import agent as agent_layer
 from ..acp import models
 from ..agent import AcpAgent
+from ..agent.wire_v2 import V2Edge, wanted
 from ..config import setting_rows
 from ..jsonrpc import ErrorCode, MessageContext, Peer, RequestContext, RpcError
 
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from ..session import SessionManager
     from ..session.outlet import ClientSink
     from .catalog import CatalogService
+
+logger = logging.getLogger(__name__)
 
 #: A host's own methods; every other ``_agybridge/...`` name is one of the
 #: ACP extensions the agent serves (docs/extensions.md).
@@ -85,6 +89,7 @@ class Connection:
         # each access to a bound method makes a new object.
         self.sink: ClientSink = self._send_updates
         settings = host.settings
+        self._acp_v2 = settings.acp_v2
         self.agent = AcpAgent(
             host.manager,
             self.sink,
@@ -98,7 +103,7 @@ class Connection:
             on_sessions_loaded=on_sessions_loaded,
             settings_rows=functools.partial(setting_rows, settings),
         )
-        self._handler = _Handler(self.agent, control)
+        self._handler = _Handler(self.agent, control, self._speak_v2)
         self.peer = Peer(
             receive_stream,
             send_stream,
@@ -122,27 +127,73 @@ class Connection:
 
     async def _send_updates(self, session_id: str, updates: Sequence[models.SessionUpdate]) -> None:
         """This client's ``session/update`` sink (what outlets attach)."""
-        # Through the layer's face: the encoder is loaded by the first update.
+        v2 = self._handler.v2
+        if v2 is None:
+            # Through the layer's face: the encoder is loaded by the first update.
+            await agent_layer.send_updates_via(
+                self.peer.send_encoded, session_id, updates, extensions=self.agent.notifications
+            )
+            return
+
+        async def send_v2(lines: bytes) -> None:
+            await self.peer.send_encoded(v2.updates(session_id, lines))
+
         await agent_layer.send_updates_via(
-            self.peer.send_encoded, session_id, updates, extensions=self.agent.notifications
+            send_v2, session_id, updates, extensions=self.agent.notifications
         )
+
+    def _speak_v2(self, params: Any) -> V2Edge | None:
+        """The ACP v2 edge, if this ``initialize`` asks for it and it is allowed
+        (agent/wire_v2.py); None: the connection speaks v1."""
+        return V2Edge(self.peer.send_encoded) if wanted(params, self._acp_v2) else None
+
+    async def request(self, method: str, params: Any) -> Any:
+        """Ask this client something (a session's question), in its protocol."""
+        v2 = self._handler.v2
+        if v2 is None:
+            return await self.peer.request(method, params)
+        return await v2.ask(method, params, self.peer.request)
 
 
 class _Handler:
     """The host's control methods, then ACP (jsonrpc ``Handler``); each
     prompt is noted while it is served (the daemon's interrupted.py)."""
 
-    def __init__(self, agent: AcpAgent, control: Control | None) -> None:
+    def __init__(
+        self,
+        agent: AcpAgent,
+        control: Control | None,
+        speak_v2: Callable[[Any], V2Edge | None],
+    ) -> None:
         self._agent = agent
         self._control = control
+        self._speak_v2 = speak_v2
         self.acp = False
+        #: Set by an ``initialize`` that negotiates ACP v2 (agent/wire_v2.py).
+        self.v2: V2Edge | None = None
 
     def request_received(self, method: str, params: Any, ctx: RequestContext) -> None:
         if self._control is None or method not in CONTROL_METHODS:
             self.acp = True
+            if method == "initialize" and self.v2 is None:
+                self.v2 = self._speak_v2(params)
+                if self.v2 is not None:
+                    # The agent's own log line says it answers 1: the edge answers 2.
+                    logger.info("the client speaks ACP v2 (the draft, AGYBRIDGE_ACP_V2=1)")
+            if self.v2 is not None:
+                translated = self.v2.request_received(method, params, ctx)
+                if translated is None:
+                    return  # refused by v2 (answered by its serve)
+                method, params = translated
             self._agent.request_received(method, params, ctx)
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        v2 = self.v2
+        if v2 is not None and (self._control is None or method not in CONTROL_METHODS):
+            return await v2.serve(ctx, lambda m, p: self._serve(m, p, ctx))
+        return await self._serve(method, params, ctx)
+
+    async def _serve(self, method: str, params: Any, ctx: RequestContext) -> Any:
         control = self._control
         if control is None:
             return await self._agent.handle_request(method, params, ctx)

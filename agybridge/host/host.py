@@ -269,7 +269,7 @@ class Host:
                 # and asked of the client that drives the session now.
                 with session.outlet.while_attached(client):
                     try:
-                        return method, await connection.peer.request(method, params)
+                        return method, await connection.request(method, params)
                     except PeerClosedError:
                         if session.outlet.client is client:
                             session.outlet.detach()

@@ -34,6 +34,9 @@ class RequestContext:
     """Wire-order index, comparable with `MessageContext.seq`."""
     no_escapes: bool = False
     """No string in the params can hold a NUL or a lone surrogate (`Request.no_escapes`)."""
+    answered: bool = attrs.field(default=False, init=False)
+    """The handler wrote the answer itself, before its task ended (ACP v2 answers a
+    prompt once its turn is under way): the peer then writes none."""
     _on_cancel: Callable[[], None] | None = attrs.field(default=None, init=False)
     #: The request's own cancel scope: made when its task starts without an
     #: ``on_cancel``, or by a cancel that comes before then.

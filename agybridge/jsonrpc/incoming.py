@@ -111,7 +111,12 @@ class IncomingRequests:
             # Forget the id before answering: a late $/cancel_request must not reach a
             # handler that has already finished.
             self._forget(ctx)
-            await self._writer.send(_encode_response(ctx, result, error))
+            if ctx.answered:
+                if error is not None:  # nobody to tell: the answer went out already
+                    logger.warning("request %r (id %r) failed after its answer: %s",
+                                   ctx.method, ctx.request_id, error.message)  # fmt: skip
+            else:
+                await self._writer.send(_encode_response(ctx, result, error))
         except BaseException:
             self._forget(ctx)
             raise

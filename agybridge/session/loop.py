@@ -47,8 +47,8 @@ from ..agy import (
     StepUpdateEvent,
 )
 from ..agy.state import brain_root, conversation_folder
+from ..translate.observation import NO_OBSERVATION
 from ..translate.outcome import OutcomeKind
-from ..translate.tool_calls import NO_OBSERVATION
 from ..workspace.mutations import observe_step
 from ..workspace.reads import ImageScope, observe_for
 from . import errors

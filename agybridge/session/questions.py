@@ -21,6 +21,7 @@ from typing import Any
 
 import trio
 
+from .. import causes
 from ..acp import codec, models
 from ..permissions import Decision, HookRequest
 from ..translate.mapper import TurnMapper
@@ -38,6 +39,7 @@ from ..translate.questions import (
     parse_questions,
     permission_options,
     reason_for_agy,
+    unanswered_meta,
 )
 from .deps import AskQuestion, InTurn
 
@@ -74,6 +76,8 @@ class QuestionDesk:
         if not await self._in_turn(announce):
             return Decision.deny(NO_TURN_REASON)
         call_id, tool_call = announced[0]
+        asked = "; ".join(q.text for q in questions)
+        cause: dict[str, Any] | None
         try:
             answers = await self._answers(call_id, tool_call, questions)
         except trio.Cancelled:
@@ -81,8 +85,12 @@ class QuestionDesk:
         except Exception as exc:  # the editor failed or went away: nothing answered
             logger.warning("session %s: question to the editor failed: %s", self._session_id, exc)
             answers = Answers((None,) * len(questions))
+            cause = causes.meta("question_failed", question=asked, detail=str(exc))
+        else:
+            unanswered = not answers.declined and all(a is None for a in answers.values)
+            cause = unanswered_meta(asked) if unanswered else None
         shown = answer_text(questions, answers)
-        await self._in_turn(lambda mapper: mapper.tools.finish_question(step, shown))
+        await self._in_turn(lambda mapper: mapper.tools.finish_question(step, shown, cause))
         reason = reason_for_agy(questions, answers)
         logger.info("session %s: agy's question answered: %s", self._session_id, reason)
         return Decision.deny(reason)

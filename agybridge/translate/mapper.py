@@ -44,11 +44,12 @@ from ..agy import events
 from ..agy.stderr import StderrKind, StderrLine
 from . import ext_events, notices, usage
 from .card_text import fenced
+from .observation import NO_OBSERVATION, Observation
 from .outcome import OutcomeKind, TurnOutcome, ending, response_meta
 from .plan import TurnPlan
 from .read_needs import ReadNeeds
 from .streamed import HeldAnswer, StreamedText
-from .tool_calls import NO_OBSERVATION, Observation, ToolCallTracker
+from .tool_calls import ToolCallTracker
 
 logger = logging.getLogger(__name__)
 

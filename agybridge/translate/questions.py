@@ -26,6 +26,8 @@ from typing import Any
 
 import attrs
 
+from .. import causes
+
 QUESTION_TOOL = "ask_question"
 #: Bounds on what is put before the user (a model's arguments are not trusted).
 MAX_QUESTIONS = 10
@@ -195,6 +197,11 @@ def _shown(answer: Answer) -> str:
     if answer is None:
         return "(no answer)"
     return ", ".join(answer) if isinstance(answer, tuple) else answer
+
+
+def unanswered_meta(question: str) -> dict[str, Any]:
+    """The ``_meta`` of a question card no answer came for (its cause)."""
+    return causes.meta("question_unanswered", question=question)
 
 
 def reason_for_agy(questions: Sequence[Question], answers: Answers) -> str:

@@ -10,7 +10,6 @@ client asked for them (acp/brief.md §8), else as text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -20,33 +19,11 @@ from ..acp import models
 from ..agy import StepUpdate
 from . import blocked
 from .card_text import BACKGROUND_DONE, BACKGROUND_RUNNING, capped, fenced, text_content
+from .observation import Observation
+from .questions import QUESTION_TOOL, unanswered_meta
 from .tools import HIDDEN_TOOLS, describe_tool, edit_target
 
 _UNREAD = object()  # the session did not read the file: no diff
-
-
-@attrs.frozen
-class ImageData:
-    mime_type: str
-    data: str  # base64
-
-
-@attrs.frozen
-class Observation:
-    """What the session read from disk for one event (the mapper does no I/O).
-
-    ``files`` maps an absolute path to its text (None: the file does not
-    exist); ``images`` maps a path named in the output to a verified image;
-    ``refused`` maps one the user is told about (another agy conversation's
-    folder) to why it is not shown.
-    """
-
-    files: Mapping[str, str | None] = attrs.Factory(dict)
-    images: Mapping[str, ImageData] = attrs.Factory(dict)
-    refused: Mapping[str, str] = attrs.Factory(dict)
-
-
-NO_OBSERVATION = Observation()
 
 
 @attrs.define
@@ -240,6 +217,9 @@ class ToolCallTracker:
                 )
             )
         content += [text_content(f"Image {p} not shown: {why}.") for p, why in seen.refused.items()]
+        if seen.refused:  # the first refused image names the cause (the card has one _meta)
+            path = next(iter(seen.refused))
+            meta = {**(meta or {}), **causes.meta("image_other_conversation", path=path)}
         return models.ToolCallUpdate(
             tool_call_id=call.call_id,
             status="completed",
@@ -331,16 +311,22 @@ class ToolCallTracker:
             fields["meta"] = {"terminal_info": {"terminal_id": call.terminal_id, "cwd": self.cwd}}
         return call.call_id, [models.ToolCall(**fields)], request
 
-    def finish_question(self, step_index: int, answer: str) -> list[models.SessionUpdate]:
+    def finish_question(
+        self, step_index: int, answer: str, cause: dict[str, Any] | None = None
+    ) -> list[models.SessionUpdate]:
         """agy's question on this step was put to the user: its card is done,
-        showing the answer (agy's own end of the step, a hook denial, is not news)."""
+        showing the answer (agy's own end of the step, a hook denial, is not news);
+        ``cause``: the catalogue's ``_meta`` when no answer came."""
         call = self.calls.get(step_index)
         if call is None or call.finished:
             return []
         call.finished, call.status = True, "completed"
         return [
             models.ToolCallUpdate(
-                tool_call_id=call.call_id, status="completed", content=[text_content(answer)]
+                tool_call_id=call.call_id,
+                status="completed",
+                content=[text_content(answer)],
+                meta=cause,
             )
         ]
 
@@ -435,16 +421,19 @@ class ToolCallTracker:
         )
 
     def fail_unfinished(self, reason: str) -> list[models.SessionUpdate]:
-        """Mark calls still running as failed (the turn ended under them)."""
+        """Mark calls still running as failed (the turn ended under them); a
+        question of agy's still open was not answered (its deadline passed)."""
         updates: list[models.SessionUpdate] = []
         for call in self.calls.values():
             if not call.finished:
                 call.finished, call.status = True, "failed"
+                question = call.name == QUESTION_TOOL
                 updates.append(
                     models.ToolCallUpdate(
                         tool_call_id=call.call_id,
                         status="failed",
                         content=[text_content(reason)],
+                        meta=unanswered_meta(call.title) if question else None,
                     )
                 )
         return updates

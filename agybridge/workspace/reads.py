@@ -23,7 +23,7 @@ import trio
 
 from ..agy.events import STATE_ACTIVE, StepUpdateEvent
 from ..media import sniff_image_type
-from ..translate.tool_calls import NO_OBSERVATION, ImageData, Observation
+from ..translate.observation import NO_OBSERVATION, ImageData, Observation
 from ..translate.tools import edit_target
 
 logger = logging.getLogger(__name__)

@@ -144,5 +144,6 @@ async def test_logout_is_not_offered_and_says_why(harness: Harness) -> None:
     assert "auth" not in init["agentCapabilities"]
     assert answer["error"]["code"] == -32601
     assert "agy has no sign-out command" in answer["error"]["message"]
+    assert answer["error"]["data"]["_meta"]["agybridge"]["cause"] == "logout_unsupported"
     assert "result" in created  # still signed in
     assert validator.problems == []

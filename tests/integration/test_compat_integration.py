@@ -263,3 +263,41 @@ async def test_initialize_offers_the_models_of_a_warm_discovery_cache(
     else:
         assert caps["availableModels"] == [] and caps["availableAgents"] == []
     assert validator.problems == []
+
+
+async def test_the_legacy_session_id_spelling_is_read(harness: Harness) -> None:
+    """An older agy-acp-map client's ``session_id`` (no ``sessionId``) names the
+    session of a prompt and a close; both spellings naming different sessions is
+    -32602 saying so. (Not v1-schema-valid: each is validated as the request it
+    stands for, with ``sessionId``, so its answer is checked against that.)"""
+    validator = WireValidator()
+    with trio.fail_after(TIMEOUT_S):
+        async with harness.open_bridge(validator=validator) as client:
+            await client.initialize()
+            session_id = (await new_session(client))["sessionId"]
+            text = [{"type": "text", "text": "hi"}]
+
+            async def legacy(method: str, params: dict[str, Any]) -> dict[str, Any]:
+                if "sessionId" in params:  # the conflict: only an error may answer it
+                    sent = await client.start_request(method, params, expect_invalid=True)
+                    return await client.response(sent)
+                message = {"jsonrpc": "2.0", "id": client.new_id(), "method": method}
+                message["params"] = params
+                standard = {k: v for k, v in params.items() if k != "session_id"}
+                validator.feed("c2a", {**message, "params": {"sessionId": session_id, **standard}})
+                await client.send_raw(json.dumps(message).encode() + b"\n")
+                return await client.response(message["id"])
+
+            answered = await legacy("session/prompt", {"session_id": session_id, "prompt": text})
+            assert answered["result"]["stopReason"] == "end_turn", answered
+            both = {"sessionId": session_id, "session_id": "sess_other", "prompt": text}
+            refused = (await legacy("session/prompt", both))["error"]
+            assert refused["code"] == -32602
+            assert refused["message"] == (
+                "Invalid params: $.session_id is 'sess_other' but sessionId is "
+                f"{session_id!r}: send sessionId only (session_id is its legacy spelling)"
+            )
+            closed = await legacy("session/close", {"session_id": session_id})
+            assert closed.get("result") == {}, closed
+        await harness.assert_no_leftovers()
+    assert validator.problems == [], validator.report()

@@ -328,5 +328,7 @@ async def test_list_filters_by_folders_in_meta(harness: Harness) -> None:
                 assert refused["error"]["code"] == -32602, refused
                 assert refused["error"]["data"]["path"] == path
                 assert "_meta.additionalDirectories" in refused["error"]["message"]
+                cause = refused["error"]["data"]["_meta"]["agybridge"]["cause"]
+                assert cause == "list_filter_invalid"
         await harness.assert_no_leftovers()
     assert validator.problems == []

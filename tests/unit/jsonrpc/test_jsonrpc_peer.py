@@ -30,6 +30,7 @@ from agybridge.jsonrpc import (
     RpcError,
 )
 from agybridge.jsonrpc.errors import FRAMING_CAUSES
+from agybridge.jsonrpc.messages import encode_message, result_message
 from agybridge.lines import LineBuffer
 
 TIMEOUT_S = 10  # absolute bound per test: a hang fails instead of blocking the suite
@@ -76,6 +77,16 @@ class Recorder:
                 ctx.on_cancel = cancelled.set
                 await cancelled.wait()
                 return {"stopReason": "cancelled"}
+            case "answer_early":
+                # Like an ACP v2 prompt: the answer is written before the work ends.
+                assert self.peer is not None
+                early = result_message(ctx.request_id, "accepted")
+                await self.peer.send_encoded(encode_message(early))
+                ctx.answered = True
+                await self.release.wait()
+                if params == ["fail"]:
+                    raise RpcError.internal_error()
+                return "ignored"
             case "ask_client":
                 assert self.peer is not None
                 return {"client said": await self.peer.request("client/question", params)}
@@ -371,6 +382,25 @@ async def test_on_cancel_takes_over() -> None:
             response = await client.receive()
             await client.close()
     assert response == {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "cancelled"}}
+
+
+@pytest.mark.parametrize("then", ["succeed", "fail"])
+async def test_a_handler_that_answered_early_gets_no_second_answer(then: str) -> None:
+    """ctx.answered: the handler wrote its answer itself; whatever it returns or
+    raises later, the peer writes nothing more for that request."""
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            _, client = await start_peer(nursery, handler := Recorder())
+            await client.request(3, "answer_early", [then])
+            first = await client.receive()
+            handler.release.set()
+            await client.request(4, "echo", ["next"])
+            second = await client.receive()
+            await client.close()
+            rest = await client.receive_until_eof()
+    assert first == {"jsonrpc": "2.0", "id": 3, "result": "accepted"}
+    assert second == {"jsonrpc": "2.0", "id": 4, "result": ["next"]}
+    assert rest == []
 
 
 class EarlyTakeover(Recorder):

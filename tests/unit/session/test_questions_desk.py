@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 import trio
 
+from agybridge import causes
 from agybridge.acp import models
 from agybridge.permissions import Decision, HookRequest, HookRoot
 from agybridge.permissions.broker import TIMEOUT_REASON
 from agybridge.session.deps import Phrase, TurnWork
 from agybridge.session.questions import QuestionDesk
+from agybridge.translate.card_text import text_content
 from agybridge.translate.mapper import TurnMapper
 
 from ..permissions.test_permissions_broker import ask, request_line, serving
@@ -67,6 +69,7 @@ async def test_unanswered_question_times_out_like_a_permission(root: HookRoot) -
     assert turn.statuses() == ["pending"]
     [failed] = turn.mapper.tools.fail_unfinished("the turn ended")
     assert getattr(failed, "status", None) == "failed"
+    assert causes.cause_of(getattr(failed, "meta", None)) == "question_unanswered"
 
 
 async def test_a_failing_client_is_no_answer() -> None:
@@ -80,6 +83,39 @@ async def test_a_failing_client_is_no_answer() -> None:
     decision = await desk.ask(HookRequest("ask_question", ARGS, step_idx=2), 2)
     assert decision == Decision.deny('the user did not answer "Colour?" in the editor')
     assert turn.statuses() == ["pending", "completed"]
+    meta = getattr(turn.updates[-1], "meta", None)
+    assert meta == {
+        "agybridge": {
+            "cause": "question_failed",
+            "question": "Colour?",
+            "detail": "the client went away",
+        }
+    }
+    told = causes.cause("question_failed").render(**meta["agybridge"])
+    assert told == "agy's question could not be asked in the editor: the client went away"
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [{"outcome": "cancelled"}, {"outcome": "selected", "optionId": "skip"}],
+)
+async def test_a_question_left_unanswered_names_its_cause(outcome: dict[str, Any]) -> None:
+    """The user cancels the question or picks "Don't answer": the card shows no
+    answer and names question_unanswered, whose message names the question."""
+    turn = Turn()
+
+    async def unanswered(session_id: str, phrase: Phrase) -> tuple[str, Any] | None:
+        return "session/request_permission", {"outcome": outcome}
+
+    desk = QuestionDesk("s1", unanswered, turn.in_turn)
+    await desk.ask(HookRequest("ask_question", ARGS, step_idx=5), 5)
+    card = turn.updates[-1]
+    assert getattr(card, "content", None) == [text_content("Colour?\n→ (no answer)")]
+    meta = getattr(card, "meta", None)
+    assert causes.cause_of(meta) == "question_unanswered"
+    assert causes.cause("question_unanswered").render(**meta["agybridge"]) == (
+        "agy's question was not answered: Colour?"
+    )
 
 
 async def test_a_call_without_questions_is_left_to_agy() -> None:

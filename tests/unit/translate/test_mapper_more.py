@@ -20,8 +20,8 @@ from agybridge.agy.stderr import StderrKind, classify_stderr
 from agybridge.translate import notices, usage
 from agybridge.translate.card_text import fenced
 from agybridge.translate.mapper import TurnMapper
+from agybridge.translate.observation import ImageData, Observation
 from agybridge.translate.outcome import OutcomeKind, TurnOutcome
-from agybridge.translate.tool_calls import ImageData, Observation
 
 from ...acp_wire import assert_updates_valid
 

@@ -10,15 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agybridge import causes
 from agybridge.acp import models
 from agybridge.agy import StepUpdate, events
 from agybridge.translate.card_text import MAX_CONTENT_CHARS, fenced
-from agybridge.translate.tool_calls import (
-    NO_OBSERVATION,
-    ImageData,
-    Observation,
-    ToolCallTracker,
-)
+from agybridge.translate.observation import NO_OBSERVATION, ImageData, Observation
+from agybridge.translate.tool_calls import ToolCallTracker
 
 from ...acp_wire import assert_updates_valid
 from ...conftest import sample_files
@@ -615,3 +612,19 @@ def test_a_command_first_named_by_the_hook_still_gets_its_terminal() -> None:
     [final] = done
     assert isinstance(final, models.ToolCallUpdate) and final.status == "completed"
     assert final.meta is not None and "terminal_exit" in final.meta
+
+
+def test_an_image_of_another_conversation_names_its_cause() -> None:
+    """The card of an image in another agy conversation's folder says why it is not
+    shown, in the catalogue's words, and names the cause (image_other_conversation)."""
+
+    path = "/home/user/.gemini/antigravity/brain/other/plot.png"
+    why = "it is in another agy conversation's folder; only this session's folder is shown"
+    tracker = ToolCallTracker(call_prefix="p", cwd=CWD)
+    seen = Observation(refused={path: why})
+    [[_, done]] = run(tracker, [(tool(1, "DONE", params=LS, output="wrote plot.png"), seen)])
+    assert isinstance(done, models.ToolCallUpdate)
+    [note] = [c for c in done.content or [] if c != text_content("```\nwrote plot.png\n```")]
+    told = causes.cause("image_other_conversation").render(path=path)
+    assert note == text_content(f"{told}; only this session's folder is shown.")
+    assert done.meta == {"agybridge": {"cause": "image_other_conversation", "path": path}}

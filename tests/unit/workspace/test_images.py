@@ -12,7 +12,7 @@ import trio
 from agybridge.agy.events import StepUpdate, StepUpdateEvent, ToolInfo
 from agybridge.media import sniff_image_type
 from agybridge.translate.images import MAX_CANDIDATES, image_candidates
-from agybridge.translate.tool_calls import ImageData
+from agybridge.translate.observation import ImageData
 from agybridge.workspace.reads import (
     MAX_DIFF_FILE_BYTES,
     MAX_INLINE_IMAGE_BYTES,
