@@ -284,49 +284,43 @@ async def test_null_lists_and_a_malformed_meta_are_defaulted(harness: Harness) -
     await harness.assert_no_leftovers()
 
 
-@pytest.mark.parametrize(
-    ("block", "message"),
-    [
-        pytest.param(
-            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
-            "Audio content is not supported",
-            id="audio",
-        ),
-        pytest.param(
-            {"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "text/plain"},
-            "image",
-            id="gif-labelled-text",
-        ),
-        pytest.param(
-            {"type": "image", "data": "aGVsbG8gd29ybGQ=", "mimeType": "image/png"},
-            "Unsupported image format. Use PNG, JPEG, GIF, or WebP.",
-            id="not-an-image",
-        ),
-    ],
+#: Prompt blocks the bridge cannot pass to agy, with the words of their -32602.
+UNADVERTISED_BLOCKS: tuple[tuple[dict[str, Any], str], ...] = (
+    (
+        {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+        "Audio content is not supported",
+    ),
+    ({"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "text/plain"}, "image"),
+    (
+        {"type": "image", "data": "aGVsbG8gd29ybGQ=", "mimeType": "image/png"},
+        "Unsupported image format. Use PNG, JPEG, GIF, or WebP.",
+    ),
 )
-async def test_unadvertised_prompt_blocks_are_invalid_params(
-    harness: Harness, block: dict[str, Any], message: str
-) -> None:
+
+
+async def test_unadvertised_prompt_blocks_are_invalid_params(harness: Harness) -> None:
     """Prompt blocks the bridge cannot pass to agy are -32602 saying why; the whole
-    prompt is refused, the session stays usable and agy never saw the prompt."""
+    prompt is refused, the session stays usable and agy never saw the prompt (one
+    session takes each block in turn)."""
     with trio.fail_after(TEST_TIMEOUT_S):
         async with harness.open_bridge() as client:
             session_id = await ready_session(client)
-            response = await client.request(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": [{"type": "text", "text": "look"}, block]},
-            )
-            error = error_of(response)
-            assert error["code"] == -32602
-            assert message in error["message"]
-            assert error["data"]["path"].startswith("$.prompt[1]")
-            mark = client.mark()
-            ok = await client.request(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": [{"type": "text", "text": "plain text"}]},
-            )
-            assert ok["result"]["stopReason"] == "end_turn"
-            assert "plain text" in client.message_text(session_id, since=mark)
+            for block, message in UNADVERTISED_BLOCKS:
+                response = await client.request(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": [{"type": "text", "text": "look"}, block]},
+                )
+                error = error_of(response)
+                assert error["code"] == -32602, block
+                assert message in error["message"], block
+                assert error["data"]["path"].startswith("$.prompt[1]"), block
+                mark = client.mark()
+                ok = await client.request(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": [{"type": "text", "text": "plain text"}]},
+                )
+                assert ok["result"]["stopReason"] == "end_turn"
+                assert "plain text" in client.message_text(session_id, since=mark)
         stdin_lines = [e["stdin"] for e in harness.launches() if "stdin" in e]
         assert not any("look" in line for line in stdin_lines), stdin_lines
         assert_clean(client)
