@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import logging
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -28,6 +29,21 @@ DATA_DIR = REPO / "tests" / "data"
 #: Real agy captures, copied verbatim into the repository (see its README), so
 #: every clone runs every capture test; none of them may skip.
 SAMPLES = REPO / "tests" / "data" / "agy-captures"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the package and the fake agy to bytecode once, before any test.
+
+    The suite starts well over a thousand bridge and fake-agy interpreters; where
+    PYTHONDONTWRITEBYTECODE is set (it is on the machines CI runs on) none of them writes
+    its bytecode, so each compiled every module it imported again: about 0.5 of
+    the 1.2 s of CPU a one-bridge test costs (8 such tests: 9.6 -> 5.5 s). Bytecode
+    that exists is read whatever that variable says. Once per run, not per xdist
+    worker; files already compiled are only checked."""
+    if hasattr(session.config, "workerinput"):
+        return
+    for package in ("agybridge", "fake_agy"):
+        compileall.compile_dir(REPO / package, quiet=1)
 
 
 def sample_files() -> list[Path]:

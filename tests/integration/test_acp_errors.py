@@ -12,6 +12,7 @@ events (the first ``agent_message_chunk`` before a cancel, responses) under
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 from typing import Any
@@ -105,33 +106,32 @@ async def test_request_before_initialize_is_invalid_request(harness: Harness) ->
 
 async def test_requests_pipelined_after_initialize_wait_for_it(harness: Harness) -> None:
     """initialize and session/new sent in one write (no waiting for the answer):
-    session/new waits for initialize instead of being refused. Repeated, because
-    request tasks start in no fixed order."""
-    for attempt in range(5):
-        # Bounded per bridge: five bridge start-ups are no single test's worth.
-        with trio.fail_after(TEST_TIMEOUT_S):
-            async with harness.open_bridge() as client:
-                lines = [
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 0,
-                        "method": "initialize",
-                        "params": {"protocolVersion": 1},
-                    },
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 1,
-                        "method": "session/new",
-                        "params": {"cwd": str(harness.tmp_path), "mcpServers": []},
-                    },
-                ]
-                for message in lines:
-                    client.validator.feed("c2a", message)
-                await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
-                answer = await client.wait_for(lambda: client.response_nowait(1), "session/new")
-                assert "result" in answer, f"attempt {attempt}: {answer}"
-                assert client.position(client.response_nowait(0)) < client.position(answer)
-            assert_clean(client)
+    session/new waits for initialize instead of being refused. Request tasks start
+    in no fixed order: the order where session/new's task runs first is forced in
+    process by tests/unit/agent/test_initialize_order.py (it was five bridges here)."""
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with harness.open_bridge() as client:
+            lines = [
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 1},
+                },
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "session/new",
+                    "params": {"cwd": str(harness.tmp_path), "mcpServers": []},
+                },
+            ]
+            for message in lines:
+                client.validator.feed("c2a", message)
+            await client.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+            answer = await client.wait_for(lambda: client.response_nowait(1), "session/new")
+            assert "result" in answer, answer
+            assert client.position(client.response_nowait(0)) < client.position(answer)
+        assert_clean(client)
     await harness.assert_no_leftovers()
 
 
@@ -150,40 +150,40 @@ async def test_batch_is_invalid_request(harness: Harness) -> None:
     await harness.assert_no_leftovers()
 
 
-@pytest.mark.parametrize(
-    ("message", "expected_id"),
-    [
-        pytest.param({"id": 5, "method": "initialize", "params": {}}, 5, id="no-jsonrpc"),
-        pytest.param(
-            {"jsonrpc": "1.0", "id": 6, "method": "initialize", "params": {}}, 6, id="jsonrpc-1.0"
-        ),
-        pytest.param({"jsonrpc": "2.0", "id": 7, "method": 42}, 7, id="method-not-string"),
-        pytest.param(
-            {"jsonrpc": "2.0", "id": 8, "method": "initialize", "params": "x"},
-            8,
-            id="params-scalar",
-        ),
-        pytest.param({"jsonrpc": "2.0", "id": True, "method": "initialize"}, None, id="bool-id"),
-        pytest.param(["not", "an", "object"], None, id="array-of-strings"),
-        pytest.param("just a string", None, id="json-string"),
-    ],
+#: JSON values that are not valid JSON-RPC requests, with the id their -32600
+#: echoes (ids far above those of the client's own requests: `RawClient.response`
+#: finds the first answer to an id on the whole wire).
+BAD_ENVELOPES: tuple[tuple[Any, int | None], ...] = (
+    ({"id": 9005, "method": "initialize", "params": {}}, 9005),  # no "jsonrpc"
+    ({"jsonrpc": "1.0", "id": 9006, "method": "initialize", "params": {}}, 9006),
+    ({"jsonrpc": "2.0", "id": 9007, "method": 42}, 9007),  # method not a string
+    ({"jsonrpc": "2.0", "id": 9008, "method": "initialize", "params": "x"}, 9008),
+    ({"jsonrpc": "2.0", "id": True, "method": "initialize"}, None),  # a bool is no id
+    (["not", "an", "object"], None),
+    ("just a string", None),
 )
-async def test_bad_envelope_is_invalid_request(
-    harness: Harness, message: Any, expected_id: int | None
-) -> None:
-    """A JSON value that is not a valid JSON-RPC request is -32600 (its id echoed when usable)."""
+
+
+async def test_bad_envelope_is_invalid_request(harness: Harness) -> None:
+    """A JSON value that is not a valid JSON-RPC request is -32600 (its id echoed
+    when usable), and the bridge goes on serving: one bridge takes them all in turn."""
     with trio.fail_after(TEST_TIMEOUT_S):
         async with harness.open_bridge() as client:
             await client.initialize()
-            await client.send(message, expect_invalid=True)
-            answer = await client.wait_for(
-                lambda: client.response_nowait(expected_id), "the -32600 answer"
-            )
-            assert error_of(answer)["code"] == -32600
-            assert answer["id"] == expected_id
-            await client.new_session()  # still serving
+            for message, expected_id in BAD_ENVELOPES:
+                # Nothing else is asked meanwhile: the first response is the answer.
+                answered = functools.partial(_first_response_since, client, client.mark())
+                await client.send(message, expect_invalid=True)
+                answer = await client.wait_for(answered, f"the answer to {message!r}")
+                assert error_of(answer)["code"] == -32600, message
+                assert answer["id"] == expected_id, message
+                await client.new_session()  # still serving
         assert_clean(client)
     await harness.assert_no_leftovers()
+
+
+def _first_response_since(client: RawClient, mark: int) -> dict[str, Any] | None:
+    return next((m for m in client.received[mark:] if "method" not in m), None)
 
 
 # --------------------------------------------------------------------------- -32601
@@ -284,56 +284,49 @@ async def test_null_lists_and_a_malformed_meta_are_defaulted(harness: Harness) -
     await harness.assert_no_leftovers()
 
 
-@pytest.mark.parametrize(
-    ("block", "message"),
-    [
-        pytest.param(
-            {"type": "audio", "data": "aGVsbG8gd29ybGQ=", "mimeType": "audio/wav"},
-            "Unsupported audio format. Use WAV, MP3, OGG, FLAC, M4A, WebM or AIFF.",
-            id="not-audio",
-        ),
-        pytest.param(
-            {"type": "audio", "data": "UklGRg=", "mimeType": "audio/wav"},
-            "Audio data is not valid base64: its length (7) is not a multiple of 4.",
-            id="bad-base64",
-        ),
-        pytest.param(
-            {"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "text/plain"},
-            "image",
-            id="gif-labelled-text",
-        ),
-        pytest.param(
-            {"type": "image", "data": "aGVsbG8gd29ybGQ=", "mimeType": "image/png"},
-            "Unsupported image format. Use PNG, JPEG, GIF, or WebP.",
-            id="not-an-image",
-        ),
-    ],
+#: Prompt blocks the bridge cannot pass to agy, with the words of their -32602.
+UNADVERTISED_BLOCKS: tuple[tuple[dict[str, Any], str], ...] = (
+    (
+        {"type": "audio", "data": "aGVsbG8gd29ybGQ=", "mimeType": "audio/wav"},
+        "Unsupported audio format. Use WAV, MP3, OGG, FLAC, M4A, WebM or AIFF.",
+    ),
+    (
+        {"type": "audio", "data": "UklGRg=", "mimeType": "audio/wav"},
+        "Audio data is not valid base64: its length (7) is not a multiple of 4.",
+    ),
+    ({"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "text/plain"}, "image"),
+    (
+        {"type": "image", "data": "aGVsbG8gd29ybGQ=", "mimeType": "image/png"},
+        "Unsupported image format. Use PNG, JPEG, GIF, or WebP.",
+    ),
 )
-async def test_unadvertised_prompt_blocks_are_invalid_params(
-    harness: Harness, block: dict[str, Any], message: str
-) -> None:
+
+
+async def test_unadvertised_prompt_blocks_are_invalid_params(harness: Harness) -> None:
     """Prompt blocks the bridge cannot pass to agy are -32602 saying why; the whole
-    prompt is refused, the session stays usable and agy never saw the prompt."""
+    prompt is refused, the session stays usable and agy never saw the prompt (one
+    session takes each block in turn)."""
     with trio.fail_after(TEST_TIMEOUT_S):
         async with harness.open_bridge() as client:
             session_id = await ready_session(client)
-            response = await client.request(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": [{"type": "text", "text": "look"}, block]},
-            )
-            error = error_of(response)
-            assert error["code"] == -32602
-            assert message in error["message"]
-            assert error["data"]["path"].startswith("$.prompt[1]")
-            cause = error["data"]["_meta"]["agybridge"]
-            assert cause == {"cause": "attachment_invalid", "path": error["data"]["path"]}
-            mark = client.mark()
-            ok = await client.request(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": [{"type": "text", "text": "plain text"}]},
-            )
-            assert ok["result"]["stopReason"] == "end_turn"
-            assert "plain text" in client.message_text(session_id, since=mark)
+            for block, message in UNADVERTISED_BLOCKS:
+                response = await client.request(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": [{"type": "text", "text": "look"}, block]},
+                )
+                error = error_of(response)
+                assert error["code"] == -32602, block
+                assert message in error["message"], block
+                assert error["data"]["path"].startswith("$.prompt[1]"), block
+                cause = error["data"]["_meta"]["agybridge"]
+                assert cause == {"cause": "attachment_invalid", "path": error["data"]["path"]}
+                mark = client.mark()
+                ok = await client.request(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": [{"type": "text", "text": "plain text"}]},
+                )
+                assert ok["result"]["stopReason"] == "end_turn"
+                assert "plain text" in client.message_text(session_id, since=mark)
         stdin_lines = [e["stdin"] for e in harness.launches() if "stdin" in e]
         assert not any("look" in line for line in stdin_lines), stdin_lines
         assert_clean(client)

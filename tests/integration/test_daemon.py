@@ -14,7 +14,7 @@ import socket
 import stat
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +86,21 @@ class Supervisor:
         return next(s for s in status["sessions"] if s["sessionId"] == session_id)
 
     async def wait_session_state(self, session_id: str, state: str) -> dict[str, Any]:
-        with trio.fail_after(WAIT_S):
-            # The daemon's state is only observable by asking it.
-            while (found := await self.session_status(session_id))["state"] != state:  # noqa: ASYNC110
-                await trio.sleep(0.05)
+        return await self.wait_session(session_id, lambda s: s["state"] == state, state)
+
+    async def wait_session(
+        self, session_id: str, ready: Callable[[dict[str, Any]], bool], what: str
+    ) -> dict[str, Any]:
+        """The session's status once ``ready`` holds for it (failing after WAIT_S,
+        with the last status seen)."""
+        found: dict[str, Any] = {}
+        try:
+            with trio.fail_after(WAIT_S):
+                # The daemon's state is only observable by asking it.
+                while not ready(found := await self.session_status(session_id)):  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+        except trio.TooSlowError:
+            pytest.fail(f"session never {what}; last status: {found}{self.diagnostics()}")
         return found
 
     async def stop(self) -> None:
@@ -123,6 +134,14 @@ async def supervisor(harness: Harness, short_dir: Path) -> AsyncIterator[Supervi
         if sup.socket.exists():
             with trio.CancelScope(shield=True):
                 await sup.command("stop", "--timeout", "2")
+
+
+def _idle_with_another_agy(status: dict[str, Any], before: dict[str, Any]) -> bool:
+    return (
+        status["state"] == "idle"
+        and status["agyPid"] is not None
+        and status["agyPid"] != before["agyPid"]
+    )
 
 
 def _turn_states(client: RawClient, session_id: str, since: int = 0) -> list[dict[str, Any]]:
@@ -755,10 +774,12 @@ async def test_on_disconnect_cancel_cancels_the_turn(
         before = await supervisor.session_status(session_id)
         first.process.kill()
         await first.process.wait()
-    after = await supervisor.wait_session_state(session_id, "idle")
+    # The cancelled turn's agy was stopped and a warm one took its place: the
+    # session is idle at once, its new agy's pid shows once that agy started.
+    after = await supervisor.wait_session(
+        session_id, lambda s: _idle_with_another_agy(s, before), "idle with a new agy"
+    )
     assert not after["attached"]
-    # The cancelled turn's agy was stopped and a warm one took its place.
-    assert after["agyPid"] is not None and after["agyPid"] != before["agyPid"]
     await supervisor.stop()
     await harness.assert_no_leftovers()
 
@@ -786,8 +807,9 @@ async def test_a_session_can_ask_for_cancel_on_disconnect(
         before = await supervisor.session_status(session_id)
         first.process.kill()
         await first.process.wait()
-    after = await supervisor.wait_session_state(session_id, "idle")
-    assert after["agyPid"] is not None and after["agyPid"] != before["agyPid"]
+    await supervisor.wait_session(
+        session_id, lambda s: _idle_with_another_agy(s, before), "idle with a new agy"
+    )
     await supervisor.stop()
     await harness.assert_no_leftovers()
 

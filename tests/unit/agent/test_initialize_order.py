@@ -53,7 +53,7 @@ async def test_a_request_sent_before_initialize_is_refused_when_it_runs_after() 
     assert "failed" not in error.message  # it did not
 
 
-@pytest.mark.parametrize("method", ["authenticate", "session/list"])
+@pytest.mark.parametrize("method", ["authenticate", "session/list", "session/new"])
 async def test_requests_after_initialize_still_wait_for_it(method: str) -> None:
     """Sent after initialize (not waiting for its answer): served once it is done."""
     bridge = agent()
