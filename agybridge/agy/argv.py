@@ -42,8 +42,11 @@ def build_argv(agy_bin: str, spec: LaunchSpec) -> list[str]:
         "--add-dir",
         spec.cwd,
     ]
-    for directory in spec.additional_dirs:
-        argv += ["--add-dir", directory]
+    # Each root once: a session moved into one of its additional directories
+    # (set_workspace), or a client that lists the cwd again, names it twice.
+    for directory in dict.fromkeys(spec.additional_dirs):
+        if directory != spec.cwd:
+            argv += ["--add-dir", directory]
     # Go's flag package would read "--model=-x" fine but "--model -x" as a flag:
     # the "=" form keeps user-provided values from ever being taken for flags.
     if spec.conversation_id:

@@ -120,6 +120,11 @@ ARGV_CASES = [
         [*FIXED, "--add-dir", "/w", "--add-dir", "/a", "--add-dir", "/b c"],
     ),
     (
+        "each root once: the cwd moved into an additional directory, a directory listed twice",
+        LaunchSpec(cwd="/a", additional_dirs=("/w", "/a", "/w")),
+        [*FIXED, "--add-dir", "/a", "--add-dir", "/w"],
+    ),
+    (
         "conversation as two tokens",
         LaunchSpec(cwd="/w", conversation_id="8dd06a16-a76f-46cd-80b0-a416eab5898f"),
         [*FIXED, "--add-dir", "/w", "--conversation", "8dd06a16-a76f-46cd-80b0-a416eab5898f"],
