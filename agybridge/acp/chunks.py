@@ -19,11 +19,13 @@ def plain_text_chunk(update: models.SessionUpdate) -> tuple[TextChunk, str] | No
     """``update`` and its text if it is a message, thought or user chunk of
     plain text (no annotations, no ``_meta`` on it or its content); None
     otherwise."""
-    if not isinstance(update, _CHUNK_CLASSES):
+    # The exact type first (the classes are final): most updates are agent
+    # text, tested without a call.
+    if type(update) is not models.AgentMessageChunk and not isinstance(update, _CHUNK_CLASSES):
         return None
     content = update.content
     if (
-        not isinstance(content, models.TextContent)
+        type(content) is not models.TextContent
         or content.annotations is not None
         or content.meta is not None
         or update.meta is not None

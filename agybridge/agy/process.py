@@ -301,11 +301,11 @@ class AgyChild:
         await self._messages.send(ChildEvents(self.incarnation, events))
 
     def _stdout_event(self, line: bytes | LineTooLongError) -> ChildEvent:
-        if isinstance(line, LineTooLongError):
+        if type(line) is not bytes:  # the exact type: no call on the hot path
             logger.error("agy[%s] stdout: %s", self.incarnation, line)
             return ChildEvent(self.incarnation, MalformedLine(line="", reason=str(line)))
         event = parse_event(line)
-        if not isinstance(event, StepUpdateEvent) or event.step_update.step_type != "tool":
+        if type(event) is not StepUpdateEvent or event.step_update.step_type != "tool":
             return ChildEvent(self.incarnation, event)
         # Tool steps are when agy grows children in groups of their own.
         if not self.exited.is_set():
@@ -376,7 +376,7 @@ async def _read_lines(
                     framer.feed_eof()
                     read = framer.drain()
                 # Blank lines are dropped (an over-long one is kept: its error).
-                lines = [line for line in read if not isinstance(line, bytes) or line.strip()]
+                lines = [line for line in read if type(line) is not bytes or line.strip()]
                 if lines:
                     await on_lines(lines)
                 if not chunk:
