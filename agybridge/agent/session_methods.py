@@ -315,7 +315,9 @@ class SessionMethods:
                 session, request.prompt, call.seq, self._limits, skill
             )
         except PromptContentError as exc:
-            data = {**exc.data, "_meta": causes.meta(exc.cause, path=exc.data["path"])}
+            # details: the message again, as every error answer has it (Zed shows it).
+            meta = causes.meta(exc.cause, path=exc.data["path"])
+            data = {"details": str(exc), **exc.data, "_meta": meta}
             raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), data) from None
         except StagingError as exc:
             # The directory was made at session/new: it broke since (full disk,

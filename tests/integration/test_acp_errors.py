@@ -317,6 +317,7 @@ async def test_unadvertised_prompt_blocks_are_invalid_params(harness: Harness) -
                 error = error_of(response)
                 assert error["code"] == -32602, block
                 assert message in error["message"], block
+                assert error["data"]["details"] == error["message"], block
                 assert error["data"]["path"].startswith("$.prompt[1]"), block
                 cause = error["data"]["_meta"]["agybridge"]
                 assert cause == {"cause": "attachment_invalid", "path": error["data"]["path"]}
