@@ -316,8 +316,8 @@ class SessionMethods:
             )
         except PromptContentError as exc:
             # details: the message again, as every error answer has it (Zed shows it).
-            meta = causes.meta(exc.cause, path=exc.data["path"])
-            data = {"details": str(exc), **exc.data, "_meta": meta}
+            cause = causes.meta(exc.cause, path=exc.data["path"])
+            data = {"details": str(exc), **exc.data, "_meta": cause}
             raise RpcError(ErrorCode.INVALID_PARAMS, str(exc), data) from None
         except StagingError as exc:
             # The directory was made at session/new: it broke since (full disk,
