@@ -46,8 +46,15 @@ _IDS = re.compile(
 _TIMES = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
 
 
+#: The conversation id ``session/new`` names when agy's ``init`` came before the
+#: answer (a race of two processes, the same before and after this feature).
+_EARLY_CONVERSATION = re.compile(r',"_meta":\{"conversationId":"[^"]*"\}(\}\}$)')
+
+
 def normalised(lines: list[str], tmp_path: Path) -> list[str]:
-    """``lines`` with this run's ids, times and directory replaced by stable names."""
+    """``lines`` with this run's ids, times and directory replaced by stable names
+    (the first, the ``session/new`` answer, without a conversation id that came early)."""
+    lines = [_EARLY_CONVERSATION.sub(r"\1", lines[0]), *lines[1:]] if lines else lines
     names: dict[str, str] = {}
 
     def name(match: re.Match[str]) -> str:
