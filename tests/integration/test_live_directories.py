@@ -6,6 +6,7 @@ idle, after the running turn otherwise, and the answer's
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +38,31 @@ def last_dirs(harness: Harness) -> list[str]:
     return last_dirs_of(harness.session_argvs()[-1])
 
 
+async def open_session(client: RawClient, cwd: Path, first: Path) -> tuple[dict[str, Any], str]:
+    """``initialize``, then ``session/new`` in ``cwd`` with ``first`` as its one
+    additional directory: its params and the session's id."""
+    await client.initialize()
+    new = {"cwd": str(cwd), "mcpServers": [], "additionalDirectories": [str(first)]}
+    return new, (await ok(client, "session/new", new))["sessionId"]
+
+
+def slow_turn_bridge(
+    harness: Harness, validator: WireValidator, release: Path
+) -> AbstractAsyncContextManager[RawClient]:
+    """A bridge whose ``[fake-agy:slow]`` turns run until ``release`` exists (its
+    agy grows no children: the launches counted are the session's own)."""
+    return harness.open_bridge(
+        validator=validator, FAKE_AGY_RELEASE_FILE=str(release), FAKE_AGY_SPAWN_CHILDREN="0"
+    )
+
+
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 async def test_idle_the_new_list_applies_at_once(harness: Harness, method: str) -> None:
     cwd, first, second = folders(harness)
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
         async with harness.open_bridge(validator=validator) as client:
-            await client.initialize()
-            new = {"cwd": str(cwd), "mcpServers": [], "additionalDirectories": [str(first)]}
-            session_id = (await ok(client, "session/new", new))["sessionId"]
+            new, session_id = await open_session(client, cwd, first)
             await prompt(client, session_id)
             assert str(first) in last_dirs(harness)
             same = await ok(client, method, {**new, "sessionId": session_id})
@@ -77,12 +94,8 @@ async def test_during_a_turn_the_new_list_applies_when_it_ends(harness: Harness)
     release = harness.tmp_path / "release"
     validator = WireValidator()
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge(
-            validator=validator, FAKE_AGY_RELEASE_FILE=str(release), FAKE_AGY_SPAWN_CHILDREN="0"
-        ) as client:
-            await client.initialize()
-            new = {"cwd": str(cwd), "mcpServers": [], "additionalDirectories": [str(first)]}
-            session_id = (await ok(client, "session/new", new))["sessionId"]
+        async with slow_turn_bridge(harness, validator, release) as client:
+            new, session_id = await open_session(client, cwd, first)
             mark = client.mark()
             running = await client.start_prompt(session_id, "[fake-agy:slow] go")
             await client.wait_update(session_id, "agent_message_chunk", since=mark)
@@ -115,12 +128,8 @@ async def test_set_workspace_moves_the_session_now_or_after_the_turn(harness: Ha
     validator = WireValidator()
     method = "_agybridge/session/set_workspace"
     with trio.fail_after(TIMEOUT_S):
-        async with harness.open_bridge(
-            validator=validator, FAKE_AGY_RELEASE_FILE=str(release), FAKE_AGY_SPAWN_CHILDREN="0"
-        ) as client:
-            await client.initialize()
-            new = {"cwd": str(cwd), "mcpServers": [], "additionalDirectories": [str(first)]}
-            session_id = (await ok(client, "session/new", new))["sessionId"]
+        async with slow_turn_bridge(harness, validator, release) as client:
+            _, session_id = await open_session(client, cwd, first)
             await prompt(client, session_id)
             moved = await call(client, method, {"sessionId": session_id, "cwd": str(second)})
             assert moved["result"] == {
